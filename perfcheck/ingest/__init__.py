@@ -1,0 +1,201 @@
+"""Readers: every supported profiler output -> ``Profile``; benchmark output -> ``Peaks``.
+
+The table ``FORMATS`` below is the explicit list of readers, in sniffing order
+(most specific first). ``--format NAME`` skips sniffing.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+from collections.abc import Iterator, Sequence
+from dataclasses import replace
+from pathlib import Path
+
+import pandas as pd
+
+from perfcheck.errors import InputError, PerfcheckError, UnknownFormatError, UsageError
+from perfcheck.ingest import (
+    babelstream,
+    ert,
+    likwid,
+    mixbench,
+    ncu,
+    nvprof,
+    omniperf,
+    rocpd,
+    rocprof,
+    rocprofv3,
+    stream,
+)
+from perfcheck.ingest.dispatch import TimingTally, finish
+from perfcheck.ingest.formats import ALL, Format, Scan, Sniff, Want
+from perfcheck.model import Oddity, PeakDetail, Peaks, Profile, Source
+
+FORMATS: tuple[Format, ...] = (
+    *rocpd.FORMATS,
+    *rocprof.FORMATS,
+    *omniperf.FORMATS,
+    *rocprofv3.FORMATS,
+    *ncu.FORMATS,
+    *nvprof.FORMATS,
+    *babelstream.FORMATS,
+    *mixbench.FORMATS,
+    *ert.FORMATS,
+    *stream.FORMATS,
+    *likwid.FORMATS,
+)
+
+__all__ = ["FORMATS", "Want", "detect", "open_profile", "read_profile", "read_peaks", "format_named"]
+
+
+def format_named(name: str, kind: str | None = None) -> Format:
+    for fmt in FORMATS:
+        if fmt.name == name and (kind is None or fmt.kind == kind):
+            return fmt
+    names = [f.name for f in FORMATS if kind is None or f.kind == kind]
+    raise UsageError(f"unknown format {name!r}; choose one of: {', '.join(names)}")
+
+
+def _check_exists(path: Path) -> None:
+    if not path.exists():
+        raise InputError(path, "no such file or directory")
+
+
+def detect(path: Path, kind: str) -> Format:
+    """The first reader of ``kind`` whose sniffer accepts ``path``."""
+    _check_exists(path)
+    sniff = Sniff(path)
+    candidates = [f for f in FORMATS if f.kind == kind]
+    if not sniff.is_dir and not sniff.raw_head:
+        raise InputError(path, "file is empty", hint="was the run cut off before it wrote anything?")
+    for fmt in candidates:
+        if fmt.sniff(sniff):
+            return fmt
+    raise UnknownFormatError(path, [f.name for f in candidates], kind=kind)
+
+
+# Errors a reader may hit on malformed input it did not anticipate. They are
+# turned into a located InputError naming the reader, never a traceback.
+_INPUT_FAILURES = (
+    ValueError,
+    KeyError,
+    IndexError,
+    TypeError,
+    sqlite3.Error,
+    json.JSONDecodeError,
+    UnicodeDecodeError,
+    pd.errors.ParserError,
+)
+
+
+def _guarded(fmt: Format, path: Path, chunks: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+    try:
+        yield from chunks
+    except PerfcheckError:
+        raise
+    except _INPUT_FAILURES as exc:
+        raise InputError(path, f"cannot be read as {fmt.name} ({type(exc).__name__}: {exc})",
+                         hint="check that the file is complete, or name another --format") from None
+
+
+_RANK_RE = re.compile(r"(?:^|[^a-z])rank[_.-]?(\d+)(?:[^0-9]|$)", re.IGNORECASE)
+
+
+def rank_from_path(path: Path) -> int | None:
+    """Rank encoded in a per-rank output's name (``rank3``, ``rank_3``, ``results.rank-3.csv``),
+    the spelling of MPI launch wrappers and rocprofv3's ``%rank%`` token use."""
+    for part in reversed(path.parts[-3:]):
+        match = _RANK_RE.search(part)
+        if match:
+            return int(match.group(1))
+    return None
+
+
+def open_profile(path: str | Path, format: str | None = None, want: Want = ALL) -> Scan:
+    """Open one profile for streaming: canonical chunks, oddities filled as they are read."""
+    path = Path(path)
+    _check_exists(path)
+    fmt = format_named(format, "profile") if format else detect(path, "profile")
+    assert fmt.scan is not None
+    try:
+        inner = fmt.scan(path, want)
+    except PerfcheckError:
+        raise
+    except _INPUT_FAILURES as exc:
+        raise InputError(path, f"cannot be read as {fmt.name} ({type(exc).__name__}: {exc})",
+                         hint="check that the file is complete, or name another --format") from None
+    source = inner.source
+    if source.rank is None:
+        source = replace(source, rank=rank_from_path(path))
+    tally = TimingTally()
+    outer = Scan(source=source, chunks=iter(()), oddities=inner.oddities, level=inner.level)
+
+    def chunks() -> Iterator[pd.DataFrame]:
+        for chunk in _guarded(fmt, path, inner.chunks):
+            if source.rank is not None:
+                chunk["rank"] = source.rank
+            yield finish(chunk, tally)
+        outer.oddities.extend(tally.oddities(str(path)))
+
+    outer.chunks = chunks()
+    return outer
+
+
+def read_profile(paths: str | Path | Sequence[str | Path], format: str | None = None, want: Want = ALL) -> Profile:
+    """Read one or several profile files into one Profile (ranks get a ``rank`` column)."""
+    if isinstance(paths, (str, Path)):
+        paths = [paths]
+    if not paths:
+        raise UsageError("no profile paths given")
+    frames: list[pd.DataFrame] = []
+    sources: list[Source] = []
+    oddities: list[Oddity] = []
+    levels = set()
+    for p in paths:
+        scan = open_profile(p, format, want)
+        frames.extend(scan.chunks)
+        sources.append(scan.source)
+        oddities.extend(scan.oddities)
+        levels.add(scan.level)
+    if len(levels) > 1:
+        raise UsageError(
+            "cannot combine per-dispatch profiles with per-kernel statistics files in one profile; "
+            "load them separately"
+        )
+    frames = [f for f in frames if len(f.columns)]
+    table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    return Profile(dispatches=table, sources=tuple(sources), oddities=tuple(oddities), level=levels.pop())
+
+
+def read_peaks(paths: str | Path | Sequence[str | Path], format: str | None = None) -> Peaks:
+    """Read one or several peaks files; where two report the same peak, the higher wins
+    (a peak is the best the machine was seen to do) and both stay in ``details``."""
+    if isinstance(paths, (str, Path)):
+        paths = [paths]
+    if not paths:
+        raise UsageError("no peaks paths given")
+    values: dict[str, float] = {}
+    details: list[PeakDetail] = []
+    sources: list[Source] = []
+    oddities: list[Oddity] = []
+    for p in paths:
+        path = Path(p)
+        _check_exists(path)
+        fmt = format_named(format, "peaks") if format else detect(path, "peaks")
+        assert fmt.read_peaks is not None
+        try:
+            peaks = fmt.read_peaks(path)
+        except PerfcheckError:
+            raise
+        except _INPUT_FAILURES as exc:
+            raise InputError(path, f"cannot be read as {fmt.name} ({type(exc).__name__}: {exc})",
+                             hint="check that the file is complete, or name another --format") from None
+        for name, value in peaks.values.items():
+            if name not in values or value > values[name]:
+                values[name] = value
+        details.extend(peaks.details)
+        sources.extend(peaks.sources)
+        oddities.extend(peaks.oddities)
+    return Peaks(values=values, details=tuple(details), sources=tuple(sources), oddities=tuple(oddities))

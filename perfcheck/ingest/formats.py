@@ -1,0 +1,126 @@
+"""What a reader is: a named format with a sniffer and a scanner.
+
+A *profile* reader turns a file (or a tool's output directory) into a stream of
+canonical dispatch-table chunks (see ``perfcheck.schema``); a *peaks* reader turns
+a micro-benchmark's output into a ``Peaks`` record. Readers only parse, rename and
+normalise units; they compute no metrics.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from perfcheck.model import Oddity, Peaks, Source
+from perfcheck.schema import is_raw
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+HEAD_BYTES = 64 * 1024
+
+
+@dataclass(frozen=True)
+class Sniff:
+    """What a sniffer may look at: the path and, for files, the first 64 KiB as text."""
+
+    path: Path
+
+    @property
+    def is_dir(self) -> bool:
+        return self.path.is_dir()
+
+    @cached_property
+    def raw_head(self) -> bytes:
+        if self.is_dir:
+            return b""
+        with open(self.path, "rb") as fh:
+            return fh.read(HEAD_BYTES)
+
+    @cached_property
+    def head(self) -> str:
+        return self.raw_head.decode("utf-8", errors="replace")
+
+    @cached_property
+    def is_binary(self) -> bool:
+        return b"\x00" in self.raw_head[:4096]
+
+    @cached_property
+    def is_sqlite(self) -> bool:
+        return self.raw_head.startswith(b"SQLite format 3\x00")
+
+    @cached_property
+    def lines(self) -> list[str]:
+        """Complete lines of the head (the last, possibly cut, line is dropped
+        unless the head is the whole file)."""
+        lines = self.head.splitlines()
+        if len(self.raw_head) == HEAD_BYTES and lines:
+            lines = lines[:-1]
+        return lines
+
+
+@dataclass(frozen=True)
+class Want:
+    """Which canonical columns a caller needs. ``None`` means all, raw counters included.
+
+    Readers may use it to skip columns (the expensive part of a 1,000-column
+    Omniperf table is converting counters nobody asked for)."""
+
+    columns: frozenset[str] | None = None
+
+    def __contains__(self, name: str) -> bool:
+        return self.columns is None or name in self.columns
+
+    @property
+    def raw(self) -> bool:
+        """True when raw counters are wanted at all."""
+        return self.columns is None or any(is_raw(c) for c in self.columns)
+
+
+ALL = Want()
+
+
+@dataclass
+class Scan:
+    """An open profile: its provenance and an iterator of canonical chunks.
+
+    ``oddities`` may grow while ``chunks`` is consumed; read it afterwards.
+    """
+
+    source: Source
+    chunks: Iterator["pd.DataFrame"]
+    oddities: list[Oddity] = field(default_factory=list)
+    # "dispatch": one row per kernel dispatch (the canonical dispatch table).
+    # "kernel": one row per kernel, pre-aggregated by the tool (rocprof --stats);
+    #   columns kernel, calls, duration_total, duration_mean, duration_min,
+    #   duration_max (seconds) -- the per-dispatch samples are not in the file.
+    level: Literal["dispatch", "kernel"] = "dispatch"
+
+
+ProfileScanner = Callable[[Path, Want], Scan]
+PeaksReader = Callable[[Path], Peaks]
+
+
+@dataclass(frozen=True)
+class Format:
+    name: str  # stable, user-facing: --format NAME
+    tool: str
+    kind: Literal["profile", "peaks"]
+    description: str
+    sniff: Callable[[Sniff], bool]
+    scan: ProfileScanner | None = None
+    read_peaks: PeaksReader | None = None
+
+    def __post_init__(self) -> None:
+        if (self.kind == "profile") != (self.scan is not None) or (self.kind == "peaks") != (
+            self.read_peaks is not None
+        ):
+            raise AssertionError(f"format {self.name}: kind and reader function disagree")
+
+
+def single_chunk(frames: Iterable["pd.DataFrame"]) -> Iterator["pd.DataFrame"]:
+    """Iterator over already-built frames (small files are read in one go)."""
+    yield from frames

@@ -1,0 +1,7 @@
+"""Reader(s) for ncu output. (Being written.)"""
+
+from __future__ import annotations
+
+from perfcheck.ingest.formats import Format
+
+FORMATS: tuple[Format, ...] = ()

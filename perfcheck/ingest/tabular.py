@@ -1,0 +1,122 @@
+"""Shared parsing of the delimited text that profilers write.
+
+The quirks handled here are common to several tools: preambles (``==PROF==``
+lines, application stdout) before the header, units rows, thousands separators,
+and pandas parser errors that must become one-line located errors.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from perfcheck.errors import InputError
+
+
+def split_csv_line(line: str) -> list[str]:
+    """Fields of one CSV line, honouring quotes."""
+    return next(csv.reader([line]), [])
+
+
+def locate_header(
+    path: Path,
+    lines: Sequence[str],
+    is_header: Callable[[list[str]], bool],
+    *,
+    what: str,
+    hint: str,
+) -> int:
+    """0-based index of the first line whose fields satisfy ``is_header``.
+
+    ``lines`` is usually ``Sniff.lines`` (the head of the file): preambles are short.
+    """
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            fields = split_csv_line(line)
+        except csv.Error:
+            continue
+        if is_header([f.strip() for f in fields]):
+            return i
+    raise InputError(path, f"no {what} header found", hint=hint)
+
+
+def require_columns(path: Path, header: Sequence[str], required: Sequence[str], *, line: int | None = None, hint: str | None = None) -> None:
+    missing = [c for c in required if c not in header]
+    if missing:
+        raise InputError(
+            path,
+            f"required column{'s' if len(missing) > 1 else ''} {', '.join(repr(m) for m in missing)} missing",
+            line=line,
+            hint=hint or "was the file cut short or written by another tool version?",
+        )
+
+
+_LINE_RE = re.compile(r"line (\d+)")
+
+
+def read_csv(path: Path, *, header_line: int = 0, skip_after_header: int = 0, **kwargs: object) -> pd.DataFrame:
+    """``pandas.read_csv`` whose errors name the file and the line.
+
+    ``header_line`` is the 0-based line of the header; ``skip_after_header`` skips
+    that many lines after it (units rows). Everything is read as text unless
+    ``dtype`` says otherwise, so numbers are converted deliberately, column by
+    column, with located errors (see ``to_number``).
+    """
+    skip = list(range(header_line)) + list(range(header_line + 1, header_line + 1 + skip_after_header))
+    kwargs.setdefault("dtype", str)
+    kwargs.setdefault("keep_default_na", False)
+    try:
+        return pd.read_csv(path, skiprows=skip, header=0, **kwargs)  # type: ignore[arg-type]
+    except pd.errors.EmptyDataError:
+        raise InputError(path, "file is empty", hint="was the profiler run cut off?") from None
+    except pd.errors.ParserError as exc:
+        # pandas counts lines from the header it was given; turn that into a file line.
+        match = _LINE_RE.search(str(exc))
+        line = int(match.group(1)) + header_line + skip_after_header if match else None
+        detail = str(exc).split("C error: ")[-1].strip().rstrip(".")
+        raise InputError(
+            path, f"malformed CSV ({detail})", line=line, hint="check the delimiter and that the file is complete"
+        ) from None
+    except UnicodeDecodeError as exc:
+        raise InputError(path, f"not text (byte {exc.start} is not UTF-8)", hint="is this the right file?") from None
+
+
+def to_number(series: pd.Series, *, path: Path, column: str, first_line: int, thousands: bool = False) -> pd.Series:
+    """Text column -> float64. Empty cells become NaN; anything else that is not a
+    number is an error naming the file line (``first_line`` is the file line of the
+    first data row, 1-based)."""
+    text = series.astype(str).str.strip()
+    if thousands:
+        text = text.str.replace(",", "", regex=False)
+    text = text.mask(text.isin(["", "nan", "NaN", "n/a", "N/A", "-"]))
+    values = pd.to_numeric(text, errors="coerce")
+    bad = values.isna() & text.notna()
+    if bad.any():
+        pos = int(np.flatnonzero(bad.to_numpy())[0])
+        raise InputError(
+            path,
+            f"{text.iloc[pos]!r} is not a number",
+            line=first_line + pos,
+            column=column,
+            hint="is the file complete and written by the tool named?",
+        )
+    return values.astype("float64")
+
+
+def text_lines(path: Path) -> list[str]:
+    """All lines of a small text file, with a located error for non-text input."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise InputError(path, f"cannot read ({exc.strerror})") from None
+    if b"\x00" in data[:4096]:
+        raise InputError(path, "binary data where text was expected", hint="is this the right file?")
+    return io.StringIO(data.decode("utf-8", errors="replace")).read().splitlines()

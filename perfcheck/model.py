@@ -1,0 +1,90 @@
+"""Records that flow through perfcheck: where a profile came from, what was odd
+about it, the profile itself (a dispatch table) and measured peaks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pandas is imported only where a frame is built
+    import pandas as pd
+
+
+@dataclass(frozen=True)
+class Source:
+    """Provenance of one profile file (or workload directory)."""
+
+    path: str
+    format: str  # reader name, e.g. "rocprofv3-kernel-trace"
+    tool: str  # profiler family, e.g. "rocprofv3", "ncu"
+    tool_version: str | None = None
+    device: str | None = None  # marketing name when the file says it, e.g. "AMD Instinct MI300X"
+    arch: str | None = None  # gfx942, sm_80, ... when the file says it
+    rank: int | None = None
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "path": self.path,
+            "format": self.format,
+            "tool": self.tool,
+            "tool_version": self.tool_version,
+            "device": self.device,
+            "arch": self.arch,
+            "rank": self.rank,
+        }
+
+
+@dataclass(frozen=True)
+class Oddity:
+    """Something valid but suspicious in an input, reported as a warning with a count."""
+
+    path: str
+    what: str
+    count: int = 1
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.what}" + (f" ({self.count} rows)" if self.count != 1 else "")
+
+
+@dataclass(frozen=True)
+class Profile:
+    """One dispatch table (canonical columns, see ``perfcheck.schema``) and its sources.
+
+    A profile read from several files (ranks, passes) lists every source; the
+    ``rank`` column tells rows apart when ranks are known.
+    """
+
+    dispatches: "pd.DataFrame"
+    sources: tuple[Source, ...]
+    oddities: tuple[Oddity, ...] = ()
+    # "kernel" when the inputs held only per-kernel statistics (rocprof --stats):
+    # then ``dispatches`` has one row per kernel with calls/duration_* columns.
+    level: str = "dispatch"
+
+    @property
+    def source(self) -> Source:
+        return self.sources[0]
+
+
+@dataclass(frozen=True)
+class PeakDetail:
+    """One figure a peaks file reports: which run/kernel/row it came from, in base units."""
+
+    source: str
+    name: str  # e.g. "Copy", "mixbench single-precision max", "DRAM"
+    value: float
+    unit: str  # base unit: "B/s", "FLOP/s"
+
+
+@dataclass(frozen=True)
+class Peaks:
+    """Empirical peaks measured on a machine.
+
+    ``values`` maps peak names (see ``perfcheck.schema.PEAK_UNITS``) to base units;
+    ``details`` keeps every figure the file reported so the choice can be checked.
+    """
+
+    values: dict[str, float]
+    details: tuple[PeakDetail, ...]
+    sources: tuple[Source, ...]
+    oddities: tuple[Oddity, ...] = field(default=())

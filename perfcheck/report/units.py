@@ -1,0 +1,31 @@
+"""Formatting of base-unit values for people. Only reports call this."""
+
+from __future__ import annotations
+
+import math
+
+_SCALES: dict[str, list[tuple[float, str]]] = {
+    "s": [(1.0, "s"), (1e-3, "ms"), (1e-6, "us"), (1e-9, "ns")],
+    "B": [(1024.0**3, "GiB"), (1024.0**2, "MiB"), (1024.0, "KiB"), (1.0, "B")],
+    "B/s": [(1e12, "TB/s"), (1e9, "GB/s"), (1e6, "MB/s"), (1e3, "kB/s"), (1.0, "B/s")],
+    "FLOP/s": [(1e12, "TFLOP/s"), (1e9, "GFLOP/s"), (1e6, "MFLOP/s"), (1.0, "FLOP/s")],
+    "OP/s": [(1e12, "TOP/s"), (1e9, "GOP/s"), (1e6, "MOP/s"), (1.0, "OP/s")],
+}
+
+
+def format_value(value: float | int | None, unit: str) -> str:
+    """``0.002671374, "s"`` -> ``"2.671 ms"``; counts get thousands separators."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if unit in _SCALES:
+        for scale, label in _SCALES[unit]:
+            if abs(value) >= scale or scale == _SCALES[unit][-1][0]:
+                scaled = value / scale
+                if unit == "B" and label == "B":
+                    return f"{int(value):,} B"
+                return f"{scaled:.4g} {label}"
+    if unit == "%":
+        return f"{value:.1f}%"
+    if float(value).is_integer():
+        return f"{int(value):,}"
+    return f"{value:.4g}" + (f" {unit}" if unit and unit != "count" else "")

@@ -1,0 +1,142 @@
+"""Registry of canonical dispatch-table columns and of metric units.
+
+Every reader renames its tool's columns to these names and converts values to the
+base unit given here (seconds, bytes, counts; timestamps as integer nanoseconds).
+Raw counters keep the tool's own name behind the ``raw.`` prefix
+(``raw.FETCH_SIZE``, ``raw.TCC_EA_RDREQ[3]``, ``raw.dram__bytes.sum``) and their
+original unit, so nothing the profiler measured is lost.
+
+Launch geometry follows one convention whatever the vendor: ``grid_*`` counts
+work-items (threads), as AMD reports them; NVIDIA's grid of blocks is multiplied
+by the block size on ingest. ``workgroups`` is the number of workgroups/blocks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+RAW_PREFIX = "raw."
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    dtype: str  # pandas dtype of the canonical column
+    unit: str  # base unit; "" for labels and plain counts of things
+    group: str  # identity | launch | timing
+    meaning: str
+
+
+_COLUMNS = [
+    # identity
+    Column("kernel", "str", "", "identity", "kernel name as the tool reports it, code-object suffixes such as ' [clone .kd]' removed"),
+    Column("dispatch_id", "Int64", "", "identity", "dispatch / launch index given by the tool"),
+    Column("device_id", "Int64", "", "identity", "GPU / agent index given by the tool"),
+    Column("queue_id", "Int64", "", "identity", "HSA queue id (AMD)"),
+    Column("stream_id", "Int64", "", "identity", "stream id (HIP or CUDA)"),
+    Column("context_id", "Int64", "", "identity", "CUDA context id"),
+    Column("pid", "Int64", "", "identity", "process id"),
+    Column("tid", "Int64", "", "identity", "thread id that launched the kernel"),
+    Column("correlation_id", "Int64", "", "identity", "id linking the dispatch to its API call"),
+    Column("rank", "Int64", "", "identity", "MPI rank the dispatch belongs to, when known"),
+    # launch
+    Column("grid_x", "Int64", "", "launch", "grid size in work-items (threads), x"),
+    Column("grid_y", "Int64", "", "launch", "grid size in work-items (threads), y"),
+    Column("grid_z", "Int64", "", "launch", "grid size in work-items (threads), z"),
+    Column("grid_size", "Int64", "", "launch", "total work-items (threads) in the grid"),
+    Column("workgroup_x", "Int64", "", "launch", "workgroup / block size in work-items, x"),
+    Column("workgroup_y", "Int64", "", "launch", "workgroup / block size in work-items, y"),
+    Column("workgroup_z", "Int64", "", "launch", "workgroup / block size in work-items, z"),
+    Column("workgroup_size", "Int64", "", "launch", "work-items per workgroup / threads per block"),
+    Column("workgroups", "Int64", "", "launch", "number of workgroups / blocks in the grid"),
+    Column("wave_size", "Int64", "", "launch", "wavefront / warp width"),
+    Column("vgpr", "Int64", "", "launch", "architected vector registers per work-item (AMD)"),
+    Column("agpr", "Int64", "", "launch", "accumulation registers per work-item (AMD gfx908+)"),
+    Column("sgpr", "Int64", "", "launch", "scalar registers per wavefront (AMD)"),
+    Column("registers", "Int64", "", "launch", "registers per thread (NVIDIA)"),
+    Column("lds_per_workgroup", "Int64", "B", "launch", "LDS / shared memory per workgroup, static + dynamic"),
+    Column("lds_static", "Int64", "B", "launch", "static shared memory per block (NVIDIA)"),
+    Column("lds_dynamic", "Int64", "B", "launch", "dynamic shared memory per block (NVIDIA)"),
+    Column("scratch_per_thread", "Int64", "B", "launch", "private / scratch (spill) memory per work-item"),
+    # timing
+    Column("start_ns", "Int64", "ns", "timing", "begin timestamp, integer nanoseconds in the tool's clock"),
+    Column("end_ns", "Int64", "ns", "timing", "end timestamp, integer nanoseconds in the tool's clock"),
+    Column("duration", "float64", "s", "timing", "kernel execution time of this dispatch"),
+    # aggregate: only in kernel-level tables, where the tool wrote statistics
+    # per kernel instead of dispatches (rocprof --stats, rocprofv3 --stats).
+    Column("calls", "Int64", "", "aggregate", "dispatches the row summarises"),
+    Column("duration_total", "float64", "s", "aggregate", "summed duration of those dispatches"),
+    Column("duration_mean", "float64", "s", "aggregate", "mean duration"),
+    Column("duration_min", "float64", "s", "aggregate", "shortest duration"),
+    Column("duration_max", "float64", "s", "aggregate", "longest duration"),
+    Column("duration_std", "float64", "s", "aggregate", "standard deviation of the duration"),
+]
+
+COLUMNS: dict[str, Column] = {c.name: c for c in _COLUMNS}
+
+# Units of the per-kernel summary quantities (the vocabulary of DESIGN.md section 4).
+METRIC_UNITS: dict[str, str] = {
+    "calls": "count",
+    "duration": "s",
+    "duration_mean": "s",
+    "duration_min": "s",
+    "duration_max": "s",
+    "duration_total": "s",
+    "vgpr": "count",
+    "agpr": "count",
+    "sgpr": "count",
+    "registers": "count",
+    "workgroup_size": "count",
+    "grid_size": "count",
+    "lds_per_workgroup": "B",
+    "scratch_per_thread": "B",
+}
+
+# Units of the peak figures a Peaks record may carry.
+PEAK_UNITS: dict[str, str] = {
+    "hbm_bw": "B/s",
+    "l3_bw": "B/s",
+    "l2_bw": "B/s",
+    "l1_bw": "B/s",
+    "lds_bw": "B/s",
+    "flop_rate_fp64": "FLOP/s",
+    "flop_rate_fp32": "FLOP/s",
+    "flop_rate_fp16": "FLOP/s",
+    "flop_rate_bf16": "FLOP/s",
+    "iop_rate_int32": "OP/s",
+    "iop_rate_int8": "OP/s",
+}
+
+
+def is_raw(name: str) -> bool:
+    return name.startswith(RAW_PREFIX)
+
+
+def raw(name: str) -> str:
+    """Canonical column name for a tool's raw counter."""
+    return RAW_PREFIX + name
+
+
+def conform(frame: "pd.DataFrame") -> "pd.DataFrame":  # noqa: F821 - pandas imported lazily
+    """Cast known columns to their registry dtype and order them: identity, launch,
+    timing, then raw counters in the tool's order. Unknown non-raw columns are a bug
+    in the reader, so they raise."""
+    import pandas as pd
+
+    unknown = [c for c in frame.columns if c not in COLUMNS and not is_raw(c)]
+    if unknown:
+        raise AssertionError(f"reader produced non-canonical columns: {unknown}")
+    out = {}
+    for col in _COLUMNS:
+        if col.name in frame.columns:
+            series = frame[col.name]
+            if col.dtype == "str":
+                out[col.name] = series.astype("string")
+            elif col.dtype == "Int64":
+                out[col.name] = pd.array(series, dtype="Int64") if series.dtype != "Int64" else series
+            else:
+                out[col.name] = series.astype(col.dtype)
+    for name in frame.columns:
+        if is_raw(name):
+            out[name] = frame[name]
+    return pd.DataFrame(out, index=frame.index)

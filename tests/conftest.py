@@ -1,0 +1,48 @@
+"""Shared test fixtures.
+
+Reader tests use the real profiler outputs in ``../shared/profiles`` (read in
+place, never copied into the project); they skip cleanly when that directory is
+absent. Set PERFCHECK_SHARED to point elsewhere.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from perfcheck.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED = Path(os.environ.get("PERFCHECK_SHARED", ROOT.parent / "shared"))
+PROFILES = SHARED / "profiles"
+
+
+def profile(relative: str) -> Path:
+    """Path of a real profile under ../shared/profiles; skips the test when absent."""
+    path = PROFILES / relative
+    if not path.exists():
+        pytest.skip(f"real profile data not available: {path}")
+    return path
+
+
+class CliResult:
+    def __init__(self, code: int, out: str, err: str) -> None:
+        self.code, self.out, self.err = code, out, err
+
+    def json(self) -> dict:
+        return json.loads(self.out)
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str]):
+    """Run ``perfcheck ARGS...`` in-process; returns exit code, stdout, stderr."""
+
+    def run(*args: str | Path) -> CliResult:
+        code = main([str(a) for a in args])
+        captured = capsys.readouterr()
+        return CliResult(code, captured.out, captured.err)
+
+    return run
