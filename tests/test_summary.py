@@ -1,0 +1,105 @@
+"""Per-kernel summary on small in-memory frames, checked against hand-computed values."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from perfcheck.errors import UsageError
+from perfcheck.ingest.dispatch import TimingTally, finish
+from perfcheck.metrics.summary import KernelSummary, summarise
+
+
+def dispatches(rows: list[tuple[str, int, int]]) -> pd.DataFrame:
+    frame = pd.DataFrame(rows, columns=["kernel", "start_ns", "end_ns"])
+    return finish(frame, TimingTally())
+
+
+def test_statistics_per_kernel_by_hand() -> None:
+    chunk = dispatches([("a", 0, 10), ("b", 0, 100), ("a", 20, 50), ("a", 60, 80)])
+    table = summarise([chunk]).set_index("kernel")
+    # a: durations 10, 30, 20 ns -> median 20, mean 20, total 60
+    assert table.loc["a", "calls"] == 3
+    assert table.loc["a", "duration"] == pytest.approx(20e-9)
+    assert table.loc["a", "duration_min"] == pytest.approx(10e-9)
+    assert table.loc["a", "duration_max"] == pytest.approx(30e-9)
+    assert table.loc["a", "duration_total"] == pytest.approx(60e-9)
+    # ordered by total time: b (100 ns) before a (60 ns)
+    assert list(table.index) == ["b", "a"]
+
+
+def test_chunks_combine_like_one_frame() -> None:
+    rng = np.random.default_rng(7)
+    n = 1000
+    frame = pd.DataFrame(
+        {
+            "kernel": rng.choice(["k1", "k2", "k3"], n),
+            "start_ns": np.zeros(n, dtype=np.int64),
+            "end_ns": rng.integers(1, 10_000, n),
+            "vgpr": rng.integers(8, 128, n),
+        }
+    )
+    whole = summarise([finish(frame.copy(), TimingTally())]).set_index("kernel").sort_index()
+    parts = [finish(frame.iloc[i : i + 137].copy(), TimingTally()) for i in range(0, n, 137)]
+    chunked = summarise(parts).set_index("kernel").sort_index()
+    pd.testing.assert_frame_equal(whole, chunked)
+    expected = frame.assign(d=frame.end_ns * 1e-9).groupby("kernel")["d"].median()
+    assert np.allclose(whole["duration"].to_numpy(), expected.sort_index().to_numpy())
+    assert whole.loc["k1", "vgpr"] == frame.loc[frame.kernel == "k1", "vgpr"].max()
+
+
+def test_negative_and_zero_durations_are_left_empty_and_counted() -> None:
+    tally = TimingTally()
+    chunk = finish(pd.DataFrame({"kernel": ["a", "a", "a"], "start_ns": [0, 50, 5], "end_ns": [10, 40, 5]}), tally)
+    assert chunk["duration"].iloc[0] == pytest.approx(10e-9)
+    assert math.isnan(chunk["duration"].iloc[1]) and math.isnan(chunk["duration"].iloc[2])
+    assert (tally.negative, tally.zero) == (1, 1)
+    messages = [o.what for o in tally.oddities("f.csv")]
+    assert any("end timestamp before begin" in m for m in messages)
+    assert any("zero duration" in m for m in messages)
+    # The summary uses only the valid sample.
+    table = summarise([chunk]).set_index("kernel")
+    assert table.loc["a", "calls"] == 3
+    assert table.loc["a", "duration"] == pytest.approx(10e-9)
+
+
+def test_code_object_suffixes_are_stripped() -> None:
+    chunk = dispatches([("vecCopy(double*, int) [clone .kd]", 0, 1), ("__amd_rocclr_fillBuffer.kd", 0, 1), ("plain", 0, 1)])
+    assert list(chunk["kernel"]) == ["vecCopy(double*, int)", "__amd_rocclr_fillBuffer", "plain"]
+
+
+def test_kernel_level_statistics_combine() -> None:
+    stats = finish(
+        pd.DataFrame(
+            {
+                "kernel": ["a", "b", "a"],
+                "calls": [2, 1, 3],
+                "duration_total": [4.0, 5.0, 9.0],
+                "duration_min": [1.0, 5.0, 2.0],
+                "duration_max": [3.0, 5.0, 4.0],
+            }
+        ),
+        TimingTally(),
+    )
+    table = summarise([stats]).set_index("kernel")
+    assert table.loc["a", "calls"] == 5
+    assert table.loc["a", "duration_total"] == pytest.approx(13.0)
+    assert table.loc["a", "duration_mean"] == pytest.approx(2.6)
+    assert table.loc["a", "duration_min"] == 1.0 and table.loc["a", "duration_max"] == 4.0
+    assert math.isnan(table.loc["a", "duration"])  # a median cannot be recovered
+    assert table.loc["b", "duration"] == pytest.approx(5.0)  # one call: its duration is the median
+
+
+def test_mixing_levels_is_refused() -> None:
+    summary = KernelSummary()
+    summary.add(dispatches([("a", 0, 1)]))
+    summary.add(finish(pd.DataFrame({"kernel": ["a"], "calls": [1], "duration_total": [1.0]}), TimingTally()))
+    with pytest.raises(UsageError, match="per-kernel statistics"):
+        summary.frame()
+
+
+def test_empty_input_gives_empty_table() -> None:
+    assert summarise([]).empty

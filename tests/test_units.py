@@ -1,0 +1,22 @@
+from perfcheck.report.units import format_value
+
+
+def test_time_scales() -> None:
+    assert format_value(0.002671374, "s") == "2.671 ms"
+    assert format_value(41e-6, "s") == "41 us"
+    assert format_value(12.0, "s") == "12 s"
+    assert format_value(5e-9, "s") == "5 ns"
+
+
+def test_bytes_and_rates() -> None:
+    assert format_value(24 * 1024, "B") == "24 KiB"
+    assert format_value(0, "B") == "0 B"
+    assert format_value(1.07546e12, "B/s") == "1.075 TB/s"
+    assert format_value(482.934e9, "B/s") == "482.9 GB/s"
+    assert format_value(1225.48e9, "FLOP/s") == "1.225 TFLOP/s"
+
+
+def test_counts_and_missing() -> None:
+    assert format_value(1234567, "count") == "1,234,567"
+    assert format_value(None, "s") == "-"
+    assert format_value(float("nan"), "B") == "-"
