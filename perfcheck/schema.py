@@ -95,6 +95,7 @@ METRIC_UNITS: dict[str, str] = {
 # Units of the peak figures a Peaks record may carry.
 PEAK_UNITS: dict[str, str] = {
     "hbm_bw": "B/s",
+    "mem_bw": "B/s",  # host main memory (CPU STREAM); hbm_bw is GPU device memory only
     "l3_bw": "B/s",
     "l2_bw": "B/s",
     "l1_bw": "B/s",
@@ -105,6 +106,13 @@ PEAK_UNITS: dict[str, str] = {
     "flop_rate_bf16": "FLOP/s",
     "iop_rate_int32": "OP/s",
     "iop_rate_int8": "OP/s",
+    # AMD matrix-core (MFMA) ceilings, a roof of their own above the vector rates
+    # (Omniperf/rocprof-compute roofline.csv MFMAF64Flops ... MFMAI8Ops).
+    "mfma_rate_fp64": "FLOP/s",
+    "mfma_rate_fp32": "FLOP/s",
+    "mfma_rate_fp16": "FLOP/s",
+    "mfma_rate_bf16": "FLOP/s",
+    "mfma_rate_int8": "OP/s",
 }
 
 

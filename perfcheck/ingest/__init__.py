@@ -105,8 +105,10 @@ _RANK_RE = re.compile(r"(?:^|[^a-z])rank[_.-]?(\d+)(?:[^0-9]|$)", re.IGNORECASE)
 
 def rank_from_path(path: Path) -> int | None:
     """Rank encoded in a per-rank output's name (``rank3``, ``rank_3``, ``results.rank-3.csv``),
-    the spelling of MPI launch wrappers and rocprofv3's ``%rank%`` token use."""
-    for part in reversed(path.parts[-3:]):
+    the spelling of MPI launch wrappers and rocprofv3's ``%rank%`` token use.
+    Four levels, because rocprofv3 nests ``%hostname%`` and, for counters, ``pmc_N``
+    under the ``-d`` directory: ``rank_1/<host>/pmc_1/<pid>_counter_collection.csv``."""
+    for part in reversed(path.parts[-4:]):
         match = _RANK_RE.search(part)
         if match:
             return int(match.group(1))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import csv
 import io
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -89,6 +89,54 @@ def read_csv(path: Path, *, header_line: int = 0, skip_after_header: int = 0, **
         raise InputError(path, f"not text (byte {exc.start} is not UTF-8)", hint="is this the right file?") from None
 
 
+_ROW_RE = re.compile(r"starting at row (\d+)")
+
+
+def iter_csv(
+    path: Path, *, header_line: int = 0, chunksize: int = 1_000_000, **kwargs: object
+) -> Iterator[tuple[int, pd.DataFrame]]:
+    """``pandas.read_csv`` in chunks, as text, with located errors: yields
+    ``(file line of the chunk's first row, chunk)``.
+
+    Blank lines are kept as rows of empty strings, so a row's position maps to
+    its file line exactly (callers drop them, see ``blank_rows``); a row with
+    fewer fields than the header gets empty strings in the missing cells.
+    """
+    kwargs.setdefault("dtype", str)
+    kwargs.setdefault("keep_default_na", False)
+    kwargs.setdefault("na_filter", False)
+    kwargs.setdefault("skip_blank_lines", False)
+    first = header_line + 2
+    try:
+        with pd.read_csv(path, skiprows=list(range(header_line)), header=0, chunksize=chunksize, **kwargs) as reader:  # type: ignore[call-overload]
+            for chunk in reader:
+                yield first, chunk.fillna("")
+                first += len(chunk)
+    except pd.errors.EmptyDataError:
+        raise InputError(path, "file is empty", hint="was the profiler run cut off?") from None
+    except pd.errors.ParserError as exc:
+        text = str(exc)
+        # "line N" counts file lines from the header pandas was given; "starting
+        # at row N" (an unclosed quote) counts rows from 0 at that header.
+        line_match, row_match = _LINE_RE.search(text), _ROW_RE.search(text)
+        line = None
+        if line_match:
+            line = int(line_match.group(1)) + header_line
+        elif row_match:
+            line = int(row_match.group(1)) + 1 + header_line
+        detail = text.split("C error: ")[-1].strip().rstrip(".")
+        raise InputError(
+            path, f"malformed CSV ({detail})", line=line, hint="check the delimiter and that the file is complete"
+        ) from None
+    except UnicodeDecodeError as exc:
+        raise InputError(path, f"not text (byte {exc.start} is not UTF-8)", hint="is this the right file?") from None
+
+
+def blank_rows(frame: pd.DataFrame) -> pd.Series:
+    """Rows of a text frame (``iter_csv``) that came from blank lines."""
+    return (frame == "").all(axis=1)
+
+
 def to_number(series: pd.Series, *, path: Path, column: str, first_line: int, thousands: bool = False) -> pd.Series:
     """Text column -> float64. Empty cells become NaN; anything else that is not a
     number is an error naming the file line (``first_line`` is the file line of the
@@ -109,6 +157,27 @@ def to_number(series: pd.Series, *, path: Path, column: str, first_line: int, th
             hint="is the file complete and written by the tool named?",
         )
     return values.astype("float64")
+
+
+def to_integer(series: pd.Series, *, path: Path, column: str, lines: Sequence[int]) -> pd.Series:
+    """Text column -> Int64, exactly (timestamps in ns exceed float64's 2**53 after
+    ~104 days of uptime, so they must not pass through float). Empty cells become
+    <NA>; anything else that is not an integer is an error naming ``lines[i]``, the
+    file line of row i."""
+    text = series.astype(str).str.strip()
+    valid = text.str.fullmatch(r"[+-]?\d+")
+    bad = ~valid & (text != "")
+    if bad.any():
+        pos = int(np.flatnonzero(bad.to_numpy())[0])
+        raise InputError(
+            path,
+            f"{text.iloc[pos]!r} is not an integer",
+            line=int(lines[pos]),
+            column=column,
+            hint="is the file complete and written by the tool named?",
+        )
+    values = pd.to_numeric(text.where(valid), errors="raise", dtype_backend="numpy_nullable")
+    return values.astype("Int64")
 
 
 def text_lines(path: Path) -> list[str]:
