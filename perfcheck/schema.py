@@ -139,7 +139,9 @@ def conform(frame: "pd.DataFrame") -> "pd.DataFrame":  # noqa: F821 - pandas imp
         if col.name in frame.columns:
             series = frame[col.name]
             if col.dtype == "str":
-                out[col.name] = series.astype("string")
+                # Dictionary-encoded names (pandas categorical, as streamed traces give
+                # them) stay so: 10M dispatches of a few hundred kernels.
+                out[col.name] = series if isinstance(series.dtype, pd.CategoricalDtype) else series.astype("string")
             elif col.dtype == "Int64":
                 out[col.name] = pd.array(series, dtype="Int64") if series.dtype != "Int64" else series
             else:
@@ -147,4 +149,6 @@ def conform(frame: "pd.DataFrame") -> "pd.DataFrame":  # noqa: F821 - pandas imp
     for name in frame.columns:
         if is_raw(name):
             out[name] = frame[name]
-    return pd.DataFrame(out, index=frame.index)
+    # copy=False: the input is a chunk being finished, dropped once conformed, so its
+    # arrays can be shared; copying every column again cost a second per 10M dispatches.
+    return pd.DataFrame(out, index=frame.index, copy=False)

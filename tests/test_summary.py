@@ -67,8 +67,15 @@ def test_negative_and_zero_durations_are_left_empty_and_counted() -> None:
 
 
 def test_code_object_suffixes_are_stripped() -> None:
-    chunk = dispatches([("vecCopy(double*, int) [clone .kd]", 0, 1), ("__amd_rocclr_fillBuffer.kd", 0, 1), ("plain", 0, 1)])
-    assert list(chunk["kernel"]) == ["vecCopy(double*, int)", "__amd_rocclr_fillBuffer", "plain"]
+    chunk = dispatches(
+        [
+            ("vecCopy(double*, int) [clone .kd]", 0, 1),
+            ("vecCopy(double*, int) (.kd)", 0, 1),
+            ("__amd_rocclr_fillBuffer.kd", 0, 1),
+            ("plain", 0, 1),
+        ]
+    )
+    assert list(chunk["kernel"]) == ["vecCopy(double*, int)", "vecCopy(double*, int)", "__amd_rocclr_fillBuffer", "plain"]
 
 
 def test_kernel_level_statistics_combine() -> None:

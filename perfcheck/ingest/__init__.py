@@ -168,6 +168,10 @@ def read_profile(paths: str | Path | Sequence[str | Path], format: str | None = 
         )
     frames = [f for f in frames if len(f.columns)]
     table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    if "kernel" in table.columns:
+        # Streamed chunks may keep names dictionary-encoded (categorical, see schema.conform);
+        # a whole table gets the registry's string dtype.
+        table["kernel"] = table["kernel"].astype("string")
     return Profile(dispatches=table, sources=tuple(sources), oddities=tuple(oddities), level=levels.pop())
 
 

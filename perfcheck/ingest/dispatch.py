@@ -10,12 +10,27 @@ from perfcheck.model import Oddity
 from perfcheck.schema import conform
 
 # AMD code objects name the kernel descriptor "<name>.kd"; rocprof v1 and
-# Omniperf append " [clone .kd]". Neither is part of the kernel's name, and
-# rocprofv3 omits them, so they are stripped to let names match across tools.
-_KD_SUFFIX = r"(?: \[clone \.kd\]|\.kd)$"
+# Omniperf 1.x append " [clone .kd]", Omniperf 2.0 on MI300X " (.kd)". None is
+# part of the kernel's name, and rocprofv3 omits them, so they are stripped to
+# let names match across tools.
+_KD_SUFFIX = r"(?: \[clone \.kd\]| \(\.kd\)|\.kd)$"
 
 
 def clean_kernel_names(names: pd.Series) -> pd.Series:
+    if isinstance(names.dtype, pd.CategoricalDtype):
+        # Streamed traces keep names dictionary-encoded (millions of dispatches,
+        # a few hundred kernels): clean each distinct name once. Names that become
+        # equal once cleaned ("k" and "k [clone .kd]") merge into one category.
+        cleaned = _clean(pd.Series(names.cat.categories))
+        mapping, uniques = pd.factorize(cleaned)
+        codes = names.cat.codes.to_numpy()
+        merged = np.where(codes < 0, -1, mapping[codes] if len(mapping) else codes)
+        categories = pd.Index(pd.array(uniques, dtype="string"))
+        return pd.Series(pd.Categorical.from_codes(merged, categories), index=names.index, name=names.name)
+    return _clean(names)
+
+
+def _clean(names: pd.Series) -> pd.Series:
     return names.astype("string").str.strip().str.replace(_KD_SUFFIX, "", regex=True)
 
 
@@ -46,7 +61,7 @@ def finish(chunk: pd.DataFrame, tally: TimingTally) -> pd.DataFrame:
     if "duration" not in chunk.columns and "start_ns" in chunk.columns and "end_ns" in chunk.columns:
         start = pd.array(chunk["start_ns"], dtype="Int64")
         end = pd.array(chunk["end_ns"], dtype="Int64")
-        chunk["duration"] = (end - start).astype("Float64").to_numpy(dtype="float64", na_value=np.nan) * 1e-9
+        chunk["duration"] = (end - start).to_numpy(dtype="float64", na_value=np.nan) * 1e-9
     if "duration" in chunk.columns:
         duration = chunk["duration"].astype("float64")
         negative = duration < 0

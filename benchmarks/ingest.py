@@ -1,0 +1,311 @@
+"""Ingest benchmark: `perfcheck inspect` against a bare pandas CSV read of the same file.
+
+Two workloads, generated from real profiler output in ../shared/profiles (or
+$PERFCHECK_SHARED) and deleted afterwards unless --keep:
+
+* a rocprofv3 kernel trace of --dispatches rows (default 10 million, about 2 GB),
+  made by repeating the rows of the 2025 rocprofiler-sdk kernel_trace.csv with
+  increasing Dispatch_Id/Correlation_Id and advancing timestamps; baseline
+  ``pandas.read_csv(path, engine="pyarrow")``. Goal: time ratio <= 1.5 and
+  perfcheck's peak RSS <= 1.5 GB.
+* Omniperf / rocprof-compute workload directories whose pmc_perf.csv repeats the
+  three real MI200 vecCopy dispatches (about 1,000 counter columns) to each of
+  --omniperf-dispatches (default 30,000 and 300,000); baselines
+  ``pandas.read_csv(path)`` and ``pandas.read_csv(path, engine="pyarrow")``.
+  Goal: within 2x the default-engine read, and <= 2 GB peak RSS at 300,000.
+
+Every measurement runs in its own child process, reaped with ``os.wait4`` so the
+peak RSS reported is that child's alone. Generation is not timed. The inspect
+JSON is checked: its total calls must equal the generated dispatch count.
+
+    python benchmarks/ingest.py [--dispatches N] [--omniperf-dispatches N [N ...]]
+                                [--workdir DIR] [--keep] [--only trace|omniperf]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.csv as pacsv
+
+ROOT = Path(__file__).resolve().parent.parent
+TRACE = "profiles/rocprofv3/rocprofiler-sdk-docs-2025/kernel_trace.csv"
+VCOPY = "profiles/omniperf/rocprofiler-compute-vcopy-MI200"
+GB = 1e9
+BLOCK_ROWS = 1_000_000  # rows generated and written at a time
+
+
+def shared_dir() -> Path:
+    return Path(os.environ.get("PERFCHECK_SHARED", ROOT.parent / "shared"))
+
+
+def real_input(relative: str) -> Path:
+    path = shared_dir() / relative
+    if not path.exists():
+        sys.exit(
+            f"benchmarks/ingest.py: real profile data not found: {path}\n"
+            "  (the benchmark replicates real profiler output; set PERFCHECK_SHARED to the "
+            "directory holding profiles/)"
+        )
+    return path
+
+
+# --------------------------------------------------------------------------- generation
+
+
+def generate_trace(dest: Path, dispatches: int, seed: int = 1) -> None:
+    """Repeat the real rows; ids count up from 1, timestamps advance monotonically.
+
+    Each dispatch keeps its template row's duration jittered by up to +-5 % (so the
+    median is a real median, not a constant), and starts 1-3 us after the previous
+    one ended, as back-to-back launches from one thread do.
+    """
+    # Every column as text except the ones rewritten, so the written values are the real ones.
+    real = pd.read_csv(real_input(TRACE), dtype=str, keep_default_na=False)
+    template_duration = real["End_Timestamp"].astype(np.int64) - real["Start_Timestamp"].astype(np.int64)
+    clock = int(real["Start_Timestamp"].astype(np.int64).min())
+    # Columns the reader parses as numbers are written unquoted, as rocprofv3 does;
+    # Kind, Agent_Id ("Agent 4") and Kernel_Name are quoted strings in the real file.
+    quoted = {"Kind", "Agent_Id", "Kernel_Name"}
+    rng = np.random.default_rng(seed)
+    options = pacsv.WriteOptions(include_header=True, quoting_style="needed")
+    n_templates = len(real)
+    with open(dest, "wb") as out:
+        for first in range(0, dispatches, BLOCK_ROWS):
+            n = min(BLOCK_ROWS, dispatches - first)
+            which = (np.arange(first, first + n) % n_templates).astype(np.int32)
+            ids = np.arange(first + 1, first + n + 1, dtype=np.int64)
+            duration = np.rint(
+                template_duration.to_numpy()[which] * rng.uniform(0.95, 1.05, n)
+            ).astype(np.int64)
+            gap = rng.integers(1000, 3000, n, dtype=np.int64)
+            start = clock + np.cumsum(gap + duration) - duration
+            end = start + duration
+            clock = int(end[-1])
+            columns = {}
+            for name in real.columns:
+                if name in ("Dispatch_Id", "Correlation_Id"):
+                    columns[name] = pa.array(ids)
+                elif name == "Start_Timestamp":
+                    columns[name] = pa.array(start)
+                elif name == "End_Timestamp":
+                    columns[name] = pa.array(end)
+                elif name in quoted:
+                    # Dictionary of the template values indexed per row: no 10M Python strings.
+                    values = pa.DictionaryArray.from_arrays(pa.array(which), pa.array(real[name].tolist()))
+                    columns[name] = values.cast(pa.string())
+                else:
+                    columns[name] = pa.array(real[name].astype(np.int64).to_numpy()[which])
+            pacsv.write_csv(pa.table(columns), out, write_options=options)
+            options = pacsv.WriteOptions(include_header=False, quoting_style="needed")
+
+
+def generate_omniperf(dest: Path, dispatches: int) -> None:
+    """Workload directory: pmc_perf.csv with the 3 real vecCopy rows repeated (Dispatch_ID
+    counting from 0, as Omniperf numbers them), and the real small sibling files, with
+    the per-dispatch ones (timestamps.csv, pmc_dispatch_info.csv) replicated to match."""
+    source = real_input(VCOPY)
+    dest.mkdir(parents=True, exist_ok=True)
+    for sibling in source.iterdir():
+        if sibling.is_file() and sibling.name not in ("pmc_perf.csv", "timestamps.csv", "pmc_dispatch_info.csv"):
+            shutil.copyfile(sibling, dest / sibling.name)
+    _replicate_by_dispatch(source / "pmc_perf.csv", dest / "pmc_perf.csv", dispatches)
+    _replicate_by_dispatch(source / "pmc_dispatch_info.csv", dest / "pmc_dispatch_info.csv", dispatches)
+    _replicate_timestamps(source / "timestamps.csv", dest / "timestamps.csv", dispatches)
+
+
+def _split_rows(path: Path) -> tuple[bytes, list[bytes]]:
+    lines = path.read_bytes().splitlines()
+    return lines[0], [line for line in lines[1:] if line.strip()]
+
+
+def _replicate_by_dispatch(src: Path, dest: Path, dispatches: int) -> None:
+    """Rows whose first field is Dispatch_ID: repeat them with the id counting up."""
+    header, rows = _split_rows(src)
+    tails = [row.split(b",", 1)[1] for row in rows]  # everything after Dispatch_ID
+    with open(dest, "wb") as out:
+        out.write(header + b"\n")
+        for first in range(0, dispatches, 10_000):
+            ids = range(first, min(first + 10_000, dispatches))
+            out.write(b"".join(b"%d,%s\n" % (i, tails[i % len(tails)]) for i in ids))
+
+
+def _replicate_timestamps(src: Path, dest: Path, dispatches: int) -> None:
+    """timestamps.csv: Dispatch_ID first, the four clocks last; the clocks are shifted
+    by one round of the real dispatches per repetition so they keep advancing."""
+    header, rows = _split_rows(src)
+    names = header.decode().split(",")
+    clocks = ["DispatchNs", "Start_Timestamp", "End_Timestamp", "CompleteNs"]
+    assert names[0] == "Dispatch_ID" and names[-4:] == clocks, names
+    middles = [row.split(b",", 1)[1].rsplit(b",", 4)[0] for row in rows]
+    stamps = np.array([[int(v) for v in row.rsplit(b",", 4)[1:]] for row in rows], dtype=np.int64)
+    period = int(stamps.max() - stamps.min()) + 10_000
+    with open(dest, "wb") as out:
+        out.write(header + b"\n")
+        for first in range(0, dispatches, 10_000):
+            ids = np.arange(first, min(first + 10_000, dispatches))
+            which = ids % len(rows)
+            shifted = stamps[which] + (ids // len(rows))[:, None] * period
+            out.write(b"".join(
+                b"%d,%s,%d,%d,%d,%d\n" % (i, middles[k], *t) for i, k, t in zip(ids.tolist(), which.tolist(), shifted.tolist())
+            ))
+
+
+# --------------------------------------------------------------------------- measurement
+
+
+@dataclass
+class Run:
+    seconds: float
+    peak_rss: int  # bytes
+    stdout: bytes
+
+
+def measure(argv: list[str]) -> Run:
+    """Run argv in a fresh process; wall time and that process's own peak RSS."""
+    with tempfile.TemporaryFile() as out:
+        start = time.perf_counter()
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.PIPE)
+        # wait4 returns the rusage of this child alone (RUSAGE_CHILDREN would be a
+        # maximum over every child so far).
+        _, status, usage = os.wait4(proc.pid, 0)
+        seconds = time.perf_counter() - start
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+        if proc.returncode != 0:
+            sys.exit(f"benchmarks/ingest.py: command failed ({proc.returncode}): {' '.join(argv)}\n{err}")
+        out.seek(0)
+        stdout = out.read()
+    return Run(seconds, usage.ru_maxrss * 1024, stdout)  # Linux reports KiB
+
+
+def inspect_run(path: Path, expected_calls: int) -> Run:
+    run = measure([sys.executable, "-m", "perfcheck", "inspect", str(path), "--json"])
+    document = json.loads(run.stdout)
+    calls = sum(k["calls"] for k in document["kernels"])
+    if calls != expected_calls:
+        sys.exit(f"benchmarks/ingest.py: WRONG RESULT: inspect counted {calls} calls in {path}, generated {expected_calls}")
+    return run
+
+
+def read_csv_run(path: Path, engine: str | None) -> Run:
+    arg = f", engine={engine!r}" if engine else ""
+    code = f"import pandas; frame = pandas.read_csv({str(path)!r}{arg}); print(len(frame))"
+    return measure([sys.executable, "-c", code])
+
+
+@dataclass
+class Row:
+    case: str
+    size: int
+    ours: Run
+    baseline: str
+    base: Run
+    ratio_goal: float | None  # None: a reference row, no goal
+    rss_goal: float | None
+
+    def cells(self) -> list[str]:
+        ratio = self.ours.seconds / self.base.seconds
+        if self.ratio_goal is None:
+            verdict = "(reference)"
+        else:
+            met = ratio <= self.ratio_goal and (self.rss_goal is None or self.ours.peak_rss <= self.rss_goal)
+            goal = f"<={self.ratio_goal:g}x" + (f", <={self.rss_goal / GB:g} GB" if self.rss_goal else "")
+            verdict = f"{goal}: {'met' if met else 'MISSED'}"
+        return [
+            self.case,
+            f"{self.size / GB:.2f} GB",
+            f"{self.ours.seconds:.2f}",
+            self.baseline,
+            f"{self.base.seconds:.2f}",
+            f"{ratio:.2f}",
+            f"{self.ours.peak_rss / GB:.2f} GB",
+            f"{self.base.peak_rss / GB:.2f} GB",
+            verdict,
+        ]
+
+
+def print_table(rows: list[Row]) -> None:
+    head = ["case", "size", "perfcheck s", "baseline", "baseline s", "ratio", "perfcheck RSS", "baseline RSS", "goal"]
+    cells = [head] + [r.cells() for r in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(head))]
+    for i, row in enumerate(cells):
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+        if i == 0:
+            print("  ".join("-" * w for w in widths))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--dispatches", type=int, default=10_000_000, help="kernel-trace rows (default 10,000,000)")
+    parser.add_argument("--omniperf-dispatches", type=int, nargs="+", default=[30_000, 300_000],
+                        help="pmc_perf.csv rows, one workload per number (default 30000 300000)")
+    parser.add_argument("--workdir", type=Path, help="where to generate (default: a temp dir under bench-data/)")
+    parser.add_argument("--keep", action="store_true", help="keep the generated files")
+    parser.add_argument("--only", choices=["trace", "omniperf"], help="run one workload only")
+    args = parser.parse_args()
+
+    if args.workdir:
+        args.workdir.mkdir(parents=True, exist_ok=True)
+        workdir = Path(tempfile.mkdtemp(prefix="ingest-", dir=args.workdir))
+    else:
+        base = ROOT / "bench-data"
+        try:
+            base.mkdir(exist_ok=True)
+        except OSError:
+            base = Path(tempfile.gettempdir())
+        workdir = Path(tempfile.mkdtemp(prefix="ingest-", dir=base))
+    rows: list[Row] = []
+    try:
+        if args.only in (None, "trace"):
+            path = workdir / "kernel_trace.csv"
+            t0 = time.perf_counter()
+            generate_trace(path, args.dispatches)
+            print(f"generated {path} ({args.dispatches:,} dispatches, {path.stat().st_size / GB:.2f} GB) "
+                  f"in {time.perf_counter() - t0:.1f} s", flush=True)
+            base = read_csv_run(path, "pyarrow")
+            ours = inspect_run(path, args.dispatches)
+            rows.append(Row(f"rocprofv3 trace {args.dispatches:,}", path.stat().st_size, ours,
+                            'read_csv(engine="pyarrow")', base, 1.5, 1.5 * GB))
+            if not args.keep:
+                path.unlink()
+        if args.only in (None, "omniperf"):
+            for n in args.omniperf_dispatches:
+                directory = workdir / f"vcopy-{n}"
+                t0 = time.perf_counter()
+                generate_omniperf(directory, n)
+                pmc = directory / "pmc_perf.csv"
+                print(f"generated {directory} ({n:,} dispatches, pmc_perf.csv {pmc.stat().st_size / GB:.2f} GB) "
+                      f"in {time.perf_counter() - t0:.1f} s", flush=True)
+                ours = inspect_run(directory, n)
+                rss_goal = 2 * GB if n >= 300_000 else None
+                # The goal's yardstick is the default-engine read; the pyarrow one is for reference.
+                rows.append(Row(f"omniperf vecCopy {n:,}", pmc.stat().st_size, ours, "read_csv()",
+                                read_csv_run(pmc, None), 2.0, rss_goal))
+                rows.append(Row(f"omniperf vecCopy {n:,}", pmc.stat().st_size, ours, 'read_csv(engine="pyarrow")',
+                                read_csv_run(pmc, "pyarrow"), None, None))
+                if not args.keep:
+                    shutil.rmtree(directory)
+    finally:
+        if not args.keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+        else:
+            print(f"kept generated files in {workdir}")
+    print()
+    print_table(rows)
+
+
+if __name__ == "__main__":
+    main()
