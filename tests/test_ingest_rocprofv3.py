@@ -141,14 +141,12 @@ def test_kernel_trace_cut_off(cli, tmp_path: Path) -> None:
     one_line_error(cli("inspect", path), path)
 
 
-@pytest.mark.xfail(reason="kernel-trace reader: pyarrow's column-count error carries no row number (reported to the lead)")
 def test_kernel_trace_cut_off_names_the_line(cli, tmp_path: Path) -> None:
     path = tmp_path / "kernel_trace.csv"
     line = _cut_last_line(profile(f"{DOCS_2025}/kernel_trace.csv"), path, keep=60)
     assert f"{path}:{line}:" in one_line_error(cli("inspect", path), path)
 
 
-@pytest.mark.xfail(reason="kernel-trace reader only strips 'Agent ' from Agent_Id (reported to the lead)")
 def test_kernel_trace_type_relative_agent(tmp_path: Path) -> None:
     """rocprofv3 --agent-index=type-relative writes Agent_Id as "GPU N"."""
     text = profile(f"{DOCS_2025}/kernel_trace.csv").read_text().replace('"Agent 4"', '"GPU 0"')

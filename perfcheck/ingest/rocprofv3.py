@@ -25,10 +25,8 @@ import pyarrow.csv as pacsv
 
 from perfcheck.errors import InputError
 from perfcheck.ingest.formats import Format, Scan, Sniff, Want
-from perfcheck.ingest.tabular import require_columns, split_csv_line
-from perfcheck.model import Source
-from perfcheck.ingest.tabular import blank_rows, iter_csv, text_lines, to_integer
-from perfcheck.model import Oddity
+from perfcheck.ingest.tabular import blank_rows, iter_csv, require_columns, split_csv_line, text_lines, to_integer
+from perfcheck.model import Oddity, Source
 from perfcheck.schema import raw
 
 TOOL = "rocprofv3"
@@ -88,7 +86,12 @@ def _header(sniff: Sniff) -> list[str]:
 
 def _is_kernel_trace(sniff: Sniff) -> bool:
     header = _header(sniff)
-    return "Kernel_Name" in header and "Start_Timestamp" in header and "Counter_Name" not in header
+    # Dispatch_Id (this spelling) keeps Omniperf's pmc_perf.csv (Dispatch_ID,
+    # Kernel_Name, Start_Timestamp) out.
+    return (
+        all(c in header for c in ("Kernel_Name", "Start_Timestamp", "Dispatch_Id"))
+        and "Counter_Name" not in header
+    )
 
 
 def _wanted_columns(want: Want) -> set[str]:
@@ -105,7 +108,7 @@ def _needed_source_columns(header: list[str], want: Want) -> list[str]:
 
 
 def _agent_ids(values: pa.ChunkedArray) -> pa.ChunkedArray:
-    """2025 files write ``"Agent 4"``, 2024 files ``4``: keep the number.
+    """2025 files write ``"Agent 4"`` (or ``"GPU 0"``), 2024 files ``4``: keep the number.
 
     A trace names a handful of agents, so the text is parsed once per distinct
     value (dictionary-encoded), not once per dispatch."""
@@ -114,7 +117,8 @@ def _agent_ids(values: pa.ChunkedArray) -> pa.ChunkedArray:
     encoded = values.cast(pa.string()).dictionary_encode()
     numbers = []
     for chunk in encoded.chunks:
-        text = pa.compute.replace_substring_regex(chunk.dictionary, pattern=r"^\s*Agent\s+", replacement="")
+        # "Agent N" by default, "GPU N"/"CPU N" with --agent-index=type-relative.
+        text = pa.compute.replace_substring_regex(chunk.dictionary, pattern=r"^\s*(?:Agent|GPU|CPU)\s+", replacement="")
         numbers.append(pa.compute.take(pa.compute.cast(text, pa.int64()), chunk.indices))
     return pa.chunked_array(numbers, type=pa.int64())
 
@@ -163,6 +167,7 @@ def _scan_kernel_trace(path: Path, want: Want) -> Scan:
         types = {c: pa.int64() for c in present if c not in ("Kernel_Name", "Agent_Id")}
         # Dictionary-encoding the name column keeps 10M repeated names cheap.
         types["Kernel_Name"] = pa.dictionary(pa.int32(), pa.string())
+        good_rows = 0  # rows already handed on: the first bad row comes after them
         try:
             reader = pacsv.open_csv(
                 path,
@@ -176,29 +181,51 @@ def _scan_kernel_trace(path: Path, want: Want) -> Scan:
                 rows += batch.num_rows
                 if rows >= CHUNK_ROWS:
                     yield _to_frame(pa.Table.from_batches(batches), present, wanted)
+                    good_rows += rows
                     batches, rows = [], 0
             if batches:
                 yield _to_frame(pa.Table.from_batches(batches), present, wanted)
         except pa.ArrowInvalid as exc:
-            raise _located(path, exc) from None
+            int_columns = [header.index(c) for c in present if c not in ("Kernel_Name", "Agent_Id")]
+            raise _located(path, exc, _first_bad_line(path, good_rows, len(header), int_columns)) from None
 
     return Scan(source=source, chunks=chunks())
 
 
-def _located(path: Path, exc: Exception) -> InputError:
-    """pyarrow says e.g. 'CSV parse error: Expected 22 columns, got 3: ...' or
-    'In CSV column #9: Row #12: CSV conversion error to int64: invalid value 'x''."""
-    import re
+def _first_bad_line(path: Path, good_rows: int, fields: int, int_columns: list[int]) -> int | None:
+    """1-based file line of the first row with the wrong number of fields or a
+    non-integer where an integer belongs. pyarrow's errors name no line (its
+    column-count error carries the row's text only), so on the error path the
+    file is scanned from the last block known to be good."""
+    import csv
+    import itertools
 
+    integer = re.compile(r"\s*[+-]?\d+\s*")
+    with open(path, newline="", encoding="utf-8", errors="replace") as fh:
+        # Kernel names carry no newlines, so lines and rows coincide.
+        lines = itertools.islice(fh, 1 + good_rows, None)
+        for number, row in enumerate(csv.reader(lines), start=2 + good_rows):
+            if not row:
+                continue
+            if len(row) != fields or any(not integer.fullmatch(row[i]) for i in int_columns):
+                return number
+    return None
+
+
+def _located(path: Path, exc: Exception, line: int | None) -> InputError:
+    """pyarrow says e.g. 'CSV parse error: Expected 22 columns, got 3: ...' or
+    'In CSV column #9: CSV conversion error to int64: invalid value 'x''."""
     text = str(exc)
-    row = re.search(r"Row #(\d+)", text)
-    line = int(row.group(1)) if row else None  # pyarrow counts rows from 1 including the header
     message = text.split(": ", 1)[-1] if "CSV" in text else text
     message = message.split("\n")[0]
     if len(message) > 160:
         message = message[:157] + "..."
-    return InputError(path, f"malformed rocprofv3 CSV ({message})", line=line,
-                      hint="was the run cut off? a complete trace has the same number of fields on every line")
+    hint = (
+        "a count or timestamp column holds something that is not an integer; is the file from rocprofv3?"
+        if "conversion error" in text
+        else "was the run cut off? a complete trace has the same number of fields on every line"
+    )
+    return InputError(path, f"malformed rocprofv3 CSV ({message})", line=line, hint=hint)
 
 
 # ---------------------------------------------------------------------------
