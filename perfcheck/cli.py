@@ -46,6 +46,20 @@ def _parser() -> argparse.ArgumentParser:
     inspect.add_argument("paths", nargs="+", metavar="PATH", help="profile file or tool output directory")
     inspect.add_argument("--format", metavar="NAME", help="reader to use (see `perfcheck formats`)")
     inspect.add_argument("--json", action="store_true", help="print JSON (values in base units) instead of a table")
+    inspect.add_argument(
+        "--arch",
+        metavar="NAME",
+        help="GPU the profile was taken on: an arch id (gfx90a, sm_80) or a device (mi250x, a100); "
+        "default: detected from the profile where it says (see `perfcheck arch list`)",
+    )
+    inspect.add_argument(
+        "--peaks",
+        nargs="+",
+        metavar="FILE",
+        default=[],
+        help="empirical peaks (BabelStream, mixbench, ERT, roofline.csv, ... or a machine file); "
+        "percentages use them, else the device's theoretical figures, and say which",
+    )
 
     peaks = sub.add_parser(
         "peaks",
@@ -57,8 +71,44 @@ def _parser() -> argparse.ArgumentParser:
     peaks.add_argument("paths", nargs="+", metavar="PATH", help="benchmark output file")
     peaks.add_argument("--format", metavar="NAME", help="reader to use (see `perfcheck formats`)")
     peaks.add_argument("--json", action="store_true", help="print JSON (values in base units) instead of a table")
+    peaks.add_argument(
+        "--save",
+        metavar="TOML",
+        help="also write the peaks as a machine file (e.g. baselines/machines/NAME.toml) for --peaks",
+    )
+    peaks.add_argument("--device", metavar="NAME", help="device the peaks were measured on, recorded in the machine file")
 
     sub.add_parser("formats", help="list the formats perfcheck reads", description="List every reader, its kind and what it reads.")
+
+    arch = sub.add_parser(
+        "arch",
+        help="show GPU architecture and device figures",
+        description="The architecture database: occupancy limits per arch (gfx906 ... gfx950, "
+        "sm_70 ... sm_100) and per-device figures (CUs/SMs, clock, memory bandwidth, peak FLOP/s, "
+        "peak GIPS), each with its source.",
+    )
+    arch_sub = arch.add_subparsers(dest="arch_command", metavar="ACTION", parser_class=_Parser, required=True)
+    arch_sub.add_parser("list", help="list known arches and devices")
+    show = arch_sub.add_parser("show", help="show one arch or device")
+    show.add_argument("name", metavar="NAME", help="arch id (gfx942, sm_90) or device (mi300x, h100-sxm)")
+    show.add_argument("--json", action="store_true", help="print JSON (base units)")
+
+    occ = sub.add_parser(
+        "occupancy",
+        help="theoretical occupancy from launch resources",
+        description="Theoretical occupancy of one kernel launch, by the vendor's rules (LLVM AMDGPU "
+        "for AMD, the CUDA occupancy calculator for NVIDIA), and which resource limits it. "
+        "AMD takes --vgpr/--agpr/--sgpr/--lds, NVIDIA --registers/--shared.",
+    )
+    occ.add_argument("--arch", required=True, metavar="NAME", help="arch id or device name")
+    occ.add_argument("--block", required=True, type=int, metavar="N", help="workgroup / block size (threads)")
+    occ.add_argument("--vgpr", type=int, metavar="V", help="AMD: architected VGPRs per work-item")
+    occ.add_argument("--agpr", type=int, default=0, metavar="G", help="AMD: accumulation VGPRs (gfx908+)")
+    occ.add_argument("--sgpr", type=int, metavar="S", help="AMD: SGPRs per wavefront")
+    occ.add_argument("--lds", type=int, default=0, metavar="BYTES", help="AMD: LDS bytes per workgroup")
+    occ.add_argument("--registers", type=int, metavar="R", help="NVIDIA: registers per thread")
+    occ.add_argument("--shared", type=int, default=0, metavar="BYTES", help="NVIDIA: shared memory per block (static + dynamic)")
+    occ.add_argument("--json", action="store_true", help="print JSON")
     return parser
 
 
@@ -108,6 +158,56 @@ def _peaks(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _arch(args: argparse.Namespace) -> int:
+    from perfcheck import arch
+
+    if args.arch_command == "list":
+        arches, devices = arch.known()
+        print("arches:  " + ", ".join(arches))
+        print("devices: " + ", ".join(devices))
+        return EXIT_OK
+    doc = arch.describe(arch.lookup(args.name))
+    if args.json:
+        json.dump(doc, sys.stdout, indent=2, sort_keys=True)
+        sys.stdout.write("\n")
+    else:
+        from perfcheck.report.text import arch_text
+
+        print(arch_text(doc))
+    return EXIT_OK
+
+
+def _occupancy(args: argparse.Namespace) -> int:
+    from perfcheck.arch import lookup
+    from perfcheck.arch.occupancy import occupancy
+
+    target = lookup(args.arch)
+    result = occupancy(
+        target.arch,
+        args.block,
+        vgpr=args.vgpr,
+        agpr=args.agpr,
+        sgpr=args.sgpr,
+        lds=args.lds,
+        registers=args.registers,
+        shared=args.shared,
+    )
+    doc = result.as_dict()
+    if args.json:
+        json.dump(doc, sys.stdout, indent=2, sort_keys=True)
+        sys.stdout.write("\n")
+    else:
+        per = "waves/CU" if result.waves_per_cu is not None else "warps/SM"
+        resident = result.waves_per_cu if result.waves_per_cu is not None else result.warps_per_sm
+        print(
+            f"{target.arch.name}: occupancy {result.occupancy_pct:.1f}% ({resident} {per}, "
+            f"{result.workgroups_per_cu} workgroups), limited by {result.limiter}"
+        )
+        for name, value in sorted(result.limits.items()):
+            print(f"  {name:<12} allows {value} workgroups")
+    return EXIT_OK
+
+
 def _formats(args: argparse.Namespace) -> int:
     from perfcheck.ingest import FORMATS
 
@@ -117,7 +217,7 @@ def _formats(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-_COMMANDS = {"inspect": _inspect, "peaks": _peaks, "formats": _formats}
+_COMMANDS = {"inspect": _inspect, "peaks": _peaks, "formats": _formats, "arch": _arch, "occupancy": _occupancy}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

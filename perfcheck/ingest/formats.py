@@ -70,14 +70,24 @@ class Want:
     Omniperf table is converting counters nobody asked for)."""
 
     columns: frozenset[str] | None = None
+    # Raw counters wanted by prefix, e.g. "raw.TCC_EA_RDREQ[" for every channel
+    # of a per-channel counter: formulas name counter families, not channels.
+    raw_prefixes: tuple[str, ...] = ()
 
     def __contains__(self, name: str) -> bool:
-        return self.columns is None or name in self.columns
+        if self.columns is None or name in self.columns:
+            return True
+        return bool(self.raw_prefixes) and is_raw(name) and name.startswith(self.raw_prefixes)
 
     @property
     def raw(self) -> bool:
         """True when raw counters are wanted at all."""
-        return self.columns is None or any(is_raw(c) for c in self.columns)
+        return self.columns is None or bool(self.raw_prefixes) or any(is_raw(c) for c in self.columns)
+
+    def __or__(self, other: "Want") -> "Want":
+        if self.columns is None or other.columns is None:
+            return ALL
+        return Want(self.columns | other.columns, tuple(dict.fromkeys(self.raw_prefixes + other.raw_prefixes)))
 
 
 ALL = Want()

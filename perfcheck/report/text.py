@@ -74,3 +74,28 @@ def peaks_table(peaks: Peaks) -> str:
     if detail_rows:
         text += "\n\n" + _table(["source", "figure", "value"], detail_rows, right={2})
     return text
+
+
+def arch_text(doc: dict) -> str:
+    """`perfcheck arch show`: the figures of an arch/device document, one per line,
+    with their sources; nested tables are indented."""
+    sources = doc.get("sources", {})
+    lines: list[str] = []
+
+    def emit(mapping: dict, indent: str, source_map: dict) -> None:
+        for key in sorted(mapping):
+            if key == "sources":
+                continue
+            value = mapping[key]
+            if isinstance(value, dict):
+                lines.append(f"{indent}{key}:")
+                emit(value, indent + "  ", source_map.get(key, {}) if isinstance(source_map.get(key), dict) else source_map)
+                continue
+            cited = source_map.get(key) if isinstance(source_map, dict) else None
+            text = f"{indent}{key}: {value}"
+            if isinstance(cited, str):
+                text += f"    [{cited}]"
+            lines.append(text)
+
+    emit(doc, "", sources)
+    return "\n".join(lines)
