@@ -118,28 +118,19 @@ def _warn(oddities: Sequence[object]) -> None:
 
 
 def _inspect(args: argparse.Namespace) -> int:
-    from perfcheck.ingest import open_profile
-    from perfcheck.metrics.summary import SUMMARY_WANT, KernelSummary
+    from perfcheck.analysis import analyse
+    from perfcheck.ingest import read_peaks
     from perfcheck.report.jsonreport import inspect_document
-    from perfcheck.report.text import describe_sources, kernel_table
+    from perfcheck.report.text import inspect_text
 
-    summary = KernelSummary()
-    sources, oddities = [], []
-    for path in args.paths:
-        scan = open_profile(path, args.format, SUMMARY_WANT)
-        for chunk in scan.chunks:
-            summary.add(chunk)
-        sources.append(scan.source)
-        oddities.extend(scan.oddities)
-    table = summary.frame()
-    _warn(oddities)
+    peaks = read_peaks(args.peaks) if args.peaks else None
+    analysis = analyse(args.paths, format=args.format, arch=args.arch, peaks=peaks)
+    _warn(analysis.oddities)
     if args.json:
-        json.dump(inspect_document(sources, table, oddities), sys.stdout, indent=2)
+        json.dump(inspect_document(analysis), sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        print(describe_sources(sources))
-        print()
-        print(kernel_table(table) if len(table) else "no kernel dispatches in this profile")
+        print(inspect_text(analysis))
     return EXIT_OK
 
 
@@ -150,6 +141,19 @@ def _peaks(args: argparse.Namespace) -> int:
 
     peaks = read_peaks(args.paths, args.format)
     _warn(peaks.oddities)
+    if args.save:
+        from pathlib import Path
+
+        from perfcheck.machine import machine_from_peaks, write_machine
+
+        device = None
+        if args.device:
+            from perfcheck.arch import lookup
+
+            target = lookup(args.device)  # validates the name; records the canonical one
+            device = target.device.name if target.device is not None else target.arch.name
+        write_machine(args.save, machine_from_peaks(Path(args.save).stem, peaks, device))
+        print(f"perfcheck: wrote machine file {args.save}", file=sys.stderr)
     if args.json:
         json.dump(peaks_document(peaks), sys.stdout, indent=2)
         sys.stdout.write("\n")

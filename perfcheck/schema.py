@@ -90,7 +90,35 @@ METRIC_UNITS: dict[str, str] = {
     "grid_size": "count",
     "lds_per_workgroup": "B",
     "scratch_per_thread": "B",
+    "flop_rate": "FLOP/s",
+    "attainable": "FLOP/s",
+    "occupancy_pct": "%",
+    "waves_per_cu": "count",
+    "warps_per_sm": "count",
+    "workgroups_per_cu": "count",
 }
+
+def metric_unit(name: str) -> str:
+    """Unit of a per-kernel quantity: the registry above, else the naming rules of
+    DESIGN.md section 4 (``_pct`` percent, ``_bytes`` bytes, ``_bw`` bytes per
+    second, ``flops*`` FLOP, a ``_rate`` suffix per second, ``ai_*`` FLOP per byte)."""
+    if name in METRIC_UNITS:
+        return METRIC_UNITS[name]
+    if name.endswith("_pct"):
+        return "%"
+    base, rate = (name[: -len("_rate")], True) if name.endswith("_rate") else (name, False)
+    if base.endswith("_bytes"):
+        return "B/s" if rate else "B"
+    if base.endswith("_bw"):
+        return "B/s"
+    if "flops" in base or base.startswith("flop"):
+        return "FLOP/s" if rate else "FLOP"
+    if base.startswith("ai_"):
+        return "FLOP/B"
+    if base == "instructions" or base.startswith("instructions_"):
+        return "1/s" if rate else "count"
+    return ""
+
 
 # Units of the peak figures a Peaks record may carry.
 PEAK_UNITS: dict[str, str] = {

@@ -250,7 +250,10 @@ def test_not_a_number_is_located(cli, tmp_path: Path) -> None:
     lines = (work / "pmc_perf.csv").read_text().splitlines(keepends=True)
     lines[3] = lines[3].replace(",4096,", ",40x96,", 1)  # first 4096: TCC_EA_RDREQ[0] of dispatch 2
     (work / "pmc_perf.csv").write_text("".join(lines))
-    assert cli("inspect", work, "--json").code == 0  # the summary converts no counters
+    # inspect converts the counters its work formulas use (HBM bytes need TCC_EA_RDREQ[n]),
+    # so the bad cell is reported there too, located.
+    line = one_line_error(cli("inspect", work))
+    assert f"{work}/pmc_perf.csv:4: column 'TCC_EA_RDREQ[0]': '40x96' is not a number" in line
     with pytest.raises(InputError) as error:
         read_profile(work)
     assert str(error.value).startswith(f"{work}/pmc_perf.csv:4: column 'TCC_EA_RDREQ[0]': '40x96' is not a number")

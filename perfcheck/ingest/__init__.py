@@ -20,6 +20,7 @@ from perfcheck.ingest import (
     babelstream,
     ert,
     likwid,
+    machinefile,
     mixbench,
     ncu,
     nvprof,
@@ -45,6 +46,7 @@ FORMATS: tuple[Format, ...] = (
     *ert.FORMATS,
     *stream.FORMATS,
     *likwid.FORMATS,
+    *machinefile.FORMATS,
 )
 
 __all__ = ["FORMATS", "Want", "detect", "open_profile", "read_profile", "read_peaks", "format_named"]

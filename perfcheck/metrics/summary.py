@@ -8,12 +8,16 @@ a duration per dispatch, plus per-chunk maxima of launch resources), so a
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from perfcheck.errors import UsageError
 from perfcheck.ingest.formats import Want
+
+if TYPE_CHECKING:
+    from perfcheck.arch import Target
 
 # Launch resources reported per kernel. A kernel's register and scratch figures
 # are properties of its code object and do not vary between dispatches; LDS can
@@ -38,15 +42,98 @@ SUMMARY_WANT = Want(
 )
 
 
-class KernelSummary:
-    """Accumulates chunks; ``frame()`` gives one row per kernel."""
+def metrics_want() -> Want:
+    """What the summary needs when it also derives work and occupancy: its own
+    columns plus every raw counter a work formula may use."""
+    from perfcheck.arch.occupancy import WANT as occupancy_want
+    from perfcheck.metrics.counters import wanted
 
-    def __init__(self) -> None:
+    return SUMMARY_WANT | wanted() | occupancy_want
+
+
+class _Work:
+    """Per-kernel sums of the per-dispatch quantities ``metrics.counters.work`` derives,
+    and the worst theoretical occupancy. Partial sums per chunk, combined at the end.
+
+    For each quantity q a kernel gets ``q`` (mean per dispatch over the dispatches
+    that have it) and ``q_rate`` (sum of q / sum of duration over the dispatches
+    that have both: a duration-weighted rate, not a mean of per-dispatch rates).
+    """
+
+    def __init__(self, target: "Target | None") -> None:
+        self._target = target
+        self._parts: list[pd.DataFrame] = []
+        self._occupancy: list[pd.DataFrame] = []
+        self._achieved: list[pd.DataFrame] = []
+
+    def add(self, chunk: pd.DataFrame, codes: np.ndarray, duration: np.ndarray, weight: np.ndarray) -> None:
+        """``weight`` is how many dispatches a row stands for (1, or calls for kernel-level rows,
+        whose quantities are means per dispatch and whose ``duration`` is the total)."""
+        from perfcheck.metrics.counters import work
+
+        quantities = work(chunk, self._target)
+        if "achieved_occupancy_pct" in quantities.columns:
+            achieved = quantities.pop("achieved_occupancy_pct")
+            frame = pd.DataFrame({"_code": codes, "v": achieved.to_numpy(dtype="float64", na_value=np.nan) * weight, "w": np.where(achieved.notna(), weight, 0)})
+            self._achieved.append(frame.groupby("_code").sum())
+        columns: dict[str, np.ndarray] = {"_code": codes}
+        has_duration = ~np.isnan(duration)
+        for name in quantities.columns:
+            q = quantities[name].to_numpy(dtype="float64", na_value=np.nan)
+            known = ~np.isnan(q)
+            both = known & has_duration
+            columns[f"{name}__sum"] = np.where(known, q * weight, 0.0)
+            columns[f"{name}__n"] = np.where(known, weight, 0)
+            columns[f"{name}__rq"] = np.where(both, q * weight, 0.0)
+            columns[f"{name}__rd"] = np.where(both, duration, 0.0)
+        if len(columns) > 1:
+            self._parts.append(pd.DataFrame(columns).groupby("_code").sum())
+        if self._target is not None:
+            from perfcheck.arch.occupancy import occupancy_table
+
+            occupancy = occupancy_table(self._target.arch, chunk)
+            if occupancy["occupancy_pct"].notna().any():
+                occupancy = occupancy.assign(_code=codes).dropna(subset=["occupancy_pct"]).reset_index(drop=True)
+                worst = occupancy.loc[occupancy.groupby("_code")["occupancy_pct"].idxmin()]
+                self._occupancy.append(worst.set_index("_code"))
+
+    def frame(self) -> pd.DataFrame:
+        table = pd.DataFrame()
+        if self._parts:
+            sums = pd.concat(self._parts).groupby(level=0).sum()
+            names = sorted({c.rsplit("__", 1)[0] for c in sums.columns})
+            out = {}
+            for name in names:
+                n = sums[f"{name}__n"]
+                out[name] = (sums[f"{name}__sum"] / n).where(n > 0)
+                rd = sums[f"{name}__rd"]
+                out[f"{name}_rate"] = (sums[f"{name}__rq"] / rd).where(rd > 0)
+            table = pd.DataFrame(out)
+        if self._achieved:
+            achieved = pd.concat(self._achieved).groupby(level=0).sum()
+            table = table.join((achieved["v"] / achieved["w"]).where(achieved["w"] > 0).rename("achieved_occupancy_pct"), how="outer")
+        if self._occupancy:
+            rows = pd.concat(self._occupancy).reset_index()
+            worst = rows.loc[rows.groupby("_code")["occupancy_pct"].idxmin()].set_index("_code")
+            table = table.join(worst, how="outer")
+        return table
+
+
+class KernelSummary:
+    """Accumulates chunks; ``frame()`` gives one row per kernel.
+
+    With ``work=True`` it also derives, chunk by chunk, the per-dispatch quantities
+    of ``metrics.counters`` (bytes per memory level, FLOPs, instructions, achieved
+    occupancy) and, when ``target`` is known, the theoretical occupancy.
+    """
+
+    def __init__(self, target: "Target | None" = None, *, work: bool = False) -> None:
         self._codes: dict[str, int] = {}
         self._kernel_codes: list[np.ndarray] = []
         self._durations: list[np.ndarray] = []
         self._resources: list[pd.DataFrame] = []
         self._aggregates: list[pd.DataFrame] = []
+        self._work = _Work(target) if work else None
 
     def _encode(self, kernels: pd.Series) -> np.ndarray:
         if isinstance(kernels.dtype, pd.CategoricalDtype) and "<unnamed>" not in kernels.cat.categories:
@@ -62,15 +149,35 @@ class KernelSummary:
             return
         codes = self._encode(chunk["kernel"])
         if "calls" in chunk.columns:
-            part = chunk.drop(columns=["kernel"]).copy()
+            keep = ["calls", *(c for c in chunk.columns if c.startswith("duration_"))]
+            part = chunk[keep].copy()
             part["_code"] = codes
             self._aggregates.append(part)
+            if self._work is not None:
+                calls = chunk["calls"].to_numpy(dtype="float64", na_value=0.0)
+                total = (
+                    chunk["duration_total"].to_numpy(dtype="float64", na_value=np.nan)
+                    if "duration_total" in chunk.columns
+                    else np.full(len(chunk), np.nan)
+                )
+                self._work.add(chunk, codes, total, calls)
             return
         self._kernel_codes.append(codes.astype(np.int32))
+        if self._work is not None and ("duration" not in chunk.columns or chunk["duration"].isna().all()):
+            # ncu runs without gpu__time_duration still time each kernel in
+            # elapsed cycles at a known cycle rate (the NERSC roofline metric set).
+            from perfcheck.metrics.counters import cycles_duration
+
+            derived = cycles_duration(chunk)
+            if derived is not None:
+                chunk = chunk.assign(duration=derived)
         if "duration" in chunk.columns:
-            self._durations.append(chunk["duration"].to_numpy(dtype="float64", na_value=np.nan))
+            duration = chunk["duration"].to_numpy(dtype="float64", na_value=np.nan)
         else:
-            self._durations.append(np.full(len(chunk), np.nan))
+            duration = np.full(len(chunk), np.nan)
+        self._durations.append(duration)
+        if self._work is not None:
+            self._work.add(chunk, codes, duration, np.ones(len(chunk)))
         present = [c for c in RESOURCES if c in chunk.columns]
         if present:
             part = chunk[present]  # a new frame: adding _code leaves chunk alone
@@ -122,6 +229,10 @@ class KernelSummary:
         if self._resources:
             resources = pd.concat(self._resources).groupby(level=0).max()
             table = table.join(resources)
+        if self._work is not None:
+            work = self._work.frame()
+            if not work.empty:
+                table = table.join(work)
         table.insert(0, "kernel", names[table.index.to_numpy()])
         table = table.sort_values(["duration_total", "calls"], ascending=[False, False], na_position="last", kind="stable")
         return table.reset_index(drop=True)

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from perfcheck.model import Oddity, Peaks, Source
-from perfcheck.schema import METRIC_UNITS, PEAK_UNITS
+from perfcheck.model import Peaks
+from perfcheck.schema import PEAK_UNITS, metric_unit
+
+if TYPE_CHECKING:
+    from perfcheck.analysis import Analysis
 
 
 def _number(value: object) -> float | int | None:
@@ -20,22 +23,37 @@ def _number(value: object) -> float | int | None:
     return int(as_float) if as_float.is_integer() and abs(as_float) < 2**53 else as_float
 
 
-def inspect_document(sources: Sequence[Source], summary: pd.DataFrame, oddities: Sequence[Oddity]) -> dict:
-    metric_columns = [c for c in summary.columns if c not in ("kernel", "calls")]
+def inspect_document(analysis: "Analysis") -> dict:
+    """``perfcheck inspect --json``: numbers under ``metrics`` (base units, see
+    ``units``), text labels (``bound``, ``occupancy_limiter``) under ``labels``."""
+    summary = analysis.kernels
+    numeric = [c for c in summary.columns if c not in ("kernel", "calls") and pd.api.types.is_numeric_dtype(summary[c])]
+    labels = [c for c in summary.columns if c not in ("kernel", "calls") and c not in numeric]
     kernels = []
     for record in summary.to_dict("records"):
-        kernels.append(
-            {
-                "kernel": str(record["kernel"]),
-                "calls": int(record["calls"]),
-                "metrics": {c: _number(record[c]) for c in metric_columns},
-            }
-        )
+        entry = {
+            "kernel": str(record["kernel"]),
+            "calls": int(record["calls"]),
+            "metrics": {c: _number(record[c]) for c in numeric},
+        }
+        if labels:
+            entry["labels"] = {c: (None if pd.isna(record[c]) else str(record[c])) for c in labels}
+        kernels.append(entry)
+    target = analysis.target
     return {
-        "profiles": [s.as_dict() for s in sources],
-        "units": {c: METRIC_UNITS.get(c, "") for c in ["calls", *metric_columns]},
+        "profiles": [s.as_dict() for s in analysis.sources],
+        "target": {
+            "arch": target.arch.name if target else None,
+            "device": target.device.name if target and target.device else None,
+            "origin": analysis.target_origin,
+        },
+        "ceilings": [
+            {"name": c.name, "value": _number(c.value), "unit": c.unit, "kind": c.kind, "source": c.source}
+            for c in analysis.ceilings.values()
+        ],
+        "units": {c: metric_unit(c) for c in ["calls", *numeric]},
         "kernels": kernels,
-        "warnings": [{"path": o.path, "message": o.what, "count": o.count} for o in oddities],
+        "warnings": [{"path": o.path, "message": o.what, "count": o.count} for o in analysis.oddities],
     }
 
 

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from perfcheck.model import Peaks, Source
 from perfcheck.report.units import format_value
-from perfcheck.schema import METRIC_UNITS, PEAK_UNITS
+from perfcheck.schema import PEAK_UNITS, metric_unit
+
+if TYPE_CHECKING:
+    from perfcheck.analysis import Analysis
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]], right: set[int]) -> str:
@@ -54,15 +58,34 @@ SUMMARY_COLUMNS = [
 ]
 
 
-def kernel_table(summary: pd.DataFrame) -> str:
-    present = [(c, h) for c, h in SUMMARY_COLUMNS if c in summary.columns and summary[c].notna().any()]
+# The second table of `inspect`: what the counters and the hardware allow.
+METRIC_COLUMNS = [
+    ("hbm_bytes", "hbm bytes"),
+    ("hbm_bw", "hbm bw"),
+    ("hbm_bw_pct", "% peak"),
+    ("flop_rate", "FLOP/s"),
+    ("ai_hbm", "AI hbm"),
+    ("roofline_pct", "% roof"),
+    ("bound", "bound"),
+    ("gips", "GIPS"),
+    ("occupancy_pct", "occupancy"),
+    ("occupancy_limiter", "limited by"),
+    ("achieved_occupancy_pct", "achieved"),
+]
+
+
+def kernel_table(summary: pd.DataFrame, columns: Sequence[tuple[str, str]] = SUMMARY_COLUMNS) -> str:
+    present = [(c, h) for c, h in columns if c in summary.columns and summary[c].notna().any()]
     header = ["kernel", *(h for _, h in present)]
     rows = []
     for record in summary.to_dict("records"):
         cells = [_shorten(str(record["kernel"]))]
         for col, _ in present:
             value = record[col]
-            cells.append(format_value(None if pd.isna(value) else value, METRIC_UNITS.get(col, "")))
+            if isinstance(value, str):
+                cells.append(value)
+                continue
+            cells.append(format_value(None if pd.isna(value) else value, metric_unit(col)))
         rows.append(cells)
     return _table(header, rows, right=set(range(1, len(header))))
 
@@ -99,3 +122,25 @@ def arch_text(doc: dict) -> str:
 
     emit(doc, "", sources)
     return "\n".join(lines)
+
+
+def inspect_text(analysis: "Analysis") -> str:
+    parts = [describe_sources(analysis.sources)]
+    target = analysis.target
+    if target is not None:
+        name = target.device.name if target.device is not None else target.arch.name
+        parts.append(f"hardware: {name} ({target.arch.name}), {analysis.target_origin}")
+    else:
+        parts.append("hardware: unknown (name it with --arch for occupancy and theoretical peaks)")
+    for ceiling in analysis.ceilings.values():
+        parts.append(f"ceiling {ceiling.name}: {format_value(ceiling.value, ceiling.unit)} ({ceiling.kind}: {ceiling.source})")
+    table = analysis.kernels
+    parts.append("")
+    if not len(table):
+        parts.append("no kernel dispatches in this profile")
+        return "\n".join(parts)
+    parts.append(kernel_table(table))
+    if any(c in table.columns and table[c].notna().any() for c, _ in METRIC_COLUMNS):
+        parts.append("")
+        parts.append(kernel_table(table, METRIC_COLUMNS))
+    return "\n".join(parts)

@@ -1,0 +1,79 @@
+"""From profile paths to the per-kernel table users set expectations on.
+
+ingest (streamed chunks) -> per-dispatch work and occupancy -> per-kernel summary
+-> rates, percentages of the ceilings, roofline position. The CLI's ``inspect``
+and, later, checks and the pytest plugin all start here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from perfcheck.model import Oddity, Peaks, Source
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from perfcheck.arch import Target
+    from perfcheck.metrics.roofline import Ceiling
+
+
+@dataclass(frozen=True)
+class Analysis:
+    sources: tuple[Source, ...]
+    oddities: tuple[Oddity, ...]
+    kernels: "pd.DataFrame"  # one row per kernel, base units
+    target: "Target | None"
+    target_origin: str  # "given" (--arch), "detected" (from the profile), "unknown"
+    ceilings: dict[str, "Ceiling"] = field(default_factory=dict)
+    peaks: Peaks | None = None
+
+
+def analyse(
+    paths: Sequence[str | Path],
+    *,
+    format: str | None = None,
+    arch: str | None = None,
+    peaks: Peaks | None = None,
+) -> Analysis:
+    """Summarise ``paths`` per kernel with every metric their counters allow.
+
+    ``arch`` (an arch id or device name) wins over what the profile says; without
+    either, metrics that need the hardware (occupancy, theoretical ceilings) are empty.
+    """
+    from perfcheck.arch import detect, lookup
+    from perfcheck.ingest import open_profile
+    from perfcheck.metrics.roofline import ceilings as make_ceilings
+    from perfcheck.metrics.roofline import kernel_metrics
+    from perfcheck.metrics.summary import KernelSummary, metrics_want
+
+    want = metrics_want()
+    scans = [open_profile(path, format, want) for path in paths]  # lazy: nothing read yet
+    sources = tuple(scan.source for scan in scans)
+    if arch:
+        target, origin = lookup(arch), "given"
+    else:
+        target = detect(sources)
+        origin = "detected" if target is not None else "unknown"
+    summary = KernelSummary(target, work=True)
+    oddities: list[Oddity] = []
+    for scan in scans:
+        for chunk in scan.chunks:
+            summary.add(chunk)
+        oddities.extend(scan.oddities)
+    table = summary.frame()
+    ceilings = make_ceilings(target, peaks)
+    if len(table):
+        table = kernel_metrics(table, ceilings)
+    return Analysis(
+        sources=sources,
+        oddities=tuple(oddities),
+        kernels=table,
+        target=target,
+        target_origin=origin,
+        ceilings=dict(ceilings),
+        peaks=peaks,
+    )

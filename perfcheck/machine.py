@@ -1,0 +1,370 @@
+"""Machine files: a device's empirical peaks, saved once, reused by ``--peaks``.
+
+``perfcheck peaks FILE... --save baselines/machines/NAME.toml`` measures nothing
+itself: it keeps what BabelStream, mixbench, ERT or rocprof-compute's roofline
+benchmark reported, so later runs compare kernels with the peaks *that* machine
+reached instead of datasheet figures. The file is TOML, meant to be reviewed in a
+pull request like code::
+
+    # perfcheck machine file: empirical peaks measured on one machine.
+    format_version = 1
+
+    [machine]
+    arch = "gfx908"
+    created-by = "perfcheck peaks"
+    device = "mi100"
+    name = "mulan"
+
+    [peaks]
+    hbm_bw = 1075460000000.0  # B/s
+
+    [[details]]
+    name = "single precision bandwidth"
+    source = "mixbench-log.txt"
+    unit = "B/s"
+    value = 1075460000000.0
+
+Keys are sorted and no timestamp is written, so saving the same peaks twice gives
+the same bytes and a diff shows only what changed. Values are in base units
+(B/s, FLOP/s, OP/s), written with Python's shortest round-trip float repr, so a
+value read back is bit-identical. The writer is our own (TOML writing is not in the
+standard library and the format is small); reading uses ``tomllib`` (``tomli``
+before Python 3.11).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import secrets
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from perfcheck.errors import InputError, UsageError
+from perfcheck.model import PeakDetail, Peaks, Source
+from perfcheck.schema import PEAK_UNITS
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
+
+FORMAT = "perfcheck-machine"
+FORMAT_VERSION = 1
+CREATED_BY = "perfcheck peaks"
+
+__all__ = ["FORMAT", "FORMAT_VERSION", "Machine", "dumps", "machine_from_peaks", "read_machine", "write_machine"]
+
+
+@dataclass(frozen=True)
+class Machine:
+    """A named machine: the device it is (when known) and the peaks measured on it.
+
+    ``path`` is the file it was read from (None for a machine not yet saved)."""
+
+    name: str
+    device: str | None
+    arch: str | None
+    peaks: Peaks
+    path: str | None = None
+
+
+# --- building --------------------------------------------------------------------
+
+
+def machine_from_peaks(name: str, peaks: Peaks, device: str | None = None) -> Machine:
+    """The machine record ``perfcheck peaks --save`` writes.
+
+    ``device`` may be a device name or alias, or an arch id, as ``--arch`` takes them
+    (an unknown name raises the arch database's UsageError). Without it, the device is
+    taken from the peaks files themselves when they name one the database knows
+    (BabelStream and mixbench print the device); a name it does not know is kept as
+    the file spelled it, with no arch.
+    """
+    if not name or not name.strip():
+        raise UsageError("a machine needs a name (the machine file's name without .toml)")
+    from perfcheck import arch as archdb
+
+    arch_id: str | None = None
+    if device is not None:
+        target = archdb.lookup(device)
+        arch_id = target.arch.name
+        device = target.device.name if target.device is not None else None
+    else:
+        target = archdb.detect(peaks.sources)
+        if target is not None:
+            arch_id = target.arch.name
+            device = target.device.name if target.device is not None else None
+        if device is None:
+            named = {s.device for s in peaks.sources if s.device}
+            device = named.pop() if len(named) == 1 else None
+    return Machine(name=name.strip(), device=device, arch=arch_id, peaks=peaks, path=None)
+
+
+# --- writing ---------------------------------------------------------------------
+
+_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}
+
+
+def _key(key: str) -> str:
+    return key if _BARE_KEY.match(key) else _string(key)
+
+
+def _string(text: str) -> str:
+    """A TOML basic string: quotes, backslashes and control characters escaped."""
+    out = []
+    for ch in text:
+        if ch in _ESCAPES:
+            out.append(_ESCAPES[ch])
+        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
+            out.append(f"\\u{ord(ch):04X}")
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
+
+
+def _number(value: float, what: str) -> str:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise UsageError(f"machine file: {what} must be a number, not {value!r}")
+    value = float(value)
+    if not math.isfinite(value) or value < 0:
+        raise UsageError(f"machine file: {what} is {value}; a peak must be a finite, non-negative number")
+    # repr is the shortest string that reads back as the same double, and its forms
+    # ("1075460000000.0", "1e+16", "2.5e-05") are all valid TOML floats.
+    return repr(value)
+
+
+def _value(value: object, what: str) -> str:
+    if isinstance(value, str):
+        return _string(value)
+    return _number(value, what)  # type: ignore[arg-type]
+
+
+def _unit_comment(name: str) -> str:
+    unit = PEAK_UNITS.get(name)
+    return f"  # {unit}" if unit else ""
+
+
+def dumps(machine: Machine) -> str:
+    """The machine file's text (what ``write_machine`` writes)."""
+    lines = [
+        "# perfcheck machine file: empirical peaks measured on one machine.",
+        "# Written by `perfcheck peaks --save`; values in base units. Use it with --peaks.",
+        f"format_version = {FORMAT_VERSION}",
+        "",
+        "[machine]",
+    ]
+    table: dict[str, object] = {"name": machine.name, "created-by": CREATED_BY}
+    if machine.device is not None:
+        table["device"] = machine.device
+    if machine.arch is not None:
+        table["arch"] = machine.arch
+    for key in sorted(table):
+        lines.append(f"{_key(key)} = {_value(table[key], key)}")
+    lines += ["", "[peaks]"]
+    for name in sorted(machine.peaks.values):
+        lines.append(f"{_key(name)} = {_number(machine.peaks.values[name], f'peak {name}')}{_unit_comment(name)}")
+    for detail in machine.peaks.details:
+        entry = {"source": detail.source, "name": detail.name, "value": detail.value, "unit": detail.unit}
+        lines += ["", "[[details]]"]
+        for key in sorted(entry):
+            lines.append(f"{_key(key)} = {_value(entry[key], f'detail {detail.name!r} {key}')}")
+    return "\n".join(lines) + "\n"
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` so that readers see the old file or the new one,
+    never a part: a temporary file in the same directory (same file system, so the
+    rename is atomic), flushed to disk, then renamed over the target."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    # 0o666 through the umask, as open() would create the file (mkstemp's 0o600
+    # would make a committed baseline unreadable to the rest of the team).
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        try:
+            view = memoryview(data)
+            while view:
+                written = os.write(fd, view)
+                view = view[written:]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    try:  # make the rename itself durable; not every platform can open a directory
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(dir_fd)
+    except OSError:
+        pass
+    finally:
+        os.close(dir_fd)
+
+
+def write_machine(path: str | Path, machine: Machine) -> None:
+    """Write ``machine`` to ``path`` atomically (the old file stays intact on failure)."""
+    path = Path(path)
+    text = dumps(machine)  # every value is checked before any file is touched
+    try:
+        _atomic_write(path, text.encode("utf-8"))
+    except OSError as exc:
+        raise UsageError(f"cannot write machine file {path}: {exc.strerror or exc}") from None
+
+
+# --- reading ---------------------------------------------------------------------
+
+_AT = re.compile(r"\s*\((?:at line (\d+), column (\d+)|at end of document)\)\s*$")
+_HEADER = re.compile(r"^\s*\[\[?\s*([^\]]+?)\s*\]\]?\s*(?:#.*)?$")
+
+
+def _syntax_error(path: Path, text: str, exc: Exception) -> InputError:
+    """tomllib says where in its message: "... (at line 3, column 5)" or
+    "... (at end of document)"; turn that into the file:line of our errors."""
+    message = str(exc)
+    match = _AT.search(message)
+    line: int | None = None
+    column: int | None = None
+    if match:
+        message = message[: match.start()]
+        if match.group(1):
+            line, column = int(match.group(1)), int(match.group(2))
+        else:
+            line = max(1, text.count("\n") + (0 if text.endswith("\n") else 1))
+    return InputError(
+        path, f"not valid TOML: {message}", line=line, column=column,
+        hint="fix the file or write it again with `perfcheck peaks ... --save`",
+    )
+
+
+def _line_of(text: str, table: str | None, key: str, occurrence: int = 0) -> int | None:
+    """File line of ``key = ...`` inside ``[table]`` (or the ``occurrence``-th
+    ``[[table]]``; top level when table is None), for errors about values tomllib
+    accepted as TOML but that make no sense as a machine file."""
+    current: str | None = None
+    seen = -1
+    key_re = re.compile(rf"^\s*(?:{re.escape(key)}|\"{re.escape(key)}\")\s*=")
+    for number, line in enumerate(text.splitlines(), start=1):
+        header = _HEADER.match(line)
+        if header:
+            current = header.group(1)
+            if current == table:
+                seen += 1
+            continue
+        if current == table and (table is None or seen == occurrence) and key_re.match(line):
+            return number
+    return None
+
+
+def read_machine(path: str | Path) -> Machine:
+    """Read a machine file; anything malformed is an InputError naming the file and line."""
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise InputError(path, "no such file or directory") from None
+    except IsADirectoryError:
+        raise InputError(path, "is a directory, not a machine file") from None
+    except OSError as exc:
+        raise InputError(path, f"cannot be read ({exc.strerror or exc})") from None
+    if not raw.strip():
+        raise InputError(path, "file is empty", hint="write it with `perfcheck peaks FILE... --save PATH`")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise InputError(path, "not UTF-8 text (a binary file?); a machine file is TOML", line=line) from None
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise _syntax_error(path, text, exc) from None
+    return _machine(path, text, doc)
+
+
+def _bad(path: Path, what: str, line: int | None, column: str | None = None) -> InputError:
+    return InputError(path, what, line=line, column=column, hint="a machine file is written by `perfcheck peaks ... --save`")
+
+
+def _machine(path: Path, text: str, doc: Mapping[str, object]) -> Machine:
+    version = doc.get("format_version")
+    if version is None:
+        raise _bad(path, "no format_version: not a perfcheck machine file", 1)
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise _bad(path, f"format_version must be an integer, not {version!r}", _line_of(text, None, "format_version"))
+    if version > FORMAT_VERSION:
+        raise InputError(
+            path, f"format_version {version} is newer than this perfcheck reads ({FORMAT_VERSION})",
+            line=_line_of(text, None, "format_version"), hint="upgrade perfcheck",
+        )
+    if version < 1:
+        raise _bad(path, f"format_version {version} is not a machine file version", _line_of(text, None, "format_version"))
+
+    table = doc.get("machine")
+    if not isinstance(table, dict):
+        raise _bad(path, "no [machine] table", None)
+    strings: dict[str, str | None] = {}
+    for key in ("name", "device", "arch"):
+        value = table.get(key)
+        if value is not None and not isinstance(value, str):
+            raise _bad(path, f"[machine] {key} must be a string, not {value!r}", _line_of(text, "machine", key), key)
+        strings[key] = value
+    if not strings["name"]:
+        raise _bad(path, "[machine] has no name", _nth_header(text, "machine", 0), "name")
+
+    peaks_table = doc.get("peaks", {})
+    if not isinstance(peaks_table, dict):
+        raise _bad(path, "peaks must be a table ([peaks])", _line_of(text, None, "peaks"))
+    values: dict[str, float] = {}
+    for name, value in peaks_table.items():
+        line = _line_of(text, "peaks", name)
+        if name not in PEAK_UNITS:
+            raise _bad(path, f"unknown peak {name!r} (known: {', '.join(sorted(PEAK_UNITS))})", line, name)
+        values[name] = _finite(path, value, f"peak {name}", line, name)
+
+    details_table = doc.get("details", [])
+    if not isinstance(details_table, list):
+        raise _bad(path, "details must be an array of tables ([[details]])", _line_of(text, None, "details"))
+    details: list[PeakDetail] = []
+    for index, entry in enumerate(details_table):
+        if not isinstance(entry, dict):
+            raise _bad(path, "details must be an array of tables ([[details]])", None)
+        for key in ("source", "name", "unit"):
+            if not isinstance(entry.get(key), str):
+                line = _line_of(text, "details", key, index) or _nth_header(text, "details", index)
+                raise _bad(path, f"[[details]] entry {index + 1}: {key} must be a string, not {entry.get(key)!r}", line, key)
+        line = _line_of(text, "details", "value", index) or _nth_header(text, "details", index)
+        value = _finite(path, entry.get("value"), f"[[details]] entry {index + 1} value", line, "value")
+        details.append(PeakDetail(source=entry["source"], name=entry["name"], value=value, unit=entry["unit"]))
+
+    source = Source(path=str(path), format=FORMAT, tool="perfcheck", tool_version=str(version),
+                    device=strings["device"], arch=strings["arch"])
+    peaks = Peaks(values=values, details=tuple(details), sources=(source,))
+    return Machine(name=strings["name"], device=strings["device"], arch=strings["arch"], peaks=peaks, path=str(path))
+
+
+def _nth_header(text: str, table: str, index: int) -> int | None:
+    seen = -1
+    for number, line in enumerate(text.splitlines(), start=1):
+        header = _HEADER.match(line)
+        if header and header.group(1) == table:
+            seen += 1
+            if seen == index:
+                return number
+    return None
+
+
+def _finite(path: Path, value: object, what: str, line: int | None, column: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise _bad(path, f"{what} must be a number in base units, not {value!r}", line, column)
+    number = float(value)
+    if not math.isfinite(number) or number < 0:
+        raise _bad(path, f"{what} is {number}; a peak must be a finite, non-negative number", line, column)
+    return number

@@ -1,0 +1,351 @@
+"""Ceilings and roofline metrics: per-kernel sums turned into rates, percentages of
+the machine's ceilings and a position under its roofline.
+
+Roofline (Williams et al. 2009; Hager's formulation in seed 002): a kernel doing N
+FLOPs while moving V bytes has intensity I = N / V and can at best reach
+``attainable = min(P_peak, I x b)``: the slowest bottleneck wins. With several
+memory levels every level is a sloped roof of its own (hierarchical roofline,
+Yang, Kurth & Williams 2020), so ``attainable`` is the lowest of the compute roof
+and every level's ``I_level x b_level`` that is known, and the output always names
+the roof that bounds it (``roofline_ceiling``) and whether it is a bandwidth
+(``bound = "memory"``) or the compute peak (``bound = "compute"``). At the ridge
+point exactly, the kernel counts as compute-bound.
+
+Instruction roofline (Ding & Williams 2019; Leinhauser et al. 2022, seed 000):
+``instructions`` are wavefront/warp-level instructions as ``metrics.counters``
+derives them (see there for the counters). A count scaled to threads, as seed 000's
+Tables 1-2 print it, is divided by the threads per wavefront/warp first (the paper's
+eq. 4: / 64 on AMD; Ding & Williams: thread instructions / 32 on NVIDIA).
+``instruction_rate`` is in instructions per second (base unit); ``gips`` is the same
+divided by 10**9, the unit the papers plot, and ``peak_gips`` the device's
+``CUs x schedulers x IPC x clock`` in the same unit. The ceiling itself, named
+``gips`` like the metric, holds instructions per second like every other ceiling.
+
+Ceilings come in two kinds, and every percentage can say which it used:
+*empirical* (measured: BabelStream, mixbench, ERT, roofline.csv, a machine file)
+and *theoretical* (the arch database's datasheet figures for the device). The
+empirical figure wins where both exist; the theoretical one stays available on
+``Ceiling.theoretical``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+
+from perfcheck.schema import PEAK_UNITS
+
+if TYPE_CHECKING:
+    from perfcheck.arch import Target
+    from perfcheck.model import Peaks
+
+EMPIRICAL = "empirical"
+THEORETICAL = "theoretical"
+
+# The instruction-roofline ceiling. Its value is in base units like every other
+# ceiling (instructions per second); ``peak_gips`` divides by 10**9.
+GIPS = "gips"
+
+# Memory levels: (quantity of bytes per dispatch, bandwidth metric = its ceiling's
+# name, arithmetic-intensity metric). Innermost last.
+LEVELS: tuple[tuple[str, str, str], ...] = (
+    ("hbm_bytes", "hbm_bw", "ai_hbm"),
+    ("l2_bytes", "l2_bw", "ai_l2"),
+    ("l1_bytes", "l1_bw", "ai_l1"),
+    ("lds_bytes", "lds_bw", "ai_lds"),
+)
+
+# FLOPs of one precision class -> the flat roof that class runs against:
+# vector (VALU / CUDA-core) flops_fp64 -> flop_rate_fp64; AMD matrix cores
+# mfma_flops_fp16 -> mfma_rate_fp16; NVIDIA tensor cores tensor_flops_fp16 -> tensor_rate_fp16.
+_VECTOR_CLASS = re.compile(r"^flops_(fp64|fp32|fp16|bf16|tf32|fp8)$")
+_MATRIX_CLASS = re.compile(r"^(mfma|tensor)_flops_(\w+)$")
+# ncu's tensor-pipe counter has no precision; metrics.counters counts 512 FLOPs per
+# tensor instruction, the FP16 HMMA convention of Nsight Compute and NERSC (V100),
+# so those FLOPs are FP16-tensor-equivalent and run against the FP16 tensor roof.
+_FIXED_CLASSES = {"tensor_flops": "tensor_rate_fp16"}
+
+
+@dataclass(frozen=True)
+class Ceiling:
+    """One roof: a peak bandwidth, FLOP/s rate or instruction rate, in base units."""
+
+    name: str  # "hbm_bw", "l2_bw", "flop_rate_fp64", "mfma_rate_fp16", "gips", ...
+    value: float  # base units: B/s, FLOP/s, OP/s, inst/s
+    unit: str
+    kind: str  # "empirical" | "theoretical"
+    source: str  # where the figure comes from, for reports
+    # When ``kind`` is empirical: the datasheet figure for the same ceiling, if the
+    # device is known (reports can show "44.9 % of measured, 37.5 % of datasheet").
+    theoretical: "Ceiling | None" = None
+
+    def as_dict(self) -> dict[str, object]:
+        doc: dict[str, object] = {
+            "name": self.name,
+            "value": self.value,
+            "unit": self.unit,
+            "kind": self.kind,
+            "source": self.source,
+        }
+        if self.theoretical is not None:
+            doc["theoretical"] = self.theoretical.as_dict()
+        return doc
+
+
+def ceiling_unit(name: str) -> str:
+    """Unit of a ceiling by name (the peak registry, else the naming convention)."""
+    if name in PEAK_UNITS:
+        return PEAK_UNITS[name]
+    if name == GIPS:
+        return "inst/s"
+    if name.endswith("_bw"):
+        return "B/s"
+    if re.search(r"_int\d+$", name):
+        return "OP/s"
+    return "FLOP/s"
+
+
+# --- ceilings ----------------------------------------------------------------------
+
+
+def _empirical_source(name: str, value: float, peaks: "Peaks") -> str:
+    """"mixbench-log.txt (hbm_bw: single precision bandwidth)": the file(s) and, when
+    one reported figure is exactly the peak, which one it was."""
+    unit = ceiling_unit(name)
+    matches = [d for d in peaks.details if d.value == value and d.unit == unit]
+    files = sorted({Path(d.source).name for d in matches} or {Path(s.path).name for s in peaks.sources})
+    where = ", ".join(files) or "peaks"
+    what = matches[0].name if len(matches) == 1 else "measured"
+    return f"{where} ({name}: {what})"
+
+
+def _theoretical_source(name: str, device: object) -> str:
+    """"arch database: mi100 (arch-specs.md §1.2 V [S1],[S5] ...)": the device and the
+    citation the database keeps for that figure (``sources[name]``, or nested under
+    ``sources["peaks"]``; HBM bandwidth may be cited as ``mem_bw``)."""
+    sources: Mapping[str, object] = getattr(device, "sources", None) or {}
+    nested = sources.get("peaks")
+    cited: object = None
+    if isinstance(nested, Mapping):
+        cited = nested.get(name)
+    if cited is None:
+        cited = sources.get(name)
+    if cited is None and name == "hbm_bw":
+        cited = sources.get("mem_bw")
+    if cited is None and name == GIPS:
+        cited = "compute_units x schedulers x ipc x clock_hz, arch-specs.md §3"
+    prefix = f"arch database: {getattr(device, 'name', '?')}"
+    return f"{prefix} ({cited})" if isinstance(cited, str) and cited else prefix
+
+
+def _theoretical(target: "Target | None") -> dict[str, Ceiling]:
+    device = getattr(target, "device", None) if target is not None else None
+    if device is None:
+        return {}
+    figures: dict[str, float] = {}
+    for name, value in (getattr(device, "peaks", None) or {}).items():
+        if value is not None:
+            figures[name] = float(value)
+    mem_bw = getattr(device, "mem_bw", None)
+    if mem_bw and "hbm_bw" not in figures:
+        figures["hbm_bw"] = float(mem_bw)
+    peak_gips = getattr(device, "peak_gips", None)
+    if peak_gips:
+        figures[GIPS] = float(peak_gips) * 1e9
+    return {
+        name: Ceiling(name, value, ceiling_unit(name), THEORETICAL, _theoretical_source(name, device))
+        for name, value in figures.items()
+        if np.isfinite(value) and value > 0
+    }
+
+
+def ceilings(target: "Target | None", peaks: "Peaks | None") -> dict[str, Ceiling]:
+    """Every ceiling known for this run, by name: the empirical figure (from
+    ``peaks``) where one was measured, else the theoretical one (from
+    ``target.device``). An empirical ceiling carries the theoretical one, when the
+    device is known, on ``.theoretical``. An arch without a device (or no target)
+    gives no theoretical ceilings: figures like bandwidth belong to a product."""
+    theoretical = _theoretical(target)
+    out: dict[str, Ceiling] = dict(theoretical)
+    if peaks is not None:
+        for name, value in peaks.values.items():
+            value = float(value)
+            if not (np.isfinite(value) and value > 0):
+                continue
+            out[name] = Ceiling(
+                name, value, ceiling_unit(name), EMPIRICAL, _empirical_source(name, value, peaks),
+                theoretical=theoretical.get(name),
+            )
+    return dict(sorted(out.items()))
+
+
+# --- kernel metrics ----------------------------------------------------------------
+
+
+def _column(table: pd.DataFrame, name: str) -> pd.Series | None:
+    if name not in table.columns:
+        return None
+    return pd.to_numeric(table[name], errors="coerce").astype("float64")
+
+
+def _divide(numerator: pd.Series, denominator: pd.Series) -> pd.Series:
+    """numerator / denominator, NaN where the denominator is not positive (a zero
+    duration or zero bytes gives no rate or intensity rather than inf)."""
+    return (numerator / denominator).where(denominator > 0)
+
+
+def _rate(table: pd.DataFrame, quantity: str) -> pd.Series | None:
+    """Per-second rate of an extensive quantity.
+
+    The summary's ``q_rate`` (sum of q / sum of duration over the dispatches that
+    have both) when present. Otherwise mean q over mean duration, which is the same
+    ratio when both means cover the same dispatches (seed 001: "dividing TOTAL_RW
+    by the average kernel runtime"); on a dispatch table (no ``calls`` column) or for
+    a kernel that ran once, the dispatch's own duration. Never q over the *median*
+    duration: that would mix two different statistics."""
+    rate = _column(table, f"{quantity}_rate")
+    if rate is not None:
+        return rate
+    amount = _column(table, quantity)
+    if amount is None:
+        return None
+    duration = _column(table, "duration_mean")
+    if duration is None:
+        duration = _column(table, "duration")
+        calls = _column(table, "calls")
+        if duration is None:
+            return pd.Series(np.nan, index=table.index)
+        if calls is not None:
+            duration = duration.where(calls == 1)
+    return _divide(amount, duration)
+
+
+def _percent(value: pd.Series, ceiling: Ceiling | None) -> pd.Series:
+    if ceiling is None:
+        return pd.Series(np.nan, index=value.index)
+    return value / ceiling.value * 100.0
+
+
+def _precision_classes(table: pd.DataFrame) -> dict[str, str]:
+    """FLOP columns by precision class present in the table -> their ceiling's name."""
+    classes = {}
+    for name in sorted(table.columns):
+        vector = _VECTOR_CLASS.match(name)
+        matrix = _MATRIX_CLASS.match(name)
+        if name in _FIXED_CLASSES:
+            classes[name] = _FIXED_CLASSES[name]
+        elif vector:
+            classes[name] = f"flop_rate_{vector.group(1)}"
+        elif matrix:
+            classes[name] = f"{matrix.group(1)}_rate_{matrix.group(2)}"
+    return classes
+
+
+def _compute_roof(table: pd.DataFrame, ceilings: Mapping[str, Ceiling]) -> tuple[pd.Series, pd.Series]:
+    """Per kernel: the flat roof of the precision class that does most of its FLOPs
+    (a DGEMM on matrix cores runs against mfma_rate_fp64, not the vector FP64 rate)
+    and that roof's value. A class whose ceiling is unknown leaves the value NaN but
+    still names the ceiling, so a report can say which peak is missing."""
+    classes = _precision_classes(table)
+    names = pd.Series(pd.NA, index=table.index, dtype="string")
+    values = pd.Series(np.nan, index=table.index)
+    if not classes:
+        return names, values
+    flops = np.column_stack([_column(table, c).to_numpy() for c in classes])  # type: ignore[union-attr]
+    known = ~np.isnan(flops) & (flops > 0)
+    best = np.argmax(np.where(known, flops, -np.inf), axis=1)
+    has_class = known.any(axis=1)
+    roof_names = np.array(list(classes.values()), dtype=object)
+    roof_values = np.array([ceilings[r].value if r in ceilings else np.nan for r in roof_names])
+    names[:] = np.where(has_class, roof_names[best], None)
+    values[:] = np.where(has_class, roof_values[best], np.nan)
+    return names, values
+
+
+def kernel_metrics(kernels: pd.DataFrame, ceilings: Mapping[str, Ceiling]) -> pd.DataFrame:
+    """``kernels`` with the derived metrics appended (same index, same rows).
+
+    Input: one row per kernel (or per dispatch) with ``calls``, ``duration`` and,
+    for each quantity q of ``metrics.counters``, ``q`` (mean per dispatch) and
+    ``q_rate`` (duration-weighted rate); see ``_rate`` for the fallbacks.
+
+    Output columns (DESIGN.md section 4), each added only when the quantity it is
+    derived from is a column, and NaN for a kernel whose inputs (or whose ceiling)
+    are missing -- never invented:
+
+    * per memory level: ``hbm_bw`` ``l2_bw`` ``l1_bw`` ``lds_bw`` (B/s) and
+      ``*_bw_pct`` (% of that level's ceiling);
+    * ``flop_rate`` (FLOP/s), ``ai_hbm`` ``ai_l2`` ``ai_l1`` ``ai_lds`` (FLOP/B);
+    * ``compute_ceiling`` (the flat roof of the dominant precision class),
+      ``attainable`` (FLOP/s), ``roofline_pct``, ``roofline_ceiling`` (the roof
+      that bounds ``attainable``) and ``bound`` ("memory" | "compute");
+    * ``instruction_rate`` (inst/s), ``gips`` (= instruction_rate / 1e9),
+      ``instruction_intensity_hbm`` (inst/B), ``peak_gips``, ``gips_pct``.
+    """
+    table = kernels.copy()
+    index = table.index
+    out: dict[str, pd.Series] = {}
+
+    flops = _column(table, "flops")
+    flop_rate = _rate(table, "flops")
+    for quantity, bw, ai in LEVELS:
+        rate = _rate(table, quantity)
+        if rate is None:
+            continue
+        out[bw] = rate
+        out[f"{bw}_pct"] = _percent(rate, ceilings.get(bw))
+        amount = _column(table, quantity)
+        if flops is not None and amount is not None:
+            out[ai] = _divide(flops, amount)
+
+    if flop_rate is not None:
+        out["flop_rate"] = flop_rate
+        compute_name, compute_value = _compute_roof(table, ceilings)
+        # Start from the flat roof, then lower it by every sloped roof that is known.
+        # The HBM roof is required: without it the bound would ignore the usual limit.
+        attainable = compute_value.copy()
+        binding = compute_name.copy()
+        hbm = ceilings.get("hbm_bw")
+        ai_hbm = out.get("ai_hbm")
+        if hbm is None or ai_hbm is None:
+            attainable[:] = np.nan
+        else:
+            attainable = attainable.where(ai_hbm.notna())
+        for _quantity, bw, ai in LEVELS:
+            ceiling = ceilings.get(bw)
+            if ceiling is None or ai not in out:
+                continue
+            roof = out[ai] * ceiling.value
+            lower = (roof < attainable).fillna(False)
+            attainable = attainable.where(~lower, roof)
+            binding = binding.mask(lower, bw)
+        valid = attainable.notna()
+        binding = binding.where(valid, pd.NA)
+        out["compute_ceiling"] = compute_name
+        out["attainable"] = attainable
+        out["roofline_pct"] = _divide(flop_rate, attainable) * 100.0
+        out["roofline_ceiling"] = binding
+        out["bound"] = pd.Series(
+            np.where(binding.str.endswith("_bw").fillna(False), "memory", "compute"), index=index, dtype="string"
+        ).where(valid, pd.NA)
+
+    instruction_rate = _rate(table, "instructions")
+    if instruction_rate is not None:
+        gips = ceilings.get(GIPS)
+        out["instruction_rate"] = instruction_rate
+        out["gips"] = instruction_rate / 1e9
+        instructions, hbm_bytes = _column(table, "instructions"), _column(table, "hbm_bytes")
+        if instructions is not None and hbm_bytes is not None:
+            out["instruction_intensity_hbm"] = _divide(instructions, hbm_bytes)
+        out["peak_gips"] = pd.Series(gips.value / 1e9 if gips is not None else np.nan, index=index)
+        out["gips_pct"] = _percent(instruction_rate, gips)
+
+    for name, series in out.items():
+        table[name] = series
+    return table
