@@ -43,6 +43,8 @@ def analyse(
 
     ``arch`` (an arch id or device name) wins over what the profile says; without
     either, metrics that need the hardware (occupancy, theoretical ceilings) are empty.
+    Without ``peaks``, the empirical peaks a tool wrote next to the profile (an
+    Omniperf workload's roofline.csv) are used; the ceilings say where each came from.
     """
     from perfcheck.arch import detect, lookup
     from perfcheck.ingest import open_profile
@@ -53,6 +55,12 @@ def analyse(
     want = metrics_want()
     scans = [open_profile(path, format, want) for path in paths]  # lazy: nothing read yet
     sources = tuple(scan.source for scan in scans)
+    if peaks is None:
+        companions = [p for scan in scans for p in scan.companion_peaks]
+        if companions:
+            from perfcheck.ingest import read_peaks
+
+            peaks = read_peaks(companions)
     if arch:
         target, origin = lookup(arch), "given"
     else:

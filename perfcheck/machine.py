@@ -286,6 +286,14 @@ def read_machine(path: str | Path) -> Machine:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise _syntax_error(path, text, exc) from None
+    if not text.endswith("\n"):
+        # The writer ends every line with a newline. Without one the last line may be
+        # cut off, and "hbm_bw = 10754" cut from "hbm_bw = 1075460000000.0" is still
+        # valid TOML: a wrong number, so refuse rather than guess.
+        raise InputError(
+            path, "last line has no newline: the file may be cut off", line=text.count("\n") + 1,
+            hint="check the file is complete (add a newline at its end if you edited it by hand)",
+        )
     return _machine(path, text, doc)
 
 

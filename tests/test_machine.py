@@ -309,3 +309,16 @@ def test_cli_malformed_machine_file_is_one_line(tmp_path: Path, cli) -> None:  #
     assert run.code == 2
     assert run.err.count("\n") == 1 and "Traceback" not in run.err
     assert run.err.startswith(f"perfcheck: error: {path}:11: column 7: not valid TOML")
+
+
+@pytest.mark.parametrize("cut", ["hbm_bw = 10754", 'name = "single precision bandwidth"\nsource = "runs/mix', "[[details]]\nname"])
+def test_cli_truncated_machine_file_is_refused(tmp_path: Path, cli, cut: str) -> None:  # noqa: ANN001
+    text = GOOD[: GOOD.index(cut) + len(cut)]
+    path = _write(tmp_path, text)
+    run = cli("peaks", path, "--json")
+    assert run.code == 2, run.out
+    assert run.err.count("\n") == 1 and "Traceback" not in run.err
+    assert run.err.startswith(f"perfcheck: error: {path}:{text.count(chr(10)) + 1}: ")
+    # "hbm_bw = 10754" is valid TOML: only the missing newline tells it was cut
+    if cut == "hbm_bw = 10754":
+        assert "may be cut off" in run.err

@@ -134,7 +134,9 @@ def open_profile(path: str | Path, format: str | None = None, want: Want = ALL) 
     if source.rank is None:
         source = replace(source, rank=rank_from_path(path))
     tally = TimingTally()
-    outer = Scan(source=source, chunks=iter(()), oddities=inner.oddities, level=inner.level)
+    outer = Scan(
+        source=source, chunks=iter(()), oddities=inner.oddities, level=inner.level, companion_peaks=inner.companion_peaks
+    )
 
     def chunks() -> Iterator[pd.DataFrame]:
         for chunk in _guarded(fmt, path, inner.chunks):

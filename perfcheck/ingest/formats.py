@@ -108,6 +108,9 @@ class Scan:
     #   columns kernel, calls, duration_total, duration_mean, duration_min,
     #   duration_max (seconds) -- the per-dispatch samples are not in the file.
     level: Literal["dispatch", "kernel"] = "dispatch"
+    # Peaks files the tool wrote next to this profile (Omniperf's roofline.csv):
+    # the workload's own empirical ceilings, used when the user names none.
+    companion_peaks: tuple[Path, ...] = ()
 
 
 ProfileScanner = Callable[[Path, Want], Scan]

@@ -554,7 +554,11 @@ def _scan_workload(path: Path, want: Want) -> Scan:
         raise InputError(path, f"not an Omniperf/rocprof-compute workload directory (no {PMC_PERF})",
                          hint="point at the directory `omniperf profile -n NAME` wrote (workloads/NAME/GPU)")
     source, oddities = _source(path, path, "omniperf-workload")
-    return _scan_pmc_perf(pmc, want, source, oddities)
+    scan = _scan_pmc_perf(pmc, want, source, oddities)
+    roofline = path / "roofline.csv"
+    if roofline.is_file():
+        scan.companion_peaks = (roofline,)
+    return scan
 
 
 def _scan_pmc_file(path: Path, want: Want) -> Scan:

@@ -128,8 +128,13 @@ def inspect_text(analysis: "Analysis") -> str:
     parts = [describe_sources(analysis.sources)]
     target = analysis.target
     if target is not None:
-        name = target.device.name if target.device is not None else target.arch.name
-        parts.append(f"hardware: {name} ({target.arch.name}), {analysis.target_origin}")
+        if target.device is not None:
+            parts.append(f"hardware: {target.device.name} ({target.arch.name}), {analysis.target_origin}")
+        else:
+            parts.append(
+                f"hardware: {target.arch.name} ({analysis.target_origin}; device unknown: "
+                "name it with --arch for theoretical peaks)"
+            )
     else:
         parts.append("hardware: unknown (name it with --arch for occupancy and theoretical peaks)")
     for ceiling in analysis.ceilings.values():
