@@ -75,7 +75,12 @@ def analyse(
     table = summary.frame()
     ceilings = make_ceilings(target, peaks)
     if len(table):
+        from perfcheck.metrics.counters import QUANTITIES
+
         table = kernel_metrics(table, ceilings)
+        # The duration-weighted sums were inputs of the rates (hbm_bytes_rate is
+        # hbm_bw, flops_rate is flop_rate): the metrics carry them under their names.
+        table = table.drop(columns=[f"{q}_rate" for q in QUANTITIES if f"{q}_rate" in table.columns])
     return Analysis(
         sources=sources,
         oddities=tuple(oddities),
