@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from perfcheck.model import Oddity, Peaks, Source
 
 if TYPE_CHECKING:
+    import numpy as np
     import pandas as pd
 
     from perfcheck.arch import Target
@@ -30,6 +31,8 @@ class Analysis:
     target_origin: str  # "given" (--arch), "detected" (from the profile), "unknown"
     ceilings: dict[str, "Ceiling"] = field(default_factory=dict)
     peaks: Peaks | None = None
+    # kernel -> durations (s) of its dispatches, for noise-aware baseline comparison
+    duration_samples: dict[str, "np.ndarray"] = field(default_factory=dict)
 
 
 def analyse(
@@ -89,4 +92,5 @@ def analyse(
         target_origin=origin,
         ceilings=dict(ceilings),
         peaks=peaks,
+        duration_samples=summary.duration_samples(),
     )

@@ -88,3 +88,35 @@ class Peaks:
     details: tuple[PeakDetail, ...]
     sources: tuple[Source, ...]
     oddities: tuple[Oddity, ...] = field(default=())
+
+
+# Outcomes of a check. "recorded": no baseline existed, the current value was
+# recorded as the new baseline (passes, with a notice). "error": the check could
+# not be evaluated (a metric whose counters were not collected, a pattern that
+# matched no kernel); it fails like "failed", and its message says what to do.
+PASSED, FAILED, RECORDED, ERROR = "passed", "failed", "recorded", "error"
+
+
+@dataclass(frozen=True)
+class Check:
+    """The single outcome record every report renders (terminal, JUnit, Markdown,
+    JSON, OpenMetrics, the CLI's exit status, a pytest failure)."""
+
+    suite: str  # suite name ("" when checks come from a test function)
+    kernel: str  # the kernel checked; the pattern itself when it matched none
+    pattern: str  # the kernel pattern the expectation was declared for
+    expression: str  # the expectation as the user wrote it
+    metric: str  # canonical metric name, e.g. "hbm_bw", "occupancy_pct"
+    relation: str  # ">=", "<=", ">", "<", "==", "!="
+    observed: float | None  # base units (see ``unit``)
+    reference: float | None  # the threshold actually compared against, base units
+    unit: str  # unit of observed and reference ("s", "B/s", "%", ...)
+    outcome: str  # PASSED | FAILED | RECORDED | ERROR
+    origin: str  # "expectation" (absolute or % of peak) | "baseline" (relative to a stored baseline)
+    message: str  # one line, values formatted with units
+    baseline: float | None = None  # the stored baseline value, when origin == "baseline"
+    detail: str = ""  # optional: the statistics behind a baseline decision, the ceiling used, ...
+
+    @property
+    def passed(self) -> bool:
+        return self.outcome in (PASSED, RECORDED)

@@ -198,6 +198,27 @@ class KernelSummary:
         table["duration"] = table["duration_mean"].where(single)
         return table[["calls", "duration", "duration_mean", "duration_min", "duration_max", "duration_total"]]
 
+    def duration_samples(self) -> dict[str, np.ndarray]:
+        """Per-kernel durations (s) of every dispatch with a valid one, in file order:
+        the samples that noise-aware baseline comparisons work on. Empty for
+        kernel-level statistics files, which hold no samples."""
+        if not self._kernel_codes:
+            return {}
+        codes = np.concatenate(self._kernel_codes)
+        durations = np.concatenate(self._durations)
+        self._kernel_codes, self._durations = [codes], [durations]
+        valid = ~np.isnan(durations)
+        codes, durations = codes[valid], durations[valid]
+        order = np.argsort(codes, kind="stable")
+        codes, durations = codes[order], durations[order]
+        bounds = np.flatnonzero(np.diff(codes)) + 1
+        names = list(self._codes)
+        return {
+            names[int(group[0])]: values
+            for group, values in zip(np.split(codes, bounds), np.split(durations, bounds))
+            if len(group)
+        }
+
     def frame(self) -> pd.DataFrame:
         names = np.array(list(self._codes), dtype=object)
         if not len(names):

@@ -1,0 +1,555 @@
+"""Expectations: the small language users write per kernel, and their evaluation.
+
+Grammar (parsed by hand, never ``eval``-ed)::
+
+    expectation := metric REL rhs
+                 | bound REL metric REL bound        two-sided: "1 ms <= duration <= 2 ms"
+    rhs         := bound
+                 | number "%" "of" ("peak" | CEILING)   "hbm_bw >= 85% of peak"
+                 | "baseline" [("+" | "-") number [UNIT]]  "duration <= baseline + 5%"
+    bound       := number [UNIT]                      "2.7 ms", "75%", "0", "1.2 TB/s"
+    REL         := ">=" | "<=" | ">" | "<" | "==" | "!="
+
+Numbers with a unit are converted to the metric's base unit (``2.7 ms`` -> 0.0027 s;
+``GB/s`` is 1e9 B/s, ``GiB`` 2**30 B); a unit of the wrong kind is an error that
+points at it. ``occupancy >= 75%`` compares the percentage metric itself;
+``hbm_bw >= 85% of peak`` compares against 85% of the kernel's ceiling for that
+metric (empirical when peaks were given, else theoretical; the check says which).
+Kernel patterns are globs (``EOClover*``) or regular expressions (``re:^EO.*GPU$``
+or ``/^EO.*GPU$/``) matched against the whole demangled name.
+"""
+
+from __future__ import annotations
+
+import difflib
+import fnmatch
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from perfcheck.errors import UsageError
+from perfcheck.model import ERROR, FAILED, PASSED, RECORDED, Check
+from perfcheck.report.units import format_value
+from perfcheck.schema import METRIC_UNITS, PEAK_UNITS, metric_unit
+
+if TYPE_CHECKING:
+    from perfcheck.analysis import Analysis
+    from perfcheck.baseline import Baseline
+
+RELATIONS = (">=", "<=", "==", "!=", ">", "<")
+_FLIP = {">=": "<=", "<=": ">=", ">": "<", "<": ">", "==": "==", "!=": "!="}
+
+# Friendly names users write -> canonical metrics.
+ALIASES = {
+    "occupancy": "occupancy_pct",
+    "achieved_occupancy": "achieved_occupancy_pct",
+    "time": "duration",
+    "spills": "scratch_per_thread",
+    "scratch": "scratch_per_thread",
+    "lds": "lds_per_workgroup",
+    "shared": "lds_per_workgroup",
+}
+
+# Metrics derived by metrics.roofline and metrics.summary, beyond the quantities of
+# metrics.counters and the registry in schema (checked at parse time so a typo is
+# caught before any profile is read).
+_DERIVED = (
+    "hbm_bw", "l2_bw", "l1_bw", "lds_bw",
+    "hbm_bw_pct", "l2_bw_pct", "l1_bw_pct", "lds_bw_pct",
+    "ai_hbm", "ai_l2", "ai_l1", "ai_lds",
+    "flop_rate", "attainable", "roofline_pct",
+    "instruction_rate", "gips", "peak_gips", "gips_pct", "instruction_intensity_hbm",
+    "occupancy_pct", "achieved_occupancy_pct", "waves_per_cu", "warps_per_sm", "workgroups_per_cu",
+    "duration", "duration_mean", "duration_min", "duration_max", "duration_total", "calls",
+    "vgpr", "agpr", "sgpr", "registers", "lds_per_workgroup", "scratch_per_thread", "workgroup_size", "grid_size",
+)
+
+
+def known_metrics() -> tuple[str, ...]:
+    from perfcheck.metrics.counters import QUANTITIES
+
+    return tuple(dict.fromkeys((*_DERIVED, *METRIC_UNITS, *QUANTITIES)))
+
+
+# The ceiling "of peak" refers to, per metric. flop_rate uses the kernel's own
+# compute ceiling (the precision class that dominates its FLOPs).
+_PEAK_OF = {
+    "hbm_bw": "hbm_bw",
+    "l2_bw": "l2_bw",
+    "l1_bw": "l1_bw",
+    "lds_bw": "lds_bw",
+    "gips": "gips",
+    "instruction_rate": "gips",
+}
+
+# Unit words -> (factor to base unit, base unit).
+_UNITS: dict[str, tuple[float, str]] = {
+    "%": (1.0, "%"),
+    "ns": (1e-9, "s"), "us": (1e-6, "s"), "µs": (1e-6, "s"), "ms": (1e-3, "s"), "s": (1.0, "s"),
+    "B": (1.0, "B"), "KB": (1e3, "B"), "kB": (1e3, "B"), "MB": (1e6, "B"), "GB": (1e9, "B"), "TB": (1e12, "B"),
+    "KiB": (2.0**10, "B"), "MiB": (2.0**20, "B"), "GiB": (2.0**30, "B"), "TiB": (2.0**40, "B"),
+    "B/s": (1.0, "B/s"), "KB/s": (1e3, "B/s"), "kB/s": (1e3, "B/s"), "MB/s": (1e6, "B/s"),
+    "GB/s": (1e9, "B/s"), "TB/s": (1e12, "B/s"),
+    "KiB/s": (2.0**10, "B/s"), "MiB/s": (2.0**20, "B/s"), "GiB/s": (2.0**30, "B/s"), "TiB/s": (2.0**40, "B/s"),
+    "FLOP": (1.0, "FLOP"), "MFLOP": (1e6, "FLOP"), "GFLOP": (1e9, "FLOP"), "TFLOP": (1e12, "FLOP"),
+    "FLOP/s": (1.0, "FLOP/s"), "MFLOP/s": (1e6, "FLOP/s"), "GFLOP/s": (1e9, "FLOP/s"),
+    "TFLOP/s": (1e12, "FLOP/s"), "PFLOP/s": (1e15, "FLOP/s"),
+    "FLOP/B": (1.0, "FLOP/B"),
+}
+
+
+class ExpectationError(UsageError):
+    """A malformed expectation. ``str()`` is one line naming the column; ``pointer``
+    is the expectation with a caret under the offending character (for pytest)."""
+
+    def __init__(self, text: str, position: int, what: str) -> None:
+        self.text, self.position, self.what = text, position, what
+        self.pointer = f"{text}\n{' ' * position}^"
+        super().__init__(f"expectation {text!r}, column {position + 1}: {what}")
+
+
+@dataclass(frozen=True)
+class Expectation:
+    text: str
+    metric: str
+    relation: str
+    kind: str  # "absolute" | "of_peak" | "baseline"
+    value: float | None  # absolute: threshold (base units); of_peak: fraction; baseline: relative change
+    absolute_delta: float | None = None  # baseline: allowance in base units ("baseline + 0.1 ms")
+    ceiling: str | None = None  # of_peak: the ceiling named ("peak" -> the metric's own)
+
+
+# --- tokenizer -------------------------------------------------------------------------
+
+_TOKEN = re.compile(
+    r"""\s*(?:
+        (?P<number>[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)
+      | (?P<rel>>=|<=|==|!=|>|<)
+      | (?P<sign>[+-])
+      | (?P<percent>%)
+      | (?P<word>[A-Za-zµ_][A-Za-z0-9µ_.]*(?:/[A-Za-z]+)?)
+    )""",
+    re.VERBOSE,
+)
+
+
+@dataclass(frozen=True)
+class _Tok:
+    kind: str
+    text: str
+    pos: int
+
+
+def _tokens(text: str) -> list[_Tok]:
+    out: list[_Tok] = []
+    pos = 0
+    while pos < len(text):
+        if text[pos].isspace():
+            pos += 1
+            continue
+        match = _TOKEN.match(text, pos)
+        if not match or match.end() == pos:
+            hint = " (compare with ==)" if text[pos] == "=" else ""
+            raise ExpectationError(text, pos, f"unexpected character {text[pos]!r}{hint}")
+        kind = match.lastgroup or ""
+        start = match.start(kind)
+        out.append(_Tok(kind, match.group(kind), start))
+        pos = match.end()
+    return out
+
+
+class _Parser:
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.toks = _tokens(text)
+        self.i = 0
+
+    def peek(self) -> _Tok | None:
+        return self.toks[self.i] if self.i < len(self.toks) else None
+
+    def take(self) -> _Tok | None:
+        tok = self.peek()
+        self.i += tok is not None
+        return tok
+
+    def fail(self, what: str, tok: _Tok | None = None) -> ExpectationError:
+        pos = tok.pos if tok is not None else len(self.text)
+        return ExpectationError(self.text, pos, what)
+
+    def expect(self, kind: str, what: str) -> _Tok:
+        tok = self.take()
+        if tok is None or tok.kind != kind:
+            raise self.fail(f"expected {what}" + (f", found {tok.text!r}" if tok else " at the end"), tok)
+        return tok
+
+    def metric(self) -> str:
+        tok = self.expect("word", "a metric name such as hbm_bw, duration or occupancy")
+        name = ALIASES.get(tok.text, tok.text)
+        known = known_metrics()
+        if name not in known:
+            close = difflib.get_close_matches(tok.text, [*known, *ALIASES], n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else f"; known metrics: {', '.join(sorted(known))}"
+            raise self.fail(f"unknown metric {tok.text!r}{hint}", tok)
+        return name
+
+    def quantity(self, metric: str) -> tuple[float, _Tok]:
+        """number [unit] -> value in the metric's base unit."""
+        tok = self.expect("number", "a number")
+        value = float(tok.text)
+        nxt = self.peek()
+        if nxt is not None and nxt.kind in ("percent", "word") and nxt.text not in ("of", "baseline"):
+            self.take()
+            return self._convert(value, nxt, metric), tok
+        return value, tok
+
+    def _convert(self, value: float, unit_tok: _Tok, metric: str) -> float:
+        unit = unit_tok.text
+        if unit not in _UNITS:
+            raise self.fail(f"unknown unit {unit!r} (use e.g. ms, us, GB/s, KiB, TFLOP/s, %)", unit_tok)
+        factor, base = _UNITS[unit]
+        wanted = metric_unit(metric)
+        if base != wanted:
+            if base == "%":
+                raise self.fail(
+                    f"{metric} is in {wanted or 'plain numbers'}, not a percentage: write '{value:g}% of peak' "
+                    f"or 'baseline + {value:g}%', or compare {metric}_pct",
+                    unit_tok,
+                )
+            raise self.fail(f"{unit!r} is not a unit of {metric} (which is in {wanted or 'plain numbers'})", unit_tok)
+        return value * factor
+
+    def rhs(self, metric: str, relation: str) -> Expectation:
+        tok = self.peek()
+        if tok is None:
+            raise self.fail("expected a number, 'N% of peak' or 'baseline'")
+        if tok.kind == "word" and tok.text == "baseline":
+            self.take()
+            sign_tok = self.peek()
+            if sign_tok is None:
+                return Expectation(self.text, metric, relation, "baseline", 0.0)
+            if sign_tok.kind != "sign" and not (sign_tok.kind == "number" and sign_tok.text[0] in "+-"):
+                raise self.fail("expected '+' or '-' after 'baseline'", sign_tok)
+            if sign_tok.kind == "sign":
+                self.take()
+                sign = -1.0 if sign_tok.text == "-" else 1.0
+            else:
+                sign = 1.0  # "+5%" lexed as a signed number
+            num = self.expect("number", "a number after the sign")
+            amount = sign * float(num.text)
+            unit = self.peek()
+            if unit is not None and unit.kind == "percent":
+                self.take()
+                return Expectation(self.text, metric, relation, "baseline", amount / 100.0)
+            if unit is not None and unit.kind == "word":
+                self.take()
+                return Expectation(self.text, metric, relation, "baseline", 0.0, self._convert(amount, unit, metric))
+            return Expectation(self.text, metric, relation, "baseline", 0.0, amount)
+        num = self.expect("number", "a number, 'N% of peak' or 'baseline'")
+        value = float(num.text)
+        unit = self.peek()
+        if unit is not None and unit.kind == "percent":
+            self.take()
+            of = self.peek()
+            if of is not None and of.kind == "word" and of.text == "of":
+                self.take()
+                target = self.expect("word", "'peak' or a ceiling name after 'of'")
+                ceiling = None if target.text == "peak" else target.text
+                if ceiling is not None and ceiling not in (*PEAK_UNITS, "gips"):
+                    close = difflib.get_close_matches(ceiling, ["peak", *PEAK_UNITS, "gips"], n=1)
+                    hint = f"; did you mean {close[0]!r}?" if close else ""
+                    raise self.fail(f"unknown ceiling {ceiling!r}: write 'peak' or a ceiling name{hint}", target)
+                if ceiling is None and metric not in _PEAK_OF and metric != "flop_rate":
+                    raise self.fail(
+                        f"{metric} has no peak; '% of peak' applies to {', '.join([*_PEAK_OF, 'flop_rate'])}", target
+                    )
+                return Expectation(self.text, metric, relation, "of_peak", value / 100.0, ceiling=ceiling)
+            if metric_unit(metric) != "%":
+                raise self.fail(
+                    f"{metric} is in {metric_unit(metric) or 'plain numbers'}, not a percentage: write "
+                    f"'{value:g}% of peak' or 'baseline + {value:g}%'",
+                    unit,
+                )
+            return Expectation(self.text, metric, relation, "absolute", value)
+        if unit is not None and unit.kind == "word":
+            self.take()
+            return Expectation(self.text, metric, relation, "absolute", self._convert(value, unit, metric))
+        return Expectation(self.text, metric, relation, "absolute", value)
+
+    def end(self) -> None:
+        tok = self.peek()
+        if tok is not None:
+            raise self.fail(f"unexpected {tok.text!r} after the expectation", tok)
+
+
+def parse(text: str) -> tuple[Expectation, ...]:
+    """One expectation, or two for a two-sided one (``1 ms <= duration <= 2 ms``)."""
+    if not isinstance(text, str) or not text.strip():
+        raise ExpectationError(str(text), 0, "empty expectation")
+    p = _Parser(text)
+    first = p.peek()
+    if first is not None and first.kind == "number":
+        # bound REL metric REL bound
+        save = p.i
+        p.take()
+        unit = p.peek()
+        if unit is not None and unit.kind in ("percent", "word"):
+            p.take()
+        rel1 = p.expect("rel", "a comparison (<=, <, ...)")
+        metric = p.metric()
+        p.i = save
+        lower_value, _ = p.quantity(metric)
+        p.take()  # rel1
+        p.metric()
+        rel2 = p.expect("rel", "a second comparison")
+        upper = p.rhs(metric, rel2.text)
+        p.end()
+        if upper.kind != "absolute":
+            raise ExpectationError(text, rel2.pos, "a two-sided expectation takes plain bounds")
+        lower = Expectation(text, metric, _FLIP[rel1.text], "absolute", lower_value)
+        return (lower, upper)
+    metric = p.metric()
+    rel = p.expect("rel", "a comparison: >=, <=, >, <, == or !=")
+    expectation = p.rhs(metric, rel.text)
+    p.end()
+    return (expectation,)
+
+
+# --- kernel patterns ---------------------------------------------------------------------
+
+
+def _pattern_regex(pattern: str) -> re.Pattern[str]:
+    try:
+        if pattern.startswith("re:"):
+            return re.compile(pattern[3:])
+        if len(pattern) > 1 and pattern.startswith("/") and pattern.endswith("/"):
+            return re.compile(pattern[1:-1])
+    except re.error as exc:
+        raise UsageError(f"kernel pattern {pattern!r}: invalid regular expression ({exc})") from None
+    return re.compile(fnmatch.translate(pattern))
+
+
+def match_kernels(pattern: str, kernels: Sequence[str]) -> list[str]:
+    """Kernels whose whole name matches ``pattern`` (glob, ``re:REGEX`` or ``/REGEX/``)."""
+    regex = _pattern_regex(pattern)
+    if pattern.startswith("re:") or (pattern.startswith("/") and pattern.endswith("/")):
+        return [k for k in kernels if regex.search(k)]
+    return [k for k in kernels if regex.fullmatch(k)]
+
+
+# --- evaluation ---------------------------------------------------------------------------
+
+# Per derived metric, the counter quantity it needs (for "collect ..." messages).
+_NEEDS = {
+    "hbm_bw": "hbm_bytes", "hbm_bw_pct": "hbm_bytes", "ai_hbm": "hbm_bytes",
+    "l2_bw": "l2_bytes", "l2_bw_pct": "l2_bytes", "ai_l2": "l2_bytes",
+    "l1_bw": "l1_bytes", "l1_bw_pct": "l1_bytes", "ai_l1": "l1_bytes",
+    "lds_bw": "lds_bytes", "lds_bw_pct": "lds_bytes", "ai_lds": "lds_bytes",
+    "flop_rate": "flops", "roofline_pct": "flops", "attainable": "flops",
+    "gips": "instructions", "instruction_rate": "instructions", "gips_pct": "instructions",
+    "instruction_intensity_hbm": "instructions",
+}
+
+
+def _missing_message(metric: str, analysis: "Analysis") -> str:
+    """Why ``metric`` is empty and what to do about it."""
+    if metric in ("occupancy_pct", "waves_per_cu", "warps_per_sm", "workgroups_per_cu"):
+        if analysis.target is None:
+            return "the GPU is unknown: name it with --arch (or `device` in the config)"
+        return "the profile has no launch resources (workgroup size, registers, LDS) for this kernel"
+    if metric.startswith("duration") or metric in ("calls",):
+        return "the profile has no timestamps or durations for this kernel"
+    quantity = _NEEDS.get(metric, metric)
+    from perfcheck.metrics.counters import QUANTITIES, counters_for
+
+    if quantity in QUANTITIES:
+        vendor = analysis.target.arch.vendor if analysis.target is not None else None
+        vendors = [vendor] if vendor else ["amd", "nvidia"]
+        hints = []
+        for v in vendors:
+            names = counters_for(quantity, v)
+            if names:
+                hints.append(f"{v}: {', '.join(names)}")
+        if hints:
+            return f"its counters were not collected; collect {'; '.join(hints)}"
+    return "the profile does not provide it"
+
+
+def _compare(observed: float, relation: str, reference: float) -> bool:
+    return {
+        ">=": observed >= reference,
+        "<=": observed <= reference,
+        ">": observed > reference,
+        "<": observed < reference,
+        "==": observed == reference,
+        "!=": observed != reference,
+    }[relation]
+
+
+def _fmt(value: float | None, unit: str) -> str:
+    return format_value(value, unit)
+
+
+def _ceiling_for(expectation: Expectation, row: Mapping[str, object], analysis: "Analysis"):
+    name = expectation.ceiling
+    if name is None:
+        if expectation.metric == "flop_rate":
+            name = row.get("compute_ceiling") if isinstance(row.get("compute_ceiling"), str) else None
+        else:
+            name = _PEAK_OF.get(expectation.metric)
+    return analysis.ceilings.get(name) if name else None, name
+
+
+def _value(row: Mapping[str, object], metric: str) -> float | None:
+    value = row.get(metric)
+    if value is None:
+        return None
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(number) else number
+
+
+def evaluate(
+    suite: str,
+    expectations: Mapping[str, Sequence[str]],
+    analysis: "Analysis",
+    baseline: "Baseline | None" = None,
+    *,
+    tolerances: Mapping[str, float] | None = None,
+) -> list[Check]:
+    """One Check per (matched kernel x expectation); a pattern that matches no kernel
+    gives one ERROR check per expectation. Expectation strings are parsed first, so
+    a typo fails before anything is compared."""
+    parsed = {pattern: [(text, parse(text)) for text in texts] for pattern, texts in expectations.items()}
+    table = analysis.kernels
+    names = [str(k) for k in table["kernel"]] if len(table) else []
+    rows = {str(r["kernel"]): r for r in table.to_dict("records")} if len(table) else {}
+    checks: list[Check] = []
+    for pattern, items in parsed.items():
+        matched = match_kernels(pattern, names)
+        if not matched:
+            for text, parts in items:
+                close = difflib.get_close_matches(pattern, names, n=1)
+                checks.append(
+                    Check(
+                        suite=suite, kernel=pattern, pattern=pattern, expression=text, metric=parts[0].metric,
+                        relation=parts[0].relation, observed=None, reference=None, unit=metric_unit(parts[0].metric),
+                        outcome=ERROR, origin="expectation",
+                        message=f"pattern {pattern!r} matched no kernel of {len(names)}"
+                        + (f" (closest: {close[0]!r})" if close else ""),
+                    )
+                )
+            continue
+        for kernel in matched:
+            for text, parts in items:
+                checks.append(_check_kernel(suite, pattern, kernel, text, parts, rows[kernel], analysis, baseline, tolerances or {}))
+    return checks
+
+
+def _check_kernel(
+    suite: str,
+    pattern: str,
+    kernel: str,
+    text: str,
+    parts: tuple[Expectation, ...],
+    row: Mapping[str, object],
+    analysis: "Analysis",
+    baseline: "Baseline | None",
+    tolerances: Mapping[str, float],
+) -> Check:
+    first = parts[0]
+    metric, unit = first.metric, metric_unit(first.metric)
+    observed = _value(row, metric)
+    base = dict(suite=suite, kernel=kernel, pattern=pattern, expression=text, metric=metric, unit=unit)
+    if observed is None and not (first.kind == "baseline" and metric == "duration" and analysis.duration_samples.get(kernel) is not None):
+        return Check(**base, relation=first.relation, observed=None, reference=None, outcome=ERROR,
+                     origin="baseline" if first.kind == "baseline" else "expectation",
+                     message=f"{metric} is not available for this kernel: {_missing_message(metric, analysis)}")
+    if first.kind == "baseline":
+        return _check_baseline(base, first, observed, kernel, analysis, baseline, tolerances)
+    if len(parts) == 2:  # two-sided, both absolute
+        lower, upper = parts
+        ok = _compare(observed, lower.relation, lower.value) and _compare(observed, upper.relation, upper.value)
+        rel_text = f"{_fmt(lower.value, unit)} {_FLIP[lower.relation]} {metric} {upper.relation} {_fmt(upper.value, unit)}"
+        return Check(**base, relation=f"{_FLIP[lower.relation]}..{upper.relation}", observed=observed,
+                     reference=upper.value if observed > upper.value else lower.value,
+                     outcome=PASSED if ok else FAILED, origin="expectation",
+                     message=f"{metric} {_fmt(observed, unit)}; expected {rel_text}")
+    if first.kind == "of_peak":
+        ceiling, name = _ceiling_for(first, row, analysis)
+        if ceiling is None:
+            why = ("no ceiling for it: give measured peaks with --peaks or name the GPU with --arch"
+                   if name else f"{metric} has no compute ceiling (no FLOPs counted)")
+            return Check(**base, relation=first.relation, observed=observed, reference=None, outcome=ERROR,
+                         origin="expectation", message=f"{metric} {_fmt(observed, unit)}: {why}")
+        reference = first.value * ceiling.value
+        ok = _compare(observed, first.relation, reference)
+        return Check(**base, relation=first.relation, observed=observed, reference=reference,
+                     outcome=PASSED if ok else FAILED, origin="expectation",
+                     message=f"{metric} {_fmt(observed, unit)} ({100 * observed / ceiling.value:.1f}% of peak); "
+                     f"expected {first.relation} {_fmt(reference, unit)} = {100 * first.value:g}% of "
+                     f"{ceiling.kind} {ceiling.name} {_fmt(ceiling.value, ceiling.unit)}",
+                     detail=f"{ceiling.name}: {ceiling.kind}, {ceiling.source}")
+    ok = _compare(observed, first.relation, first.value)
+    return Check(**base, relation=first.relation, observed=observed, reference=first.value,
+                 outcome=PASSED if ok else FAILED, origin="expectation",
+                 message=f"{metric} {_fmt(observed, unit)}; expected {first.relation} {_fmt(first.value, unit)}")
+
+
+def _check_baseline(
+    base: dict,
+    expectation: Expectation,
+    observed: float | None,
+    kernel: str,
+    analysis: "Analysis",
+    baseline: "Baseline | None",
+    tolerances: Mapping[str, float],
+) -> Check:
+    metric, unit = expectation.metric, base["unit"]
+    entry = baseline.kernels.get(kernel) if baseline is not None else None
+    if entry is None or (metric not in entry.metrics and not (metric == "duration" and "duration" in entry.samples)):
+        why = "no baseline yet" if baseline is None else "no baseline for this kernel" if entry is None else f"the baseline has no {metric}"
+        return Check(**base, relation=expectation.relation, observed=observed, reference=None, outcome=RECORDED,
+                     origin="baseline", message=f"{metric} {_fmt(observed, unit)}: {why}; recorded as the new baseline")
+    fraction = expectation.value or 0.0
+    if fraction == 0.0 and expectation.absolute_delta is None and metric in tolerances:
+        # "metric <= baseline" with no allowance: the configured default tolerance applies,
+        # in the direction that loosens the bound.
+        fraction = tolerances[metric] if expectation.relation in ("<=", "<") else -tolerances[metric]
+    from perfcheck import baseline as baselines
+
+    samples = analysis.duration_samples.get(kernel) if metric == "duration" else None
+    decision = baselines.compare(
+        metric,
+        expectation.relation,
+        fraction,
+        expectation.absolute_delta,
+        observed,
+        samples,
+        entry,
+        exact=baselines.is_exact(metric),
+    )
+    stored = decision.baseline
+    change = ""
+    if stored not in (None, 0) and decision.observed is not None:
+        change = f" ({100 * (decision.observed / stored - 1):+.1f}%)"
+    allowance = (
+        f"baseline {'+' if fraction >= 0 else '-'} {abs(100 * fraction):g}%"
+        if expectation.absolute_delta is None
+        else f"baseline {'+' if expectation.absolute_delta >= 0 else '-'} {_fmt(abs(expectation.absolute_delta), unit)}"
+    )
+    return Check(
+        **base,
+        relation=expectation.relation,
+        observed=decision.observed,
+        reference=decision.reference,
+        outcome=PASSED if decision.passed else FAILED,
+        origin="baseline",
+        baseline=stored,
+        message=f"{metric} {_fmt(decision.observed, unit)}{change} vs baseline {_fmt(stored, unit)}; "
+        f"expected {expectation.relation} {allowance} = {_fmt(decision.reference, unit)}",
+        detail=decision.detail,
+    )
