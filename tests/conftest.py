@@ -28,6 +28,21 @@ def profile(relative: str) -> Path:
     return path
 
 
+def one_line_error(result: "CliResult", path: str | Path | None = None, *fragments: str) -> str:
+    """Assert the ground rule for bad input: exit 2, one line on stderr starting
+    with "perfcheck: error: ", naming ``path``, no traceback; returns that line."""
+    assert result.code == 2, (result.code, result.out, result.err)
+    assert "Traceback" not in result.err
+    lines = result.err.strip().splitlines()
+    assert len(lines) == 1, result.err
+    assert lines[0].startswith("perfcheck: error: "), lines[0]
+    if path is not None:
+        assert str(path) in lines[0], lines[0]
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+    return lines[0]
+
+
 class CliResult:
     def __init__(self, code: int, out: str, err: str) -> None:
         self.code, self.out, self.err = code, out, err

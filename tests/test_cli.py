@@ -6,17 +6,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+from conftest import one_line_error
+
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "stencil" / "kernel_trace.csv"
 
 
-def one_line_error(result) -> str:
-    assert result.code == 2, (result.code, result.out, result.err)
-    assert "Traceback" not in result.err
-    lines = result.err.strip().splitlines()
-    assert len(lines) == 1, result.err
-    assert lines[0].startswith("perfcheck: error: ")
-    return lines[0]
 
 
 def test_help_lists_commands(cli) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import profile
+from conftest import one_line_error as assert_one_line_error
 from perfcheck.errors import InputError
 from perfcheck.ingest import detect, read_peaks
 
@@ -25,14 +26,6 @@ def exactly(expected: dict[str, float]) -> dict[str, object]:
     return {k: pytest.approx(v, rel=1e-12) for k, v in expected.items()}
 
 
-def assert_one_line_error(result, path: Path | str, *fragments: str) -> None:
-    assert result.code == 2
-    assert result.err.startswith("perfcheck: error: ")
-    assert result.err.strip().count("\n") == 0
-    assert str(path) in result.err
-    assert "Traceback" not in result.err
-    for fragment in fragments:
-        assert fragment in result.err
 
 
 def test_mi60_babelstream_3_4_hip() -> None:

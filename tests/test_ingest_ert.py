@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from conftest import PROFILES, profile
+from conftest import one_line_error as _one_line_error
 from perfcheck.errors import InputError
 from perfcheck.ingest import detect, read_peaks
 from perfcheck.ingest.ert import FORMATS
@@ -170,12 +171,6 @@ def test_concatenated_sum_files_keep_the_maximum(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- malformed input
 
 
-def _one_line_error(result, path: Path) -> None:
-    assert result.code == 2
-    lines = result.err.strip().splitlines()
-    assert len(lines) == 1, result.err
-    assert lines[0].startswith("perfcheck: error: ") and str(path) in lines[0]
-    assert "Traceback" not in result.err
 
 
 def test_truncated_json(cli, tmp_path: Path) -> None:

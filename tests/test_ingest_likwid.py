@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from conftest import PROFILES, profile
+from conftest import one_line_error as _one_line_error
 from perfcheck.errors import InputError
 from perfcheck.ingest import detect, read_peaks
 from perfcheck.ingest.likwid import FORMATS
@@ -171,12 +172,6 @@ def test_bench_single_precision_kernel(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- malformed input
 
 
-def _one_line_error(result, path: Path) -> None:
-    assert result.code == 2
-    lines = result.err.strip().splitlines()
-    assert len(lines) == 1, result.err
-    assert lines[0].startswith("perfcheck: error: ") and str(path) in lines[0]
-    assert "Traceback" not in result.err
 
 
 def test_perfctr_missing_table_block(cli, tmp_path: Path) -> None:

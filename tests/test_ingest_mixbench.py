@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 from conftest import profile
+from conftest import one_line_error as assert_one_line_error
 from perfcheck.errors import InputError
 from perfcheck.ingest import detect, read_peaks
 
@@ -37,14 +38,6 @@ def group_figures(prefix: str, **groups: tuple[float, float]) -> dict[str, float
     return out
 
 
-def assert_one_line_error(result, path: Path | str, *fragments: str) -> None:
-    assert result.code == 2
-    assert result.err.startswith("perfcheck: error: ")
-    assert result.err.strip().count("\n") == 0
-    assert str(path) in result.err
-    assert "Traceback" not in result.err
-    for fragment in fragments:
-        assert fragment in result.err
 
 
 def test_mi100_hip_five_groups() -> None:

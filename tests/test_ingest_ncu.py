@@ -17,6 +17,7 @@ from perfcheck.ingest import read_profile
 from perfcheck.ingest.formats import Want
 from perfcheck.ingest.ncu import base_unit
 from tests.conftest import profile
+from conftest import one_line_error as _assert_one_line_error
 
 B200 = "ncu/meinie0826-roofline-analysis/torch_sdpa_flash__mha_bf16_b16_ctx4k_p64.ncu.csv"
 FAILED = "ncu/meinie0826-roofline-analysis/flashinfer_paged_decode__gqa_bf16_b128_ctx8k_p64.ncu.csv"
@@ -67,15 +68,6 @@ def _kernel(document: dict, name: str) -> dict:
     return found
 
 
-def _assert_one_line_error(result, path: Path, *fragments: str) -> None:
-    assert result.code == 2, result.err
-    lines = result.err.strip().splitlines()
-    assert len(lines) == 1, result.err
-    assert lines[0].startswith("perfcheck: error: ")
-    assert str(path) in lines[0]
-    assert "Traceback" not in result.err
-    for fragment in fragments:
-        assert fragment in lines[0], lines[0]
 
 
 # --------------------------------------------------------------------------- raw page (B200)

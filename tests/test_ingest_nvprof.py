@@ -13,6 +13,7 @@ import pytest
 
 from perfcheck.ingest import read_profile
 from conftest import profile
+from conftest import one_line_error as _assert_input_error
 
 TRACE = "nvprof/leimingyu-magus/matrixMul_trace.csv"
 METRICS = "nvprof/leimingyu-magus/matrixMul_metrics.csv"
@@ -308,15 +309,6 @@ def test_log_old_style_api_section_and_app_output(tmp_path: Path):
 # --------------------------------------------------------------------------- malformed input
 
 
-def _assert_input_error(result, path: Path, *needles: str) -> None:
-    assert result.code == 2, (result.out, result.err)
-    lines = result.err.strip().splitlines()
-    assert len(lines) == 1, result.err
-    assert lines[0].startswith("perfcheck: error: ")
-    assert str(path) in lines[0]
-    assert "Traceback" not in result.err
-    for needle in needles:
-        assert needle in lines[0], lines[0]
 
 
 def _cut(source: Path, dest: Path, line: int, keep_chars: int, newline: bool = False) -> Path:

@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from conftest import profile
+from conftest import one_line_error
 from perfcheck.errors import InputError
 from perfcheck.ingest import open_profile, read_peaks, read_profile
 from perfcheck.metrics.summary import SUMMARY_WANT
@@ -22,13 +23,6 @@ MI350 = "omniperf/rocm-systems-vcopy-MI350"
 VCOPY = "vecCopy(double*, double*, double*, int, int)"
 
 
-def one_line_error(result) -> str:
-    assert result.code == 2, (result.code, result.out, result.err)
-    assert "Traceback" not in result.err
-    lines = result.err.strip().splitlines()
-    assert len(lines) == 1, result.err
-    assert lines[0].startswith("perfcheck: error: ")
-    return lines[0]
 
 
 def first(table: pd.DataFrame, column: str) -> object:

@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 from conftest import profile
+from conftest import one_line_error
 from perfcheck.errors import InputError
 from perfcheck.ingest import read_profile, rocprof
 from perfcheck.ingest.formats import Sniff
@@ -49,14 +50,6 @@ LOCK_ATOMIC = "Kokkos::(anonymous namespace)::init_lock_array_kernel_atomic()"
 UNKNOWN = "Unknown command type"
 
 
-def one_line_error(result, path: Path) -> str:
-    assert result.code == 2, (result.code, result.out, result.err)
-    assert "Traceback" not in result.err
-    lines = result.err.strip().splitlines()
-    assert len(lines) == 1, result.err
-    assert lines[0].startswith("perfcheck: error: ")
-    assert str(path) in lines[0]
-    return lines[0]
 
 
 def by_kernel(table: pd.DataFrame, name: str) -> pd.Series:

@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 from conftest import profile
+from conftest import one_line_error
 from perfcheck.errors import InputError
 from perfcheck.ingest import read_profile, rank_from_path
 from perfcheck.ingest import rocpd as rocpd_reader
@@ -35,15 +36,6 @@ GEMM = (
 FILL = "__amd_rocclr_fillBufferAligned"
 
 
-def one_line_error(result, path: Path | None = None) -> str:
-    assert result.code == 2, (result.code, result.out, result.err)
-    assert "Traceback" not in result.err
-    lines = result.err.strip().splitlines()
-    assert len(lines) == 1, result.err
-    assert lines[0].startswith("perfcheck: error: ")
-    if path is not None:
-        assert str(path) in lines[0]
-    return lines[0]
 
 
 def by_dispatch(frame: pd.DataFrame) -> pd.DataFrame:
