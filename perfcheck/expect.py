@@ -521,7 +521,9 @@ def _check_baseline(
         fraction = tolerances[metric] if expectation.relation in ("<=", "<") else -tolerances[metric]
     from perfcheck import baseline as baselines
 
-    samples = analysis.duration_samples.get(kernel) if metric == "duration" else None
+    # A rate's noise is its duration's noise: every timing-derived metric is judged
+    # with this run's per-dispatch durations (exact quantities need none).
+    samples = None if baselines.is_exact(metric) else analysis.duration_samples.get(kernel)
     decision = baselines.compare(
         metric,
         expectation.relation,
