@@ -10,9 +10,13 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from perfcheck import __version__
 from perfcheck.errors import PerfcheckError
+
+if TYPE_CHECKING:
+    from perfcheck.checking import Run
 
 EXIT_OK, EXIT_FAILED, EXIT_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
 
@@ -109,7 +113,54 @@ def _parser() -> argparse.ArgumentParser:
     occ.add_argument("--registers", type=int, metavar="R", help="NVIDIA: registers per thread")
     occ.add_argument("--shared", type=int, default=0, metavar="BYTES", help="NVIDIA: shared memory per block (static + dynamic)")
     occ.add_argument("--json", action="store_true", help="print JSON")
+
+    check = sub.add_parser(
+        "check",
+        help="check performance expectations (exit 1 when one fails)",
+        description="Check the suites of a config file ([tool.perfcheck] in pyproject.toml, or "
+        "perfcheck.toml; found from the working directory up unless --config names it), or PATH... "
+        "against --expect. Settings come from, in order: the command line, PERFCHECK_* variables, "
+        "the config file, defaults. Every report asked for is written before the exit status: "
+        "0 all passed (a newly recorded baseline passes), 1 a check failed or could not be evaluated, "
+        "2 bad input or usage.",
+    )
+    _check_options(check)
+    check.add_argument("--update-baseline", action="store_true", default=None,
+                       help="rewrite the baselines from this run (baseline-relative failures are accepted)")
+
+    base = sub.add_parser("baseline", help="manage stored baselines",
+                          description="Baselines are JSON files under the baseline directory, one per suite and machine.")
+    base_sub = base.add_subparsers(dest="baseline_command", metavar="ACTION", parser_class=_Parser, required=True)
+    update = base_sub.add_parser(
+        "update",
+        help="record this run as the baselines of the suites",
+        description="Run the suites and rewrite their baselines from this run (review the diff like code). "
+        "Exit 0 once written, even when absolute expectations fail (they are listed).",
+    )
+    _check_options(update)
+    update.add_argument("--merge", action="store_true",
+                        help="add this run to the stored baseline instead of replacing it "
+                        "(repeated runs make timing decisions aware of run-to-run noise)")
     return parser
+
+
+def _check_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("paths", nargs="*", metavar="PATH",
+                        help="profiles to check instead of the suite's (one suite), or with --expect")
+    parser.add_argument("--config", metavar="FILE", help="config file (default: perfcheck.toml or pyproject.toml "
+                        "with [tool.perfcheck], from the working directory up)")
+    parser.add_argument("--suite", action="append", metavar="NAME", help="check only this suite (repeatable)")
+    parser.add_argument("--expect", nargs=2, action="append", metavar=("PATTERN", "EXPECTATION"),
+                        help="kernel pattern and expectation, e.g. --expect 'EOClover*' 'occupancy >= 40%%' (repeatable)")
+    parser.add_argument("--arch", metavar="NAME", help="GPU the profiles were taken on (arch id or device)")
+    parser.add_argument("--peaks", nargs="+", metavar="FILE", help="empirical peaks or a machine file")
+    parser.add_argument("--format", metavar="NAME", help="profile reader to use (see `perfcheck formats`)")
+    parser.add_argument("--baseline-dir", metavar="DIR", help="where baselines are kept (default: baselines/ next to the config)")
+    parser.add_argument("--junit", metavar="FILE", help="write a JUnit XML report")
+    parser.add_argument("--markdown", metavar="FILE", help="write a Markdown summary (also appended to $GITHUB_STEP_SUMMARY when set)")
+    parser.add_argument("--json", metavar="FILE", help="write a JSON results file")
+    parser.add_argument("--openmetrics", metavar="FILE", help="write a GitLab metrics report (OpenMetrics text)")
+    parser.add_argument("--roofline", metavar="DIR", help="write roofline plots (PNG and SVG per suite) into DIR")
 
 
 def _warn(oddities: Sequence[object]) -> None:
@@ -212,6 +263,44 @@ def _occupancy(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _run_checks(args: argparse.Namespace, *, update: bool | None) -> "Run":
+    """check / baseline update: settings -> suites -> baselines and reports -> text."""
+    from perfcheck.checking import baseline_lines, checks_table, evaluate_suite, finish, problems, report_lines, totals
+    from perfcheck.config import resolver
+
+    options: dict[str, object] = {k: getattr(args, k) for k in (
+        "config", "arch", "peaks", "format", "baseline_dir", "junit", "markdown", "json", "openmetrics", "roofline")}
+    options["update_baseline"] = update
+    expect: dict[str, list[str]] = {}
+    for pattern, text in args.expect or []:
+        expect.setdefault(pattern, []).append(text)
+    settings = resolver(cli=options).settings(args.suite, profiles=args.paths or None, expect=expect or None)
+    runs = [evaluate_suite(suite) for suite in settings.suites.values()]
+    for suite_run in runs:
+        suite_run.merge = bool(getattr(args, "merge", False))
+    run = finish(runs, settings)  # every report is written here, before the exit status
+    for suite_run in run.suites:
+        _warn(suite_run.analysis.oddities if suite_run.analysis is not None else ())
+        _warn(suite_run.notices)
+    if run.checks:
+        print("\n".join(checks_table(run.checks)))
+    for line in problems(run.checks):
+        print(f"perfcheck: {line}", file=sys.stderr)
+    for line in baseline_lines(run) + report_lines(run):
+        print(f"perfcheck: {line}")
+    print(f"perfcheck: {totals(run)}")
+    return run
+
+
+def _check(args: argparse.Namespace) -> int:
+    return _run_checks(args, update=args.update_baseline).exit_code
+
+
+def _baseline(args: argparse.Namespace) -> int:
+    _run_checks(args, update=True)
+    return EXIT_OK
+
+
 def _formats(args: argparse.Namespace) -> int:
     from perfcheck.ingest import FORMATS
 
@@ -221,7 +310,10 @@ def _formats(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-_COMMANDS = {"inspect": _inspect, "peaks": _peaks, "formats": _formats, "arch": _arch, "occupancy": _occupancy}
+_COMMANDS = {
+    "inspect": _inspect, "peaks": _peaks, "formats": _formats, "arch": _arch, "occupancy": _occupancy,
+    "check": _check, "baseline": _baseline,
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,32 +1,508 @@
-"""pytest plugin entry point.
+"""pytest plugin: ``pytest --perf`` (registered through the ``pytest11`` entry point).
 
-Start-up must stay light: nothing here imports pandas or perfcheck's readers;
-they are imported only when a perf test actually runs.
+* Tests marked ``@pytest.mark.perf`` and tests using the ``perf`` fixture are skipped
+  (with a reason) unless ``--perf`` is given.
+* ``perf`` fixture: ``perf.load(path, arch=None, peaks=None)`` reads a profile,
+  ``perf.expect(pattern, *expectations)`` checks it and fails the test with the
+  observed value, the expected one, the baseline and units. ``@pytest.mark.perf(arch=...,
+  peaks=..., baseline_dir=..., tolerances=..., suite=...)`` sets defaults for the fixture.
+* Config suites (``perfcheck.toml``, or ``pyproject.toml`` with ``[tool.perfcheck]``, when
+  pytest collects them, or named by ``--perf-config``) become test items, one per kernel x
+  expectation. Kernels are known only once the profile is read, so profiles are read at
+  collection time, and only with ``--perf``; without it each pattern x expectation is one
+  skipped item.
+* At the end: the baselines are settled, the reports written (``--perf-junit``,
+  ``--perf-markdown``, ``--perf-json``, ``--perf-openmetrics``, ``--perf-roofline``) and a
+  summary table printed. Under pytest-xdist the workers evaluate and send their checks
+  to the controller on the test reports; only the controller writes files.
+
+Precedence (perfcheck.config): marker/fixture > --perf-* options > PERFCHECK_* > pytest
+ini (perf_*) > config file > defaults.
+
+Start-up must stay light: nothing here imports pandas, matplotlib or perfcheck's readers
+at import time; they are imported when a perf item is collected or a perf test runs.
 """
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
 import pytest
+
+if TYPE_CHECKING:
+    from perfcheck.checking import Run, SuiteRun
+    from perfcheck.config import Layer, Resolver
+    from perfcheck.model import Check
+
+SKIP_REASON = "performance test: run with --perf"
+
+# option dest / ini name suffix -> (settings key, help)
+_OUTPUTS = {
+    "junit": "write perfcheck's JUnit XML report (one testcase per kernel x expectation) to FILE",
+    "markdown": "write the Markdown summary to FILE (also appended to $GITHUB_STEP_SUMMARY when set)",
+    "json": "write the JSON results file to FILE",
+    "openmetrics": "write a GitLab metrics report (OpenMetrics text) to FILE",
+}
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("perfcheck", "GPU kernel performance checks (perfcheck)")
     group.addoption(
-        "--perf",
-        action="store_true",
-        default=False,
-        help="run tests marked 'perf' (performance expectations); without it they are skipped",
+        "--perf", action="store_true", default=False,
+        help="run tests marked 'perf', tests using the 'perf' fixture and config suites "
+        "(performance expectations); without it they are skipped",
     )
+    group.addoption("--perf-config", metavar="FILE",
+                    help="perfcheck config file (perfcheck.toml or pyproject.toml with [tool.perfcheck]); "
+                    "its suites are collected as tests")
+    group.addoption("--perf-suite", action="append", metavar="NAME", help="collect only this config suite (repeatable)")
+    group.addoption("--perf-arch", metavar="NAME", help="GPU the profiles were taken on (arch id or device)")
+    group.addoption("--perf-peaks", action="append", metavar="FILE", help="empirical peaks or a machine file (repeatable)")
+    group.addoption("--perf-baseline-dir", metavar="DIR", help="where baselines are kept")
+    group.addoption("--perf-update-baseline", action="store_true", default=None,
+                    help="rewrite the baselines from this run (baseline-relative failures are accepted)")
+    for name, text in _OUTPUTS.items():
+        group.addoption(f"--perf-{name}", metavar="FILE", help=text)
+    group.addoption("--perf-roofline", metavar="DIR", help="write roofline plots (PNG and SVG per suite) into DIR")
+    for key in ("config", "arch", "baseline_dir", *_OUTPUTS, "roofline"):
+        parser.addini(f"perf_{key}", f"perfcheck {key.replace('_', ' ')} (below --perf-{key.replace('_', '-')} "
+                      "and PERFCHECK_* in precedence); relative to the ini file", default=None)
+    parser.addini("perf_peaks", "perfcheck peak files, one per line; relative to the ini file", type="linelist", default=[])
+
+
+# --- session state -------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class _Reported:
+    """One suite's checks as they arrive from test reports (worker or same process)."""
+
+    settings: dict[str, Any]
+    checks: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+
+
+class _State:
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.enabled: bool = bool(config.getoption("--perf"))
+        self.collected: set[Path] = set()  # config files collected through the walk
+        self.resolvers: dict[tuple[str, str], "Resolver"] = {}
+        self.runs: dict[str, "SuiteRun"] = {}  # in-process runs, by key (analysis kept for reports)
+        self.reported: dict[str, _Reported] = {}  # what the reports carried, by key, in order
+        self.finished: "Run | None" = None
+        self.errors: list[str] = []
+
+    @property
+    def is_worker(self) -> bool:
+        return hasattr(self.config, "workerinput")  # pytest-xdist sets it on workers only
+
+    def _ini_layer(self) -> "Layer":
+        from perfcheck.config import Layer
+
+        inipath = self.config.inipath
+        base = inipath.parent if inipath is not None else self.config.rootpath
+        name = inipath.name if inipath is not None else "ini"
+        raw: dict[str, object] = {}
+        for key in ("config", "arch", "baseline_dir", *_OUTPUTS, "roofline"):
+            value = self.config.getini(f"perf_{key}")
+            if value:
+                raw[key] = value
+        peaks = self.config.getini("perf_peaks")
+        if peaks:
+            raw["peaks"] = list(peaks)
+        return Layer.from_mapping("ini", raw, lambda key: f"{name} perf_{key}", base)
+
+    def _cli(self) -> dict[str, object]:
+        opt = self.config.getoption
+        cli: dict[str, object] = {
+            "config": opt("--perf-config"), "arch": opt("--perf-arch"), "peaks": opt("--perf-peaks"),
+            "baseline_dir": opt("--perf-baseline-dir"), "update_baseline": opt("--perf-update-baseline"),
+            "roofline": opt("--perf-roofline"),
+        }
+        for name in _OUTPUTS:
+            cli[name] = opt(f"--perf-{name}")
+        return cli
+
+    def resolver(self, config_file: Path | None = None, start: Path | None = None) -> "Resolver":
+        """Settings for a collected config file (``config_file``) or a test in ``start``
+        (the explicit config, else the nearest config file from the test's directory up)."""
+        key = (str(config_file), str(start))
+        if key not in self.resolvers:
+            from perfcheck.config import resolver
+
+            self.resolvers[key] = resolver(
+                cli=self._cli(), ini=self._ini_layer(), config=config_file,
+                cwd=self.config.invocation_params.dir, search_from=start or self.config.rootpath,
+                cli_prefix="--perf-",
+            )
+        return self.resolvers[key]
+
+    def register(self, key: str, run: "SuiteRun") -> None:
+        self.runs[key] = run
+
+
+_STATE = pytest.StashKey[_State]()
+# Checks an item produced, as (suite key, SuiteSettings dict, Check) for the report hook.
+_ITEM_CHECKS = pytest.StashKey[list]()
+
+
+def _state(config: pytest.Config) -> _State:
+    return config.stash[_STATE]
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "perf: a GPU kernel performance test, run only with --perf")
+    config.addinivalue_line(
+        "markers",
+        "perf(arch=None, peaks=None, baseline_dir=None, tolerances=None, suite=None): a GPU kernel "
+        "performance test, run only with --perf; the arguments set defaults for the perf fixture",
+    )
+    state = _State(config)
+    config.stash[_STATE] = state
+    config.pluginmanager.register(_Receiver(state), "perfcheck-receiver")
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if config.getoption("--perf"):
+def _one_line(exc: BaseException) -> str:
+    return f"perfcheck: error: {exc}"
+
+
+# --- config suites as test items ------------------------------------------------------------------
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+    if file_path.name not in ("perfcheck.toml", "pyproject.toml"):
+        return None
+    from perfcheck.config import has_perfcheck_table
+
+    if not has_perfcheck_table(file_path):
+        return None
+    _state(parent.config).collected.add(file_path.resolve())
+    return PerfConfigFile.from_parent(parent, path=file_path)
+
+
+class PerfConfigFile(pytest.File):
+    """A perfcheck config file: one collector per suite."""
+
+    def collect(self) -> Iterator[pytest.Collector]:
+        from perfcheck.config import read_config
+
+        config = read_config(self.path)
+        wanted = self.config.getoption("--perf-suite")
+        for name in config.suite_names():
+            if wanted and name not in wanted:
+                continue
+            yield PerfSuite.from_parent(self, name=name)
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:  # type: ignore[override]
+        from perfcheck.errors import PerfcheckError
+
+        if isinstance(excinfo.value, PerfcheckError):
+            return _one_line(excinfo.value)
+        return super().repr_failure(excinfo)  # type: ignore[return-value]
+
+
+class PerfSuite(pytest.Collector):
+    """One config suite: one item per kernel x expectation (pattern x expectation,
+    skipped, without --perf)."""
+
+    def collect(self) -> Iterator[pytest.Item]:
+        state = _state(self.config)
+        if not state.enabled:
+            yield from self._unread(SKIP_REASON)
+            return
+        from perfcheck import checking
+
+        resolver = state.resolver(config_file=self.path)
+        suite = resolver.suite(self.name, validate=True)
+        run = checking.prepare(suite)
+        if run.skipped:
+            yield from self._unread(run.settings.missing or "profiles not available")
+            return
+        checking.check(run)
+        key = f"{self.path}::{self.name}"
+        state.register(key, run)
+        settings = suite.as_dict()
+        seen: dict[str, int] = {}
+        for check in run.checks:
+            name = f"{check.kernel}[{check.expression}]"
+            seen[name] = seen.get(name, 0) + 1
+            if seen[name] > 1:  # a kernel matched by two patterns with the same expectation
+                name = f"{name}#{seen[name]}"
+            item = PerfItem.from_parent(self, name=name, check=check)
+            item.stash[_ITEM_CHECKS] = [(key, settings, check)]
+            yield item
+
+    def _unread(self, reason: str) -> Iterator[pytest.Item]:
+        from perfcheck.config import read_config
+
+        body = read_config(self.path).suites_table().get(self.name, {})
+        expect = body.get("expect", {})
+        if not isinstance(expect, Mapping) or not expect:
+            expect = {"*": ["(no expectations)"]}
+        for pattern, texts in expect.items():
+            for text in [texts] if isinstance(texts, str) else list(texts):
+                item = PerfItem.from_parent(self, name=f"{pattern}[{text}]", check=None)
+                item.add_marker(pytest.mark.skip(reason=reason))
+                yield item
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:  # type: ignore[override]
+        from perfcheck.errors import PerfcheckError
+
+        if isinstance(excinfo.value, PerfcheckError):
+            return _one_line(excinfo.value)
+        return super().repr_failure(excinfo)  # type: ignore[return-value]
+
+
+class PerfCheckFailed(AssertionError):
+    """A performance check that failed or could not be evaluated."""
+
+    def __init__(self, checks: Sequence["Check"]) -> None:
+        self.checks = list(checks)
+        super().__init__(failure_text(self.checks))
+
+
+def failure_text(checks: Sequence["Check"]) -> str:
+    """Observed, expected, baseline and units of each failed check."""
+    from perfcheck.report.results import baseline_text, change_text, expected_text, observed_text
+
+    blocks = []
+    for c in checks:
+        lines = [f"{c.outcome.upper()}: {c.kernel}: {c.expression}", f"  {c.message}",
+                 f"  observed: {observed_text(c)}", f"  expected: {expected_text(c)}"]
+        if c.origin == "baseline":
+            lines.append(f"  baseline: {baseline_text(c)} (change {change_text(c)})")
+        if c.detail:
+            lines.append(f"  detail:   {c.detail}")
+        blocks.append("\n".join(lines))
+    return "\n".join(blocks)
+
+
+class PerfItem(pytest.Item):
+    """One kernel x expectation of a config suite."""
+
+    def __init__(self, *, check: "Check | None", **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.check = check
+
+    def runtest(self) -> None:
+        if self.check is not None and not self.check.passed:
+            raise PerfCheckFailed([self.check])
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:  # type: ignore[override]
+        if isinstance(excinfo.value, PerfCheckFailed):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo)  # type: ignore[return-value]
+
+    def reportinfo(self) -> tuple[Path, int, str]:
+        suite = self.parent.name if self.parent is not None else ""
+        return self.path, 0, f"{suite}: {self.name}"
+
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    state = _state(config)
+    if not state.enabled:
+        skip = pytest.mark.skip(reason=SKIP_REASON)
+        for item in items:
+            if item.get_closest_marker("perf") is not None:
+                item.add_marker(skip)
         return
-    skip = pytest.mark.skip(reason="performance test: run with --perf")
-    for item in items:
-        if item.get_closest_marker("perf") is not None:
-            item.add_marker(skip)
+    # A config file named by --perf-config (or the ini, or PERFCHECK_CONFIG), or the
+    # rootdir's when pytest runs its default paths, is collected even when the walk
+    # did not reach it.
+    from perfcheck.errors import PerfcheckError
+
+    extra: list[Path] = []
+    try:
+        value = state.resolver().get("config")
+    except PerfcheckError as exc:
+        raise pytest.UsageError(_one_line(exc)) from None
+    if value is not None:
+        extra.append(Path(value.value))  # type: ignore[arg-type]
+    elif config.args_source != pytest.Config.ArgsSource.ARGS:
+        from perfcheck.config import find_config
+
+        found = find_config(config.rootpath, stop=config.rootpath)
+        if found is not None:
+            extra.append(found)
+    for path in extra:
+        if path.resolve() in state.collected:
+            continue
+        state.collected.add(path.resolve())
+        node = PerfConfigFile.from_parent(session, path=path)
+        items.extend(session.genitems(node))
+
+
+# --- the perf fixture -------------------------------------------------------------------------------
+
+
+def _suite_name(item: pytest.Item) -> str:
+    return f"{Path(item.path).stem}.{item.name}"
+
+
+class Perf:
+    """What the ``perf`` fixture gives a test: ``load`` a profile, ``expect`` on it."""
+
+    def __init__(self, request: pytest.FixtureRequest) -> None:
+        self._request = request
+        self._state = _state(request.config)
+        self._run: "SuiteRun | None" = None
+        self._loads = 0
+
+    @property
+    def analysis(self) -> Any:
+        """The last loaded profile's Analysis (``analysis.kernels``: one row per kernel)."""
+        if self._run is None:
+            pytest.fail("perf.load(path) first", pytrace=False)
+        return self._run.analysis
+
+    def load(self, *paths: str | Path, arch: str | None = None, peaks: Sequence[str | Path] | str | None = None,
+             format: str | None = None, suite: str | None = None) -> "Perf":
+        """Read profiles (relative to the test file's directory) for the following ``expect``
+        calls. ``arch``/``peaks``/``format`` win over the ``perf`` marker's, which win over
+        --perf-* options, PERFCHECK_* and the config file."""
+        from perfcheck import checking
+        from perfcheck.config import Layer
+        from perfcheck.errors import PerfcheckError
+
+        item = self._request.node
+        here = Path(item.path).parent
+        marker = item.get_closest_marker("perf")
+        marker_kwargs = dict(marker.kwargs) if marker is not None else {}
+        if not paths:
+            pytest.fail("perf.load() needs at least one profile path", pytrace=False)
+        self._loads += 1
+        name = suite or marker_kwargs.pop("suite", None) or _suite_name(item)
+        marker_kwargs.pop("suite", None)
+        if self._loads > 1 and suite is None:
+            name = f"{name}-{self._loads}"
+        try:
+            resolver = self._state.resolver(start=here)
+            resolver = resolver.with_layer(Layer.from_mapping(
+                "marker", marker_kwargs, lambda key: f"@pytest.mark.perf({key}=...) on {item.name}", here))
+            given = {"arch": arch, "peaks": peaks, "format": format}
+            resolver = resolver.with_layer(Layer.from_mapping("fixture", given, lambda key: f"perf.load({key}=...)", here))
+            profiles = [p if Path(p).is_absolute() else here / p for p in paths]
+            settings = resolver.suite(name, profiles=profiles, expect={}, validate=True)
+            self._run = checking.prepare(settings)
+            problem = None
+        except PerfcheckError as exc:
+            problem = _one_line(exc)
+        if problem is not None:  # outside the except block: no "during handling" chain
+            pytest.fail(problem, pytrace=False)
+        self._key = f"{item.nodeid}::{name}"
+        self._state.register(self._key, self._run)
+        return self
+
+    def expect(self, pattern: str, *expectations: str) -> list["Check"]:
+        """Check ``expectations`` on the kernels matching ``pattern``; fails the test with
+        every failed check's observed, expected and baseline values (with units)."""
+        from perfcheck import checking
+        from perfcheck.errors import PerfcheckError
+
+        if self._run is None:
+            pytest.fail("perf.load(path) before perf.expect(...)", pytrace=False)
+        if not expectations:
+            pytest.fail("perf.expect(pattern, 'metric >= value', ...) needs at least one expectation", pytrace=False)
+        problem = None
+        try:
+            checks = checking.check(self._run, {pattern: list(expectations)})
+        except PerfcheckError as exc:
+            pointer = getattr(exc, "pointer", None)
+            problem = _one_line(exc) + (f"\n{pointer}" if pointer else "")
+        if problem is not None:
+            pytest.fail(problem, pytrace=False)
+        node = self._request.node
+        recorded = node.stash.setdefault(_ITEM_CHECKS, [])
+        settings = self._run.settings.as_dict()
+        recorded.extend((self._key, settings, c) for c in checks)
+        bad = [c for c in checks if not c.passed]
+        if bad:
+            pytest.fail(failure_text(bad), pytrace=False)
+        return checks
+
+
+@pytest.fixture
+def perf(request: pytest.FixtureRequest) -> Perf:
+    """perf.load(path, arch=None, peaks=None); perf.expect(pattern, *expectations)."""
+    if not _state(request.config).enabled:
+        pytest.skip(SKIP_REASON)
+    return Perf(request)
+
+
+# --- reports: checks travel on the test reports (pytest-xdist serialises plain data) ---------------
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    report = yield
+    if call.when == "call" and item.stash.get(_ITEM_CHECKS, None):
+        report.perfcheck = [
+            {"key": key, "settings": settings, "check": dataclasses.asdict(check)}
+            for key, settings, check in item.stash[_ITEM_CHECKS]
+        ]
+    return report
+
+
+class _Receiver:
+    """Collects the checks on test reports: in the controller under pytest-xdist, in the
+    one process otherwise (a plugin object, so the hook has the session's state)."""
+
+    def __init__(self, state: _State) -> None:
+        self.state = state
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        entries = getattr(report, "perfcheck", None)
+        if not entries or report.when != "call":
+            return
+        for entry in entries:
+            reported = self.state.reported.setdefault(entry["key"], _Reported(entry["settings"]))
+            reported.checks.append(entry["check"])
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    config = session.config
+    state = _state(config)
+    if state.is_worker or not state.enabled or not state.reported:
+        return
+    from perfcheck import checking
+    from perfcheck.config import SuiteSettings
+    from perfcheck.errors import PerfcheckError
+    from perfcheck.model import Check
+
+    try:
+        runs = []
+        for key, reported in state.reported.items():
+            run = state.runs.get(key)
+            if run is None:  # pytest-xdist controller: the worker read it; read it again here
+                run = checking.prepare(SuiteSettings.from_dict(reported.settings))
+            run.checks = [Check(**c) for c in reported.checks]
+            runs.append(run)
+        settings = state.resolver().report_settings({})
+        state.finished = checking.finish(runs, settings)
+    except PerfcheckError as exc:
+        state.errors.append(_one_line(exc))
+        session.exitstatus = pytest.ExitCode.USAGE_ERROR
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    state = _state(config)
+    if state.is_worker:
+        return
+    for line in state.errors:
+        terminalreporter.write_line(line, red=True)
+    run = state.finished
+    if run is None:
+        return
+    from perfcheck import checking
+
+    terminalreporter.write_sep("=", "perfcheck summary")
+    for line in checking.checks_table(run.checks):
+        terminalreporter.write_line(line)
+    for suite in run.suites:
+        for notice in suite.notices:
+            terminalreporter.write_line(f"perfcheck: warning: {notice}", yellow=True)
+    for line in checking.baseline_lines(run) + checking.report_lines(run):
+        terminalreporter.write_line(f"perfcheck: {line}")
+    terminalreporter.write_line(f"perfcheck: {checking.totals(run)}", bold=True)

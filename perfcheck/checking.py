@@ -1,0 +1,364 @@
+"""Running check suites: settings -> analysis -> checks -> baselines -> reports.
+
+``perfcheck check`` and the pytest plugin are thin shells over this module::
+
+    settings = config.resolver(cli=...).settings()
+    run = run_suites(settings)          # every report is written before it returns
+    sys.exit(run.exit_code)             # 0 all passed (recorded counts), 1 failed/error
+
+The steps are separate for the pytest plugin, whose workers evaluate and whose
+controller alone writes (pytest-xdist): ``prepare`` reads a suite's profiles and
+its stored baseline, ``check`` evaluates expectations against it (the fixture calls
+it once per ``perf.expect``), ``finish`` settles the baseline files and writes the
+reports.
+
+Baseline actions, per suite:
+
+* ``compared``: a baseline for this machine exists and the checks used it (kernels
+  new since then are added to it, with a notice);
+* ``recorded``: there was none and a baseline-relative expectation asked for one:
+  this run's values become it (the checks pass as RECORDED);
+* ``updated``: ``--update-baseline``: rewritten from this run, baseline-relative
+  failures are accepted (RECORDED) and say so; absolute expectations still fail;
+* ``fingerprint-mismatch``: the file at this machine's path was recorded on other
+  hardware or another profiler version: not compared, not overwritten (warned);
+* ``none``: nothing to compare and nothing asked for a baseline; ``skipped``: the
+  suite's profiles are absent and it says ``skip_if_missing``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from perfcheck.config import ConfigError, Settings, SuiteSettings
+from perfcheck.errors import PerfcheckError, UsageError
+from perfcheck.model import ERROR, FAILED, PASSED, RECORDED, Check
+
+if TYPE_CHECKING:
+    from perfcheck.analysis import Analysis
+    from perfcheck.baseline import Baseline
+    from perfcheck.model import Peaks
+
+COMPARED, RECORDED_ACTION, UPDATED = "compared", "recorded", "updated"
+MISMATCH, NONE, SKIPPED = "fingerprint-mismatch", "none", "skipped"
+
+
+@dataclass
+class SuiteRun:
+    """One suite's analysis, checks and baseline."""
+
+    settings: SuiteSettings
+    analysis: "Analysis | None" = None
+    checks: list[Check] = field(default_factory=list)
+    baseline: "Baseline | None" = None  # the stored baseline the checks compare against
+    baseline_path: Path | None = None
+    action: str = NONE
+    notices: list[str] = field(default_factory=list)  # warnings for the user (stderr, pytest summary)
+    merge: bool = False  # update by merging this run into the stored baseline (repeated runs)
+
+    @property
+    def name(self) -> str:
+        return self.settings.name
+
+    @property
+    def skipped(self) -> bool:
+        return self.action == SKIPPED
+
+
+@dataclass
+class Run:
+    """The result of ``run_suites``/``finish``: suites in order, and the reports written."""
+
+    suites: list[SuiteRun]
+    reports: dict[str, list[Path]] = field(default_factory=dict)
+
+    @property
+    def checks(self) -> list[Check]:
+        return [c for s in self.suites for c in s.checks]
+
+    def counts(self) -> dict[str, int]:
+        counts = {PASSED: 0, FAILED: 0, RECORDED: 0, ERROR: 0}
+        for check in self.checks:
+            counts[check.outcome] = counts.get(check.outcome, 0) + 1
+        return counts
+
+    @property
+    def exit_code(self) -> int:
+        """0 when every check passed or recorded; 1 when one failed or errored."""
+        return 0 if all(c.passed for c in self.checks) else 1
+
+
+# --- reading ---------------------------------------------------------------------------------
+
+def _read_peaks(suite: SuiteSettings) -> "Peaks | None":
+    if not suite.peaks:
+        return None
+    from perfcheck.ingest import read_peaks
+
+    try:
+        return read_peaks(list(suite.peaks))
+    except PerfcheckError as exc:
+        raise ConfigError(suite.origin("peaks" if "peaks" in suite.origins else "machine"), str(exc)) from None
+
+
+def _machine_arch(peaks: "Peaks | None") -> str | None:
+    """A machine file names its device: with no device set anywhere, it is the GPU."""
+    if peaks is None:
+        return None
+    named = {s.device or s.arch for s in peaks.sources if s.format == "perfcheck-machine" and (s.device or s.arch)}
+    return named.pop() if len(named) == 1 else None
+
+
+def prepare(suite: SuiteSettings) -> SuiteRun:
+    """Read the suite's profiles, peaks and stored baseline. Nothing is written."""
+    if suite.missing:
+        return SuiteRun(suite, action=SKIPPED, notices=[f"suite {suite.name!r} skipped: {suite.missing}"])
+    from perfcheck import baseline as baselines
+    from perfcheck.analysis import analyse
+
+    peaks = _read_peaks(suite)
+    arch = suite.arch or _machine_arch(peaks)
+    analysis = analyse(list(suite.profiles), format=suite.format, arch=arch, peaks=peaks)
+    run = SuiteRun(suite, analysis)
+    if suite.arch is None and arch is not None:
+        run.notices.append(f"suite {suite.name!r}: GPU {arch!r} from the machine file (no device set)")
+    fingerprint = baselines.fingerprint(analysis)
+    run.baseline_path = baselines.baseline_path(suite.baseline_dir, suite.name, fingerprint)
+    stored = baselines.load(run.baseline_path)
+    if stored is not None and (why := baselines.mismatch(stored, fingerprint)):
+        run.action = MISMATCH
+        run.notices.append(f"suite {suite.name!r}: {why}")
+    elif stored is None:
+        others = baselines.other_baselines(suite.baseline_dir, suite.name, fingerprint)
+        if others:
+            run.notices.append(
+                f"suite {suite.name!r}: no baseline for this machine ({_fingerprint_text(fingerprint)}); "
+                f"not compared with those of other machines: {', '.join(p.name for p in others)}"
+            )
+    else:
+        run.baseline = stored
+        run.action = COMPARED
+    return run
+
+
+def _fingerprint_text(fingerprint: Mapping[str, str]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in fingerprint.items())
+
+
+def check(run: SuiteRun, expectations: Mapping[str, Sequence[str]] | None = None) -> list[Check]:
+    """Evaluate ``expectations`` (default: the suite's) and add the checks to ``run``.
+    With update_baseline, a baseline-relative failure is accepted: the new value
+    becomes the baseline, and the check says what changed."""
+    from perfcheck.expect import evaluate
+
+    if run.analysis is None:
+        raise UsageError(f"suite {run.name!r} was not read (skipped: {run.settings.missing})")
+    expectations = run.settings.expect if expectations is None else expectations
+    checks = evaluate(run.name, expectations, run.analysis, run.baseline, tolerances=run.settings.tolerances)
+    if run.settings.update_baseline:
+        checks = [_accepted(c) for c in checks]
+    run.checks.extend(checks)
+    return checks
+
+
+def _accepted(check: Check) -> Check:
+    if check.origin != "baseline" or check.outcome != FAILED:
+        return check
+    return replace(check, outcome=RECORDED, message=f"{check.message} (accepted: baseline updated)")
+
+
+def evaluate_suite(suite: SuiteSettings) -> SuiteRun:
+    """``prepare`` + ``check`` with the suite's own expectations."""
+    run = prepare(suite)
+    if not run.skipped:
+        check(run)
+    return run
+
+
+# --- baselines ---------------------------------------------------------------------------------
+
+def settle_baseline(run: SuiteRun, *, write: bool = True) -> None:
+    """Set ``run.action`` and write the baseline file when this run records or updates it."""
+    if run.skipped or run.analysis is None or run.baseline_path is None:
+        return
+    from perfcheck import baseline as baselines
+
+    fresh = None
+    if run.settings.update_baseline:
+        fresh = baselines.from_analysis(run.name, run.analysis)
+        if run.merge and run.baseline is not None:
+            fresh = baselines.merge(run.baseline, fresh)
+        if run.action == MISMATCH:
+            run.notices.append(f"suite {run.name!r}: {run.baseline_path} replaced by this machine's baseline")
+        run.action = UPDATED
+    elif run.action == MISMATCH:
+        return
+    elif run.baseline is None:
+        if not any(c.origin == "baseline" for c in run.checks):
+            run.action = NONE
+            return
+        fresh = baselines.from_analysis(run.name, run.analysis)
+        run.action = RECORDED_ACTION
+    else:
+        run.action = COMPARED
+        new = sorted({c.kernel for c in run.checks if c.outcome == RECORDED and c.kernel not in run.baseline.kernels})
+        if new:
+            current = baselines.from_analysis(run.name, run.analysis)
+            kernels = {**run.baseline.kernels, **{k: current.kernels[k] for k in new if k in current.kernels}}
+            fresh = replace(run.baseline, kernels=kernels)
+            run.notices.append(f"suite {run.name!r}: added {len(new)} new kernel(s) to the baseline: {', '.join(new)}")
+    if fresh is not None and write:
+        try:
+            baselines.write(run.baseline_path, fresh)
+        except OSError as exc:
+            raise UsageError(f"cannot write baseline {run.baseline_path}: {exc.strerror or exc}") from None
+
+
+# --- reports -----------------------------------------------------------------------------------
+
+def _slug(name: str) -> str:
+    import re
+
+    return re.sub(r"[^A-Za-z0-9._+-]+", "-", name).strip("-.") or "suite"
+
+
+def write_reports(runs: Sequence[SuiteRun], settings: Settings) -> dict[str, list[Path]]:
+    """Write every report ``settings`` asks for (and $GITHUB_STEP_SUMMARY when set)."""
+    from perfcheck.report.results import BaselineStatus
+
+    active = [r for r in runs if not r.skipped]
+    suites = {r.name: r.checks for r in active}
+    analyses = {r.name: r.analysis for r in active if r.analysis is not None}
+    statuses = {
+        r.name: BaselineStatus(_shown(r.baseline_path) if r.baseline_path else None, r.action)
+        for r in active if r.action != NONE
+    }
+    properties = {"config": str(settings.config)} if settings.config else {}
+    written: dict[str, list[Path]] = {}
+
+    def guarded(kind: str, path: Path, action) -> None:  # noqa: ANN001
+        try:
+            result = action()
+        except OSError as exc:
+            raise UsageError(f"cannot write the {kind} report {path}: {exc.strerror or exc}") from None
+        paths = result if isinstance(result, list) else [result] if result is not None else []
+        written.setdefault(kind, []).extend(Path(p) for p in paths)
+
+    if settings.junit is not None:
+        from perfcheck.report.junit import write_junit
+
+        guarded("junit", settings.junit, lambda: write_junit(
+            settings.junit, suites, analyses=analyses, baselines=statuses, properties=properties))
+    from perfcheck.report.markdown import markdown_summary, write_markdown, write_step_summary
+
+    text = markdown_summary(suites, analyses, baselines=statuses)
+    if settings.markdown is not None:
+        guarded("markdown", settings.markdown, lambda: write_markdown(settings.markdown, text))
+    guarded("step-summary", Path("$GITHUB_STEP_SUMMARY"), lambda: write_step_summary(text))
+    if settings.json is not None:
+        from perfcheck.report.results import write_results
+
+        guarded("json", settings.json, lambda: write_results(settings.json, suites, analyses=analyses, baselines=statuses))
+    if settings.openmetrics is not None:
+        from perfcheck.report.openmetrics import write_openmetrics
+
+        guarded("openmetrics", settings.openmetrics, lambda: write_openmetrics(settings.openmetrics, suites))
+    if settings.roofline is not None:
+        from perfcheck.report.roofline import plot_instruction_roofline, plot_roofline
+
+        for run in active:
+            if run.analysis is None or not len(run.analysis.kernels):
+                continue
+            stem = settings.roofline / _slug(run.name)
+            guarded("roofline", stem, lambda run=run, stem=stem: plot_roofline(
+                run.analysis, stem, suite=run.name, baseline=run.baseline))
+            inst = settings.roofline / f"{_slug(run.name)}-instructions"
+            guarded("roofline", inst, lambda run=run, inst=inst: plot_instruction_roofline(
+                run.analysis, inst, suite=run.name, baseline=run.baseline))
+    return {k: v for k, v in written.items() if v}
+
+
+def finish(runs: Sequence[SuiteRun], settings: Settings) -> Run:
+    """Settle baselines (written only when ``settings.write_baselines``), then write
+    every report; the caller exits with ``Run.exit_code`` after this returns."""
+    for run in runs:
+        settle_baseline(run, write=settings.write_baselines)
+    return Run(list(runs), write_reports(runs, settings))
+
+
+def run_suites(settings: Settings) -> Run:
+    """Check every suite of ``settings`` and write the reports."""
+    return finish([evaluate_suite(suite) for suite in settings.suites.values()], settings)
+
+
+# --- text ---------------------------------------------------------------------------------------
+
+_LABEL = {PASSED: "passed", FAILED: "FAILED", RECORDED: "recorded", ERROR: "ERROR"}
+
+
+def _shorten(text: str, width: int) -> str:
+    """Keep both ends: kernels of one template differ at the end of the name."""
+    if len(text) <= width:
+        return text
+    tail = (width - 3) // 2
+    return text[: width - 3 - tail] + "..." + text[-tail:]
+
+
+def checks_table(checks: Sequence[Check], *, kernel_width: int = 40) -> list[str]:
+    """A plain-text table: suite, kernel, expectation, observed, expected, baseline, outcome."""
+    from perfcheck.report.results import baseline_text, expected_text, observed_text
+
+    header = ("suite", "kernel", "expectation", "observed", "expected", "baseline", "outcome")
+    rows = [
+        (c.suite, _shorten(c.kernel, kernel_width), c.expression, observed_text(c), expected_text(c),
+         baseline_text(c), _LABEL.get(c.outcome, c.outcome))
+        for c in checks
+    ]
+    widths = [max(len(str(r[i])) for r in (header, *rows)) for i in range(len(header))]
+    right = {3, 4, 5}
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(str(c).rjust(w) if i in right else str(c).ljust(w) for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+
+    return [line(header), line(["-" * w for w in widths]), *(line(r) for r in rows)]
+
+
+def problems(checks: Sequence[Check]) -> list[str]:
+    """One line per failed or errored check, with its message."""
+    return [f"{_LABEL[c.outcome]} {c.suite + ': ' if c.suite else ''}{c.kernel} [{c.expression}]: {c.message}"
+            for c in checks if not c.passed]
+
+
+def totals(run: Run) -> str:
+    counts = run.counts()
+    parts = [f"{counts[k]} {_LABEL[k].lower()}" for k in (PASSED, FAILED, ERROR, RECORDED) if counts.get(k)]
+    skipped = sum(s.skipped for s in run.suites)
+    if skipped:
+        parts.append(f"{skipped} suite(s) skipped")
+    return ", ".join(parts) or "no checks"
+
+
+def baseline_lines(run: Run) -> list[str]:
+    """What happened to each suite's baseline file."""
+    out = []
+    for suite in run.suites:
+        if suite.action in (NONE, SKIPPED) or suite.baseline_path is None:
+            continue
+        out.append(f"baseline {suite.action}: {suite.name}: {_shown(suite.baseline_path)}")
+    return out
+
+
+def report_lines(run: Run) -> list[str]:
+    names = {"junit": "JUnit XML", "markdown": "Markdown summary", "step-summary": "GitHub step summary",
+             "json": "JSON results", "openmetrics": "OpenMetrics", "roofline": "roofline plots"}
+    return [f"{names.get(kind, kind)}: {', '.join(_shown(p) for p in paths)}" for kind, paths in run.reports.items()]
+
+
+def _shown(path: Path) -> str:
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)

@@ -1,0 +1,248 @@
+"""The JSON results file of a check run, and the small pieces every check report
+shares: atomic writes, the device a suite ran on, the expected/change figures of a
+check.
+
+The document (``format_version`` 1)::
+
+    {"format_version": 1,
+     "suites": {name: {"target": {...}, "profiles": [...], "ceilings": [...],
+                       "baseline": {"path": ..., "action": "compared|recorded|updated"},
+                       "checks": [{every Check field, "change_pct"}, ...],
+                       "summary": {...}, "warnings": [...]}},
+     "summary": {"total", "passed", "failed", "recorded", "error", "ok"}}
+
+Numbers are in base units (each check names its ``unit``); NaN becomes null so
+the file is strict JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from perfcheck.model import ERROR, FAILED, PASSED, RECORDED, Check
+from perfcheck.report.units import format_value
+
+if TYPE_CHECKING:
+    from perfcheck.analysis import Analysis
+
+FORMAT_VERSION = 1
+
+# What happened to a suite's baseline file in this run.
+COMPARED, RECORDED_ACTION, UPDATED = "compared", "recorded", "updated"
+
+
+@dataclass(frozen=True)
+class BaselineStatus:
+    """The baseline file of one suite and what this run did with it."""
+
+    path: str | None
+    action: str  # COMPARED | RECORDED_ACTION | UPDATED
+
+    def as_dict(self) -> dict[str, str | None]:
+        return {"path": self.path, "action": self.action}
+
+
+# --- shared by the check reports -----------------------------------------------------
+
+
+def write_atomic(path: str | Path, data: str | bytes) -> Path:
+    """Write ``data`` to ``path`` so that a reader (or a CI step after a killed
+    run) sees the old file or the complete new one, never a partial file: a
+    temporary file in the same directory (same file system, so the rename is
+    atomic), flushed and fsynced, then ``os.replace``. Creates parent directories."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    payload = data.encode("utf-8") if isinstance(data, str) else data
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(payload)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return target
+
+
+def device_label(analysis: "Analysis | None") -> str:
+    """"AMD Instinct MI100" from the arch database, else what the profile says
+    ("MI200 (gfx90a)"), else the arch, else "unknown device"."""
+    if analysis is None:
+        return "unknown device"
+    target = analysis.target
+    if target is not None and target.device is not None:
+        return target.device.display_name
+    device = next((s.device for s in analysis.sources if s.device), None)
+    arch = target.arch.name if target is not None else next((s.arch for s in analysis.sources if s.arch), None)
+    if device and arch:
+        return f"{device} ({arch})"
+    return device or arch or "unknown device"
+
+
+def devices_label(analyses: Mapping[str, "Analysis"] | None) -> str:
+    """The distinct devices of several suites, in suite order: "AMD Instinct MI100, NVIDIA A100 40GB"."""
+    labels = list(dict.fromkeys(device_label(a) for a in (analyses or {}).values()))
+    return ", ".join(labels) or "unknown device"
+
+
+def change_pct(check: Check) -> float | None:
+    """Relative change of the observed value against the stored baseline, in percent."""
+    if check.observed is None or check.baseline is None or not _finite(check.observed) or not _finite(check.baseline):
+        return None
+    if check.baseline == 0:
+        return None
+    return (check.observed - check.baseline) / abs(check.baseline) * 100.0
+
+
+def observed_text(check: Check) -> str:
+    return format_value(check.observed, check.unit)
+
+
+def expected_text(check: Check) -> str:
+    """"<= 2.803 ms": the relation and the threshold actually compared against."""
+    if ".." in check.relation:  # two-sided ("1 ms <= duration <= 2 ms"): both bounds are in the text
+        return check.expression
+    if check.reference is None:
+        return "-"
+    return f"{check.relation} {format_value(check.reference, check.unit)}"
+
+
+def baseline_text(check: Check) -> str:
+    return format_value(check.baseline, check.unit) if check.baseline is not None else "-"
+
+
+def change_text(check: Check) -> str:
+    change = change_pct(check)
+    return "-" if change is None else f"{change:+.1f}%"
+
+
+def figures_line(check: Check) -> str:
+    """One line with every figure of a check, values with their units:
+    "duration: observed 2.936 ms, expected <= 2.803 ms, baseline 2.67 ms (change +10.0%)".
+    Reports that can show a single line (a JUnit failure message) use it so a
+    reader sees observed, expected, baseline and units without opening a file."""
+    text = f"{check.metric}: observed {observed_text(check)}, expected {expected_text(check)}"
+    if check.baseline is not None:
+        text += f", baseline {baseline_text(check)} (change {change_text(check)})"
+    elif check.origin == "baseline":
+        text += ", baseline none stored"
+    return text
+
+
+def count_outcomes(checks: Iterable[Check]) -> dict[str, int | bool]:
+    counts = {PASSED: 0, FAILED: 0, RECORDED: 0, ERROR: 0}
+    total = 0
+    for check in checks:
+        counts[check.outcome] = counts.get(check.outcome, 0) + 1
+        total += 1
+    return {"total": total, **counts, "ok": counts[FAILED] == 0 and counts[ERROR] == 0}
+
+
+def inferred_action(checks: Sequence[Check]) -> str | None:
+    """What happened to a suite's baseline when the caller did not say: recorded
+    when a baseline check recorded its value, compared when one was compared."""
+    relative = [c for c in checks if c.origin == "baseline"]
+    if not relative:
+        return None
+    return RECORDED_ACTION if any(c.outcome == RECORDED for c in relative) else COMPARED
+
+
+# --- the JSON results file -----------------------------------------------------------
+
+
+def _number(value: object) -> object:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, (int, float)):
+        as_float = float(value)
+        if not math.isfinite(as_float):
+            return None
+        return int(as_float) if isinstance(value, int) else as_float
+    try:  # numpy scalars
+        return _number(value.item())  # type: ignore[attr-defined]
+    except AttributeError:
+        return value
+
+
+def _finite(value: float) -> bool:
+    return isinstance(value, (int, float)) and math.isfinite(value)
+
+
+def _check_dict(check: Check) -> dict[str, object]:
+    doc = {k: _number(v) for k, v in asdict(check).items()}
+    doc["passed"] = check.passed
+    doc["change_pct"] = _number(change_pct(check))
+    return doc
+
+
+def _analysis_dict(analysis: "Analysis") -> dict[str, object]:
+    target = analysis.target
+    return {
+        "target": {
+            "arch": target.arch.name if target is not None else None,
+            "device": target.device.display_name if target is not None and target.device is not None else None,
+            "label": device_label(analysis),
+            "origin": analysis.target_origin,
+        },
+        "profiles": [s.as_dict() for s in analysis.sources],
+        "ceilings": [
+            {**c.as_dict(), "value": _number(c.value)} for c in analysis.ceilings.values()
+        ],
+        "warnings": [{"path": o.path, "message": o.what, "count": o.count} for o in analysis.oddities],
+    }
+
+
+def results_document(
+    suites: Mapping[str, Sequence[Check]],
+    *,
+    analyses: Mapping[str, "Analysis"] | None = None,
+    baselines: Mapping[str, BaselineStatus] | None = None,
+) -> dict[str, object]:
+    """The results file as a dict (see the module docstring)."""
+    analyses = analyses or {}
+    baselines = baselines or {}
+    out: dict[str, object] = {}
+    for name, checks in suites.items():
+        analysis = analyses.get(name)
+        entry: dict[str, object] = (
+            _analysis_dict(analysis)
+            if analysis is not None
+            else {"target": None, "profiles": [], "ceilings": [], "warnings": []}
+        )
+        status = baselines.get(name)
+        if status is None:
+            action = inferred_action(checks)
+            status = BaselineStatus(None, action) if action else None
+        entry["baseline"] = status.as_dict() if status is not None else None
+        entry["checks"] = [_check_dict(c) for c in checks]
+        entry["summary"] = count_outcomes(checks)
+        out[name] = entry
+    return {
+        "format_version": FORMAT_VERSION,
+        "suites": out,
+        "summary": count_outcomes(c for checks in suites.values() for c in checks),
+    }
+
+
+def write_results(
+    path: str | Path,
+    suites: Mapping[str, Sequence[Check]],
+    *,
+    analyses: Mapping[str, "Analysis"] | None = None,
+    baselines: Mapping[str, BaselineStatus] | None = None,
+) -> Path:
+    """Write the JSON results file atomically (sorted keys, indented, newline at the end)."""
+    document = results_document(suites, analyses=analyses, baselines=baselines)
+    text = json.dumps(document, indent=2, sort_keys=True, allow_nan=False) + "\n"
+    return write_atomic(path, text)

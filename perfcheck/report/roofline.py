@@ -1,0 +1,654 @@
+"""Roofline plots of a suite: PNG for people, SVG for documents.
+
+``plot_roofline``: the hierarchical FLOP roofline (Yang, Kurth & Williams 2020):
+every memory level with a known bandwidth is a sloped roof, the flat compute
+roofs are those of the precision classes the kernels use; empirical ceilings
+solid, theoretical (datasheet) dashed, each labelled in the plot with its value
+and kind. One point per kernel and memory level at that level's arithmetic
+intensity (marker = level, colour = kernel, area = share of the suite's kernel
+time); a kernel's points share one FLOP rate and are joined by a thin line.
+With a baseline, an arrow leads from where each kernel was to where it is.
+
+``plot_instruction_roofline``: the same for instructions (Ding & Williams 2019):
+instruction rate against instructions per byte of each level, under the
+peak-GIPS roof and each level's bandwidth. Intensity is per *byte* rather than
+per 32/64-byte transaction as in the papers, so the bandwidth roofs are the
+bandwidth ceilings themselves (inst/B x B/s = inst/s).
+
+matplotlib is imported inside the functions (and only its object-oriented API:
+no pyplot, no global backend switch), so importing this module stays cheap.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import re
+import textwrap
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from perfcheck.report.results import device_label, write_atomic
+from perfcheck.report.units import format_value
+
+if TYPE_CHECKING:
+    from perfcheck.analysis import Analysis
+    from perfcheck.metrics.roofline import Ceiling
+
+# Spelled out rather than imported from perfcheck.metrics.roofline, which imports
+# pandas: this module is imported by the CLI and the pytest plugin's check path.
+EMPIRICAL = "empirical"
+GIPS = "gips"
+
+# Memory levels, outermost first: bytes quantity -> (label, marker) and its bandwidth ceiling,
+# the levels of perfcheck.metrics.roofline.LEVELS (tests keep the two in step).
+_LEVEL_STYLE: dict[str, tuple[str, str]] = {
+    "hbm_bytes": ("HBM", "o"),
+    "l2_bytes": ("L2", "s"),
+    "l1_bytes": ("L1", "^"),
+    "lds_bytes": ("LDS", "D"),
+}
+_LEVEL_CEILING = {"hbm_bytes": "hbm_bw", "l2_bytes": "l2_bw", "l1_bytes": "l1_bw", "lds_bytes": "lds_bw"}
+_MAX_KERNELS = 10  # the longest-running ones; more colours are not told apart
+_ROOF_COLOR = "#333333"
+
+_CLASS = re.compile(r"^(flop|mfma|tensor)_rate_(\w+)$")
+_CLASS_OF_FLOPS = re.compile(r"^(?:flops_(\w+)|(mfma|tensor)_flops_(\w+)|tensor_flops)$")
+
+
+@dataclass(frozen=True)
+class RoofPoint:
+    """One kernel at one memory level: ``intensity`` work/byte, ``rate`` work/s."""
+
+    kernel: str
+    level: str  # "HBM", "L2", "L1", "LDS"
+    intensity: float
+    rate: float
+    share: float  # of the plotted suite's kernel time, 0..1
+
+
+@dataclass(frozen=True)
+class _Mode:
+    work: str  # per-dispatch quantity: "flops" | "instructions"
+    rate: str  # "flop_rate" | "instruction_rate"
+    rate_unit: str  # for format_value on the y axis
+    x_label: str
+    y_label: str
+    title: str
+
+
+_FLOP = _Mode("flops", "flop_rate", "FLOP/s", "arithmetic intensity (FLOP per byte moved at each level)",
+              "performance (FLOP/s)", "Roofline")
+_INST = _Mode("instructions", "instruction_rate", "inst/s",
+              "instruction intensity (wavefront/warp instructions per byte at each level)",
+              "instruction rate (GIPS = 10\u2079 instructions/s)", "Instruction roofline")
+
+
+# --- data ------------------------------------------------------------------------------
+
+
+def _finite_positive(value: object) -> float | None:
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) and number > 0 else None
+
+
+def _row_points(row: Mapping[str, object], mode: _Mode, kernel: str, share: float) -> list[RoofPoint]:
+    work, rate = _finite_positive(row.get(mode.work)), _finite_positive(row.get(mode.rate))
+    if work is None or rate is None:
+        return []
+    points = []
+    for quantity, (label, _marker) in _LEVEL_STYLE.items():
+        moved = _finite_positive(row.get(quantity))
+        if moved is not None:
+            points.append(RoofPoint(kernel, label, work / moved, rate, share))
+    return points
+
+
+def _time_shares(kernels: Any) -> dict[str, float]:
+    import pandas as pd
+
+    if "duration_total" in kernels.columns:
+        time = pd.to_numeric(kernels["duration_total"], errors="coerce")
+    elif "duration" in kernels.columns:
+        calls = pd.to_numeric(kernels["calls"], errors="coerce") if "calls" in kernels.columns else 1.0
+        time = pd.to_numeric(kernels["duration"], errors="coerce") * calls
+    else:
+        time = pd.Series(0.0, index=kernels.index)
+    time = time.fillna(0.0).clip(lower=0.0)
+    total = float(time.sum())
+    names = kernels["kernel"].astype(str)
+    if total <= 0:
+        return dict.fromkeys(names, 1.0 / max(len(names), 1))
+    return dict(zip(names, (time / total).astype(float)))
+
+
+def _points(analysis: "Analysis", mode: _Mode) -> tuple[list[RoofPoint], list[str], int]:
+    """(points of the longest-running kernels, kernels that could not be placed
+    with the reason, number of kernels left out for space)."""
+    import pandas as pd
+
+    kernels = analysis.kernels
+    if not len(kernels) or "kernel" not in kernels.columns:
+        return [], [], 0
+    shares = _time_shares(kernels)
+    points: list[RoofPoint] = []
+    missing: list[str] = []
+    rows = sorted(kernels.to_dict("records"), key=lambda r: -shares.get(str(r["kernel"]), 0.0))
+    placed = 0
+    left_out = 0
+    for row in rows:
+        name = str(row["kernel"])
+        found = _row_points(row, mode, name, shares.get(name, 0.0))
+        if not found:
+            value = row.get(mode.work)
+            if value is None or pd.isna(value):
+                why = f"no {mode.work} counted"
+            elif _finite_positive(value) is None:
+                why = f"0 {mode.work}"
+            elif _finite_positive(row.get(mode.rate)) is None:
+                why = "no duration"
+            else:
+                why = "no byte counts"
+            missing.append(f"{short_name(name)} ({why})")
+            continue
+        if placed >= _MAX_KERNELS:
+            left_out += 1
+            continue
+        placed += 1
+        points.extend(found)
+    return points, missing, left_out
+
+
+def roofline_points(analysis: "Analysis") -> list[RoofPoint]:
+    """The points ``plot_roofline`` draws (kernels with FLOPs and bytes)."""
+    return _points(analysis, _FLOP)[0]
+
+
+def instruction_points(analysis: "Analysis") -> list[RoofPoint]:
+    """The points ``plot_instruction_roofline`` draws (kernels with instructions and bytes)."""
+    return _points(analysis, _INST)[0]
+
+
+def has_instructions(analysis: "Analysis") -> bool:
+    return bool(instruction_points(analysis))
+
+
+def short_name(kernel: str, width: int = 40) -> str:
+    """"void gemm_v0<float>(T1 *, ...)" -> "gemm_v0<float>": a kernel's name without
+    return type and parameter list, cut to ``width``."""
+    name = re.sub(r"^(void|__global__ void)\s+", "", kernel.strip())
+    depth = 0
+    for i, ch in enumerate(name):
+        if ch == "<":
+            depth += 1
+        elif ch == ">":
+            depth = max(depth - 1, 0)
+        elif ch == "(" and depth == 0 and i > 0:
+            name = name[:i]
+            break
+    return name if len(name) <= width else name[: width - 1] + "…"
+
+
+# --- roofs --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Roof:
+    """One ceiling as drawn: solid at ``value`` (the ceiling used for checks), and
+    dashed at ``theoretical`` when an empirical ceiling has a datasheet twin."""
+
+    name: str  # ceiling name, "hbm_bw", "flop_rate_fp32", "gips"
+    title: str  # "HBM", "FP32", "FP16 tensor core", "peak"
+    value: float  # B/s for a sloped roof, work/s for a flat one
+    kind: str  # of ``value``: "empirical" | "theoretical"
+    sloped: bool
+    theoretical: float | None = None
+    unit: str = ""
+
+    def label(self, scale: float = 1.0) -> str:
+        def shown(v: float) -> str:
+            return f"{v / 1e9:.4g} GIPS" if self.unit == "inst/s" else format_value(v, self.unit)
+
+        text = f"{self.title} {shown(self.value)} ({self.kind})"
+        if self.theoretical is not None:  # second line: keeps labels short enough to fit a roof
+            text += f"\n{self.title} {shown(self.theoretical)} (theoretical, dashed)"
+        return text
+
+
+def _class_title(name: str) -> str:
+    match = _CLASS.match(name)
+    if match is None:
+        return name
+    family, precision = match.groups()
+    suffix = {"flop": "", "mfma": " matrix core", "tensor": " tensor core"}[family]
+    return f"{precision.upper()}{suffix}"
+
+
+def _roof(ceiling: "Ceiling", title: str, sloped: bool) -> Roof:
+    twin = ceiling.theoretical
+    theoretical = twin.value if ceiling.kind == EMPIRICAL and twin is not None and twin.value != ceiling.value else None
+    return Roof(ceiling.name, title, ceiling.value, ceiling.kind, sloped, theoretical, ceiling.unit)
+
+
+def _compute_roof_names(analysis: "Analysis") -> list[str]:
+    """The flat roofs worth drawing: the precision classes the kernels do FLOPs in
+    (and each kernel's dominant class); without FLOPs, the vector FP64/FP32 roofs
+    for orientation. At most four, highest first."""
+    ceilings = analysis.ceilings
+    kernels = analysis.kernels
+    names: list[str] = []
+    for column in sorted(kernels.columns) if len(kernels) else []:
+        match = _CLASS_OF_FLOPS.match(column)
+        if match is None:
+            continue
+        total = _finite_positive(kernels[column].fillna(0).sum())
+        if total is None:
+            continue
+        if column == "tensor_flops":
+            names.append("tensor_rate_fp16")  # FP16-tensor-equivalent, see metrics.roofline
+        elif match.group(1):
+            names.append(f"flop_rate_{match.group(1)}")
+        else:
+            names.append(f"{match.group(2)}_rate_{match.group(3)}")
+    if "compute_ceiling" in kernels.columns:
+        names.extend(str(v) for v in kernels["compute_ceiling"].dropna().unique())
+    names = [n for n in dict.fromkeys(names) if n in ceilings]
+    if not names:
+        names = [n for n in ("flop_rate_fp64", "flop_rate_fp32") if n in ceilings]
+    return sorted(names, key=lambda n: -ceilings[n].value)[:4]
+
+
+def roofs(analysis: "Analysis", instructions: bool = False) -> list[Roof]:
+    """The ceilings a plot draws: every memory level's bandwidth, then the compute
+    roofs (FLOP plot) or the peak instruction rate (instruction plot)."""
+    out: list[Roof] = []
+    for quantity, bw in _LEVEL_CEILING.items():
+        ceiling = analysis.ceilings.get(bw)
+        if ceiling is not None:
+            out.append(_roof(ceiling, _LEVEL_STYLE[quantity][0], True))
+    if instructions:
+        gips = analysis.ceilings.get(GIPS)
+        if gips is not None:
+            out.append(_roof(gips, "peak", False))
+    else:
+        out.extend(_roof(analysis.ceilings[n], _class_title(n), False) for n in _compute_roof_names(analysis))
+    return out
+
+
+def _peaks_note(analysis: "Analysis", drawn: Sequence[Roof]) -> str:
+    """"ceilings: empirical from roofline.csv; theoretical from arch database: a100"."""
+    by_kind: dict[str, list[str]] = {}
+    for roof in drawn:
+        ceiling = analysis.ceilings.get(roof.name)
+        for c in (ceiling, ceiling.theoretical if ceiling is not None and roof.theoretical is not None else None):
+            if c is not None:
+                by_kind.setdefault(c.kind, []).append(c.source.split(" (", 1)[0])
+    parts = [f"{kind} from {', '.join(dict.fromkeys(where))}" for kind, where in sorted(by_kind.items())]
+    return "ceilings: " + "; ".join(parts) if parts else "no ceilings known: give measured peaks (--peaks) or the device (--arch)"
+
+
+# --- drawing ------------------------------------------------------------------------------
+
+
+def _decade_floor(x: float) -> float:
+    return 10.0 ** math.floor(math.log10(x))
+
+
+def _decade_ceil(x: float) -> float:
+    return 10.0 ** math.ceil(math.log10(x))
+
+
+def _limits(points: Sequence[RoofPoint], drawn: Sequence[Roof]) -> tuple[float, float, float, float]:
+    """Axis limits (x in work/B, y in work/s): every point and every ridge point
+    with room around them, at least three decades of intensity."""
+    xs = [p.intensity for p in points]
+    ys = [p.rate for p in points]
+    flat = [v for r in drawn if not r.sloped for v in (r.value, r.theoretical) if v]
+    slopes = [v for r in drawn if r.sloped for v in (r.value, r.theoretical) if v]
+    xs += [f / s for f in flat for s in slopes]  # ridge points
+    if not xs:
+        xs = [0.01, 100.0]
+    xmin, xmax = _decade_floor(min(xs) / 3), _decade_ceil(max(xs) * 3)
+    while xmax / xmin < 1e3:
+        xmin, xmax = xmin / 10, xmax * 10
+    ymax = max([*ys, *flat]) * 4 if (ys or flat) else max(slopes, default=1.0) * xmax
+    lows = ys or [ymax / 1e4]
+    ymin = _decade_floor(min(lows) / 3)
+    if slopes:  # show the slowest slope entering the plot, within reason
+        ymin = max(min(ymin, min(slopes) * xmin), ymin / 100)
+    return xmin, xmax, ymin, ymax
+
+
+class _Labeller:
+    """Places ceiling labels on their lines where they cover no kernel point and no
+    other label: candidates along each line (above or below it) are scored in
+    display space, the cheapest wins."""
+
+    def __init__(self, ax: Any, renderer: Any, obstacles: list[tuple[float, float, float]]) -> None:
+        self.ax, self.renderer = ax, renderer
+        self.obstacles = list(obstacles)  # (x px, y px, radius px)
+        self.box = ax.get_window_extent(renderer)
+
+    def _extent(self, text: str, fontsize: float) -> tuple[float, float]:
+        probe = self.ax.text(0, 0, text, fontsize=fontsize, transform=None)
+        bbox = probe.get_window_extent(self.renderer)
+        probe.remove()
+        return bbox.width, bbox.height
+
+    def _samples(self, x: float, y: float, angle: float, width: float, height: float, below: bool, right: bool) -> Any:
+        """Points (display px) along the middle of a label anchored at (x, y), every ~6 px."""
+        import numpy as np
+
+        c, s = math.cos(math.radians(angle)), math.sin(math.radians(angle))
+        along = np.linspace(0.0, width, max(int(width // 6), 2)) * (-1 if right else 1)
+        side = -(height / 2 + 3) if below else (height / 2 + 3)
+        return np.column_stack([x + along * c - side * s, y + along * s + side * c])
+
+    def place(self, candidates: Sequence[tuple[float, float]], angle: float, text: str, *, right: bool,
+              fontsize: float = 8.5) -> None:
+        """``candidates``: points on the line (data coordinates), best first."""
+        import numpy as np
+
+        width, height = self._extent(text, fontsize)
+        obstacles = np.asarray(self.obstacles, dtype=float).reshape(-1, 3)
+        box = self.box
+        best: tuple[float, tuple[float, float], bool] | None = None
+        for order, (dx, dy) in enumerate(candidates):
+            px, py = self.ax.transData.transform((dx, dy))
+            for below in (False, True):
+                samples = self._samples(px, py, angle, width, height, below, right)
+                outside = ~((samples[:, 0] >= box.x0 + 2) & (samples[:, 0] <= box.x1 - 2)
+                            & (samples[:, 1] >= box.y0 + 2) & (samples[:, 1] <= box.y1 - 2))
+                distance = np.hypot(samples[:, None, 0] - obstacles[None, :, 0], samples[:, None, 1] - obstacles[None, :, 1])
+                hits = np.count_nonzero(distance < obstacles[None, :, 2] + height / 2)
+                cost = order * 0.01 + (0.3 if below else 0.0) + 5.0 * np.count_nonzero(outside) + hits
+                if best is None or cost < best[0]:
+                    best = (float(cost), (dx, dy), below)
+        if best is None:
+            return
+        _cost, (dx, dy), below = best
+        px, py = self.ax.transData.transform((dx, dy))
+        offset = 3.0 * (-1 if below else 1)
+        c, s = math.cos(math.radians(angle)), math.sin(math.radians(angle))
+        ax_x, ax_y = self.ax.transData.inverted().transform((px - offset * s, py + offset * c))
+        self.ax.text(ax_x, ax_y, text, rotation=angle, rotation_mode="anchor", ha="right" if right else "left",
+                     va="top" if below else "bottom", fontsize=fontsize, color=_ROOF_COLOR, zorder=5,
+                     bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.8, "pad": 0.5})
+        placed = self._samples(px, py, angle, width, height, below, right)
+        self.obstacles.extend((sx, sy, height / 2) for sx, sy in placed)
+
+
+def _draw_roofs(ax: Any, drawn: Sequence[Roof], limits: tuple[float, float, float, float], scale: float,
+                labeller: _Labeller) -> None:
+    """Flat roofs start where the slowest memory roof meets them; sloped roofs end
+    at the highest compute roof (the usual hierarchical drawing)."""
+    xmin, xmax, ymin, ymax = limits
+    flat = [r for r in drawn if not r.sloped]
+    slopes = sorted((r for r in drawn if r.sloped), key=lambda r: r.value)
+    top = max((v for r in flat for v in (r.value, r.theoretical) if v), default=None)
+    slowest = min((v for r in slopes for v in (r.value, r.theoretical) if v), default=None)
+    p0, p1 = ax.transData.transform((xmin, ymin)), ax.transData.transform((xmin * 10, ymin * 10))
+    angle = math.degrees(math.atan2(p1[1] - p0[1], p1[0] - p0[0]))
+
+    def line(value: float, sloped: bool, dashed: bool) -> tuple[float, float]:
+        style = {"color": _ROOF_COLOR, "lw": 1.3 if dashed else 1.8, "ls": "--" if dashed else "-", "zorder": 2}
+        if sloped:
+            end = min(top / value, xmax) if top else xmax
+            xs, ys = [xmin, end], [value * xmin / scale, value * end / scale]
+        else:
+            start = max(value / slowest, xmin) if slowest else xmin
+            xs, ys = [start, xmax], [value / scale, value / scale]
+        ax.plot(xs, ys, **style)
+        # Labels keep off other roofs' lines too: the line as a row of small obstacles.
+        (x0, y0), (x1, y1) = ax.transData.transform((xs[0], ys[0])), ax.transData.transform((xs[1], ys[1]))
+        steps = max(int(math.hypot(x1 - x0, y1 - y0) // 4), 1)
+        labeller.obstacles.extend((x0 + (x1 - x0) * i / steps, y0 + (y1 - y0) * i / steps, 1.5) for i in range(steps + 1))
+        return xs[0], xs[1]
+
+    spans = []
+    for roof in drawn:
+        if roof.theoretical is not None:
+            line(roof.theoretical, roof.sloped, dashed=True)
+        spans.append(line(roof.value, roof.sloped, dashed=roof.kind != EMPIRICAL))
+    for roof, (start, end) in zip(drawn, spans):
+        if roof.sloped:
+            # left part of the visible line first, where labels rarely meet kernels
+            lo = max(start, ymin * 1.3 * scale / roof.value)
+            steps = [lo * (end / lo) ** f for f in (0.05, 0.15, 0.25, 0.35, 0.45, 0.55, 0.65)] if end > lo else [lo]
+            labeller.place([(x, roof.value * x / scale) for x in steps], angle, roof.label(), right=False)
+        else:
+            steps = [end / 1.15 * (start / end) ** f for f in (0.0, 0.15, 0.3, 0.45, 0.6)]
+            labeller.place([(x, roof.value / scale) for x in steps], 0.0, roof.label(), right=True)
+
+
+def baseline_moves(analysis: "Analysis", baseline: Any, *, instructions: bool = False) -> list[tuple[RoofPoint, RoofPoint]]:
+    """(where a kernel was in ``baseline``, where it is now) for every plotted kernel
+    and memory level found in both: the arrows of the plot."""
+    mode = _INST if instructions else _FLOP
+    points = _points(analysis, mode)[0]
+    before = _baseline_points(baseline, mode, list(dict.fromkeys(p.kernel for p in points)))
+    return [(before[(p.kernel, p.level)], p) for p in points if (p.kernel, p.level) in before]
+
+
+def _baseline_points(baseline: Any, mode: _Mode, kernels: Sequence[str]) -> dict[tuple[str, str], RoofPoint]:
+    """Where each kernel was in the stored baseline (``Baseline.kernels[k].metrics``)."""
+    out: dict[tuple[str, str], RoofPoint] = {}
+    stored = getattr(baseline, "kernels", None) or {}
+    for kernel in kernels:
+        metrics = getattr(stored.get(kernel), "metrics", None)
+        if metrics:
+            for point in _row_points(metrics, mode, kernel, 0.0):
+                out[(kernel, point.level)] = point
+    return out
+
+
+def _plain_tick(value: float, _pos: object = None) -> str:
+    """0.001 ... 1000 as plain numbers, powers of ten beyond ("$10^{-5}$")."""
+    if value <= 0:
+        return ""
+    if 1e-3 <= value < 1e4:
+        return f"{value:g}"
+    return f"$10^{{{round(math.log10(value))}}}$"
+
+
+def _number_tags(ax: Any, points: Sequence[RoofPoint], kernels: Sequence[str], colors: Mapping[str, str],
+                 scale: float) -> None:
+    """Each kernel's legend number next to its rightmost point, so points can be
+    told apart without relying on colour alone. Kernels that sit on the same spot
+    (the four variants of a stencil, say) share one tag, "1, 2, 3, 4", instead of
+    printing their numbers on top of each other."""
+    groups: list[tuple[tuple[float, float], RoofPoint, list[int]]] = []
+    for number, kernel in enumerate(kernels, start=1):
+        last = max((p for p in points if p.kernel == kernel), key=lambda p: p.intensity)
+        where = ax.transData.transform((last.intensity, last.rate / scale))
+        for (x, y), _anchor, numbers in groups:
+            if math.hypot(where[0] - x, where[1] - y) < 11:  # about one line of tag text
+                numbers.append(number)
+                break
+        else:
+            groups.append(((where[0], where[1]), last, [number]))
+    for _where, anchor, numbers in groups:
+        color = colors[kernels[numbers[0] - 1]] if len(numbers) == 1 else "#222222"
+        ax.annotate(", ".join(map(str, numbers)), (anchor.intensity, anchor.rate / scale),
+                    xytext=(math.sqrt(_marker_area(anchor.share)) / 2 + 4, 0), textcoords="offset points",
+                    ha="left", va="center", fontsize=9, fontweight="bold", color=color, zorder=6)
+
+
+def _share_text(share: float) -> str:
+    return "<1%" if 0 < share < 0.005 else f"{share * 100:.0f}%"
+
+
+def _marker_area(share: float) -> float:
+    return 40.0 + 460.0 * share  # points^2
+
+
+def _legends(ax: Any, renderer: Any, groups: Sequence[tuple[str | None, list[Any], int]]) -> None:
+    """Legends stacked beside the axes, each placed under the previous one's
+    measured extent."""
+    top = 1.0
+    box = ax.get_window_extent(renderer)
+    for title, handles, ncol in groups:
+        if not handles:
+            continue
+        legend = ax.legend(handles=handles, title=title, loc="upper left", bbox_to_anchor=(1.02, top), fontsize=8.5,
+                           title_fontsize=9, frameon=False, ncol=ncol, alignment="left", borderaxespad=0.0)
+        ax.add_artist(legend)
+        extent = legend.get_window_extent(renderer)
+        top -= (extent.height + 14) / box.height
+
+
+def _plot(analysis: "Analysis", path_stem: str | Path, mode: _Mode, suite: str, baseline: Any) -> list[Path]:
+    from matplotlib import rc_context
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    points, missing, left_out = _points(analysis, mode)
+    drawn = roofs(analysis, instructions=mode is _INST)
+    kernels = list(dict.fromkeys(p.kernel for p in points))
+    before = _baseline_points(baseline, mode, kernels) if baseline is not None else {}
+    scale = 1e9 if mode is _INST else 1.0  # the instruction plot's y axis is in GIPS
+
+    fig = Figure(figsize=(12.5, 7.2), dpi=110)
+    canvas = FigureCanvasAgg(fig)
+    fig.subplots_adjust(left=0.11, right=0.68, top=0.87, bottom=0.18 if missing else 0.11)
+    ax = fig.add_subplot(1, 1, 1)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    xmin, xmax, ymin, ymax = _limits([*points, *before.values()], drawn)
+    limits = (xmin, xmax, ymin / scale, ymax / scale)
+    ax.set_xlim(xmin, xmax)
+    ax.set_ylim(limits[2], limits[3])
+    ax.grid(True, which="major", color="#d9d9d9", lw=0.6)
+    ax.grid(True, which="minor", color="#f2f2f2", lw=0.4)
+    ax.xaxis.set_major_locator(LogLocator(base=10))
+    ax.yaxis.set_major_locator(LogLocator(base=10))
+    # Minor ticks at 2 and 5 only: a log scale still reads as one, and a plot over
+    # ten decades does not spend a second drawing 150 unlabelled ticks.
+    ax.xaxis.set_minor_locator(LogLocator(base=10, subs=(2.0, 5.0), numticks=100))
+    ax.yaxis.set_minor_locator(LogLocator(base=10, subs=(2.0, 5.0), numticks=100))
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.yaxis.set_minor_formatter(NullFormatter())
+    ax.xaxis.set_major_formatter(FuncFormatter(_plain_tick))
+    if mode is _INST:
+        ax.yaxis.set_major_formatter(FuncFormatter(_plain_tick))
+    else:
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: format_value(v, mode.rate_unit)))
+    ax.set_xlabel(mode.x_label)
+    ax.set_ylabel(mode.y_label)
+    renderer = canvas.get_renderer()
+
+    colors = {k: f"C{i % 10}" for i, k in enumerate(kernels)}
+    markers = dict(_LEVEL_STYLE.values())
+    obstacles = []
+    moved = False
+    _number_tags(ax, points, kernels, colors, scale)
+    for kernel in kernels:
+        mine = sorted((p for p in points if p.kernel == kernel), key=lambda p: p.intensity)
+        if len(mine) > 1:
+            ax.plot([p.intensity for p in mine], [p.rate / scale for p in mine], "-", color=colors[kernel], lw=0.8,
+                    alpha=0.6, zorder=3)
+        for p in mine:
+            area = _marker_area(p.share)
+            ax.scatter([p.intensity], [p.rate / scale], s=area, marker=markers[p.level], color=colors[kernel],
+                       edgecolors="black", linewidths=0.6, zorder=4)
+            px, py = ax.transData.transform((p.intensity, p.rate / scale))
+            obstacles.append((px, py, math.sqrt(area) / 2 * fig.dpi / 72 + 2))
+            old = before.get((kernel, p.level))
+            if old is None:
+                continue
+            ox, oy = ax.transData.transform((old.intensity, old.rate / scale))
+            if math.hypot(ox - px, oy - py) < 4:  # unchanged: no arrow to draw
+                continue
+            moved = True
+            ax.scatter([old.intensity], [old.rate / scale], s=area, marker=markers[p.level], facecolors="none",
+                       edgecolors=colors[kernel], linewidths=1.0, zorder=4)
+            ax.annotate("", xy=(p.intensity, p.rate / scale), xytext=(old.intensity, old.rate / scale), zorder=4,
+                        arrowprops={"arrowstyle": "-|>", "color": colors[kernel], "lw": 1.2, "shrinkA": 5, "shrinkB": 7})
+            obstacles.append((ox, oy, math.sqrt(area) / 2 * fig.dpi / 72 + 2))
+    if not points:
+        # Lower right: below every roof, where ceiling labels never go.
+        note = ax.text(0.97, 0.05, f"no kernel has {mode.work} and byte counts to place here", transform=ax.transAxes,
+                       ha="right", va="bottom", fontsize=11, color="#aa0000",
+                       bbox={"facecolor": "white", "edgecolor": "#aa0000"})
+        extent = note.get_window_extent(renderer)
+        obstacles.extend((x, y, extent.height / 2) for x in range(int(extent.x0), int(extent.x1), 6)
+                         for y in (extent.y0 + extent.height / 2,))
+
+    _draw_roofs(ax, drawn, limits, scale, _Labeller(ax, renderer, obstacles))
+
+    shares = {p.kernel: p.share for p in points}
+    kernel_handles = [
+        Line2D([], [], ls="", marker="o", color=colors[k], markeredgecolor="black", markersize=8,
+               label=f"{i}  {short_name(k)}  ({_share_text(shares[k])})")
+        for i, k in enumerate(kernels, start=1)
+    ]
+    if left_out:
+        kernel_handles.append(Line2D([], [], ls="", label=f"({left_out} shorter kernel{'s' if left_out > 1 else ''} not shown)"))
+    levels = list(dict.fromkeys(p.level for p in sorted(points, key=lambda p: list(markers).index(p.level))))
+    level_handles = [Line2D([], [], ls="", marker=markers[lv], color="white", markeredgecolor="black", markersize=8,
+                            label=lv) for lv in levels]
+    kinds = {r.kind for r in drawn} | ({"theoretical"} if any(r.theoretical for r in drawn) else set())
+    line_handles = []
+    if EMPIRICAL in kinds:
+        line_handles.append(Line2D([], [], ls="-", color=_ROOF_COLOR, lw=1.8, label="empirical ceiling (measured)"))
+    if kinds - {EMPIRICAL}:
+        line_handles.append(Line2D([], [], ls="--", color=_ROOF_COLOR, lw=1.3, label="theoretical ceiling (datasheet)"))
+    if moved:
+        line_handles.append(Line2D([], [], ls="-", color="#555555", marker=">", markersize=5,
+                                   label="baseline \u2192 current (hollow marker: baseline)"))
+    _legends(ax, renderer, [
+        ("kernels (share of kernel time; marker area \u221d share)", kernel_handles, 1),
+        ("memory level of each point", level_handles, max(len(level_handles), 1)),
+        (None, line_handles, 1),
+    ])
+
+    where = f"suite {suite} on " if suite else ""
+    fig.text(0.11, 0.955, f"{mode.title}: {where}{device_label(analysis)}", ha="left", va="top", fontsize=13,
+             fontweight="bold")
+    note = _peaks_note(analysis, drawn)
+    if mode is _INST and GIPS not in analysis.ceilings:
+        note += "; no peak instruction rate (the device is unknown: name it with --arch)"
+    fig.text(0.11, 0.905, note, ha="left", va="bottom", fontsize=9, color="#444444")
+    if missing:
+        shown = "; ".join(missing[:6]) + (f"; and {len(missing) - 6} more" if len(missing) > 6 else "")
+        wrapped = textwrap.fill(f"not plotted: {shown}", width=170, max_lines=2, placeholder=" ...")
+        fig.text(0.11, 0.015, wrapped, ha="left", va="bottom", fontsize=8.5, color="#666666")
+
+    stem = Path(path_stem)
+    written = []
+    for fmt in ("png", "svg"):
+        buffer = io.BytesIO()
+        # SVG text stays text (searchable, selectable, small) rather than glyph
+        # outlines; no dates in either file, so the same data gives the same bytes.
+        with rc_context({"svg.fonttype": "none", "svg.hashsalt": "perfcheck"}):
+            fig.savefig(buffer, format=fmt, metadata={"Date": None} if fmt == "svg" else {"Software": None})
+        written.append(write_atomic(stem.with_name(f"{stem.name}.{fmt}"), buffer.getvalue()))
+    return written
+
+
+def plot_roofline(analysis: "Analysis", path_stem: str | Path, *, suite: str = "", baseline: Any = None) -> list[Path]:
+    """Write ``<path_stem>.png`` and ``<path_stem>.svg``; returns both paths.
+
+    ``baseline``: a ``perfcheck.baseline.Baseline`` (anything with
+    ``kernels[name].metrics`` holding flops, flop_rate and the level bytes); each
+    kernel found there gets an arrow from its stored position. Kernels without
+    FLOPs or byte counts are named under the plot.
+    """
+    return _plot(analysis, path_stem, _FLOP, suite, baseline)
+
+
+def plot_instruction_roofline(
+    analysis: "Analysis", path_stem: str | Path, *, suite: str = "", baseline: Any = None
+) -> list[Path]:
+    """Write the instruction roofline as ``<path_stem>.png``/``.svg`` when some kernel
+    has instruction and byte counts; returns the paths written (none otherwise)."""
+    if not has_instructions(analysis):
+        return []
+    return _plot(analysis, path_stem, _INST, suite, baseline)
