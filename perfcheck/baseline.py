@@ -79,6 +79,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from perfcheck import __version__
+from perfcheck.atomicfile import write_atomic
 from perfcheck.errors import InputError, UsageError
 from perfcheck.schema import metric_unit
 
@@ -545,8 +546,6 @@ def write(path: str | Path, baseline: Baseline) -> bool:
     holds exactly this text. Temp files of killed writers are removed on the next
     write to the same file; they are named ``.<file>.<pid>.<random>.tmp``, so
     ``load`` and ``baselines/*/*.json`` globs never see them."""
-    import tempfile
-
     path = Path(path)
     text = render(baseline)
     try:
@@ -555,34 +554,11 @@ def write(path: str | Path, baseline: Baseline) -> bool:
     except (OSError, UnicodeDecodeError):
         pass
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        _clean_stale_temps(path.parent, path.name)
-        fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp")
+        if path.parent.is_dir():
+            _clean_stale_temps(path.parent, path.name)
+        write_atomic(path, text)
     except OSError as exc:
         raise InputError(path, f"cannot write the baseline ({exc.strerror or exc})") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temp, path)
-    except BaseException as exc:
-        try:
-            os.unlink(temp)
-        except OSError:
-            pass
-        if isinstance(exc, OSError):
-            raise InputError(path, f"cannot write the baseline ({exc.strerror or exc})") from None
-        raise
-    if hasattr(os, "O_DIRECTORY"):  # make the rename itself durable (POSIX)
-        try:
-            dir_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
-            try:
-                os.fsync(dir_fd)
-            finally:
-                os.close(dir_fd)
-        except OSError:
-            pass
     return True
 
 

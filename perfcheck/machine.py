@@ -35,14 +35,13 @@ before Python 3.11).
 from __future__ import annotations
 
 import math
-import os
 import re
-import secrets
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from perfcheck.atomicfile import write_atomic
 from perfcheck.errors import InputError, UsageError
 from perfcheck.model import PeakDetail, Peaks, Source
 from perfcheck.schema import PEAK_UNITS
@@ -176,46 +175,12 @@ def dumps(machine: Machine) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` so that readers see the old file or the new one,
-    never a part: a temporary file in the same directory (same file system, so the
-    rename is atomic), flushed to disk, then renamed over the target."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-    # 0o666 through the umask, as open() would create the file (mkstemp's 0o600
-    # would make a committed baseline unreadable to the rest of the team).
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-    try:
-        try:
-            view = memoryview(data)
-            while view:
-                written = os.write(fd, view)
-                view = view[written:]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    try:  # make the rename itself durable; not every platform can open a directory
-        dir_fd = os.open(path.parent, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(dir_fd)
-    except OSError:
-        pass
-    finally:
-        os.close(dir_fd)
-
-
 def write_machine(path: str | Path, machine: Machine) -> None:
     """Write ``machine`` to ``path`` atomically (the old file stays intact on failure)."""
     path = Path(path)
     text = dumps(machine)  # every value is checked before any file is touched
     try:
-        _atomic_write(path, text.encode("utf-8"))
+        write_atomic(path, text)
     except OSError as exc:
         raise UsageError(f"cannot write machine file {path}: {exc.strerror or exc}") from None
 

@@ -370,7 +370,7 @@ def test_unknown_format_version_says_who_wrote_it(tmp_path: Path) -> None:
 
 _WRITER = textwrap.dedent(
     """
-    import builtins, io, os, time
+    import os, time
     import numpy as np
     from perfcheck import baseline as bl
 
@@ -384,34 +384,17 @@ _WRITER = textwrap.dedent(
 
     a, b = make(1.0), make(2.0)
     # Spend the time where a kill hurts: rendering is cached and the disk is slow
-    # (every file opened for writing takes its text in 64 KiB pieces, 5 ms apart),
-    # so kills land while a file is half written.
+    # (every write() takes at most 64 KiB, 5 ms apart), so kills land while a file
+    # is half written.
     texts = {id(a): bl.render(a), id(b): bl.render(b)}
     bl.render = lambda baseline: texts[id(baseline)]
+    real_write = os.write
 
-    class Slow:
-        def __init__(self, handle):
-            self.handle = handle
-        def write(self, text):
-            for i in range(0, len(text), 65536):
-                self.handle.write(text[i : i + 65536])
-                self.handle.flush()
-                time.sleep(0.005)
-            return len(text)
-        def __getattr__(self, name):
-            return getattr(self.handle, name)
-        def __enter__(self):
-            return self
-        def __exit__(self, *exc):
-            return self.handle.__exit__(*exc)
+    def slow_write(fd, data):
+        time.sleep(0.005)
+        return real_write(fd, bytes(data[:65536]))
 
-    def slow(real):
-        def opener(file, mode="r", *args, **kwargs):
-            handle = real(file, mode, *args, **kwargs)
-            return Slow(handle) if "w" in mode else handle
-        return opener
-
-    os.fdopen, builtins.open, io.open = slow(os.fdopen), slow(builtins.open), slow(io.open)
+    os.write = slow_write
     print("ready", flush=True)
     while True:
         for item in (a, b):

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-import perfcheck.machine as machine_mod
+import perfcheck.atomicfile as atomicfile
 from conftest import profile
 from perfcheck.errors import InputError, UsageError
 from perfcheck.ingest import detect, read_peaks
@@ -176,7 +176,7 @@ def test_failed_write_leaves_the_old_file_intact(tmp_path: Path, monkeypatch: py
             return real_write(fd, bytes(data[: len(data) // 2]))  # a short write, as the OS may do
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(machine_mod.os, "write", write_half_then_fail)
+    monkeypatch.setattr(atomicfile.os, "write", write_half_then_fail)
     bigger = Machine(name="mulan", device="mi100", arch="gfx908",
                      peaks=Peaks(values={"hbm_bw": 1.2e12, "l2_bw": 4e12}, details=(), sources=()))
     with pytest.raises(UsageError, match="cannot write machine file .*mulan.toml: No space left on device"):
@@ -191,7 +191,7 @@ def test_failure_before_the_rename_creates_no_file(tmp_path: Path, monkeypatch: 
     def fail(*args: object) -> None:
         raise OSError(5, "Input/output error")
 
-    monkeypatch.setattr(machine_mod.os, step, fail)
+    monkeypatch.setattr(atomicfile.os, step, fail)
     path = tmp_path / "new.toml"
     with pytest.raises(UsageError, match="Input/output error"):
         write_machine(path, _small())

@@ -19,13 +19,12 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from perfcheck.atomicfile import write_atomic
 from perfcheck.model import ERROR, FAILED, PASSED, RECORDED, Check
 from perfcheck.report.units import format_value
 
@@ -50,27 +49,6 @@ class BaselineStatus:
 
 
 # --- shared by the check reports -----------------------------------------------------
-
-
-def write_atomic(path: str | Path, data: str | bytes) -> Path:
-    """Write ``data`` to ``path`` so that a reader (or a CI step after a killed
-    run) sees the old file or the complete new one, never a partial file: a
-    temporary file in the same directory (same file system, so the rename is
-    atomic), flushed and fsynced, then ``os.replace``. Creates parent directories."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    payload = data.encode("utf-8") if isinstance(data, str) else data
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(payload)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return target
 
 
 def device_label(analysis: "Analysis | None") -> str:
