@@ -105,6 +105,37 @@ def test_two_percent_slower_passes_a_five_percent_budget(tmp_path: Path) -> None
     assert run.exit_code == 0
 
 
+def _more_bytes_copy(source: Path, target: Path, factor: float) -> Path:
+    """The profile with every dispatch's FETCH_SIZE and WRITE_SIZE scaled by ``factor``."""
+    with open(source, newline="") as fh:
+        rows = list(csv.reader(fh))
+    columns = [rows[0].index("FETCH_SIZE"), rows[0].index("WRITE_SIZE")]
+    for row in rows[1:]:
+        for i in columns:
+            row[i] = repr(float(row[i]) * factor)
+    with open(target, "w", newline="") as fh:
+        csv.writer(fh, lineterminator="\n").writerows(rows)
+    return target
+
+
+@pytest.mark.parametrize("expect", ["hbm_bytes <= baseline", "hbm_bytes == baseline", "hbm_bytes <= baseline + 2%"])
+def test_three_percent_more_bytes_fails_an_exact_comparison(tmp_path: Path, expect: str) -> None:
+    common = dict(arch="mi100", baseline_dir=str(tmp_path / "baselines"))
+    first = resolver(cli=common, env={}, discover=False, cwd=tmp_path).settings(
+        ["s"], profiles=[EXAMPLE / "results-after.csv"], expect={"EOCloverFBCGPU*": [expect]})
+    assert [c.outcome for c in checking.run_suites(first).checks] == [RECORDED]
+    more = _more_bytes_copy(EXAMPLE / "results-after.csv", tmp_path / "results.csv", 1.03)
+    settings = resolver(cli=common, env={}, discover=False, cwd=tmp_path).settings(
+        ["s"], profiles=[more], expect={"EOCloverFBCGPU*": [expect]})
+    [check] = checking.run_suites(settings).checks
+    assert check.outcome == FAILED and check.origin == "baseline"
+    assert check.observed / check.baseline == pytest.approx(1.03)
+    # the same bytes again pass
+    same = resolver(cli=common, env={}, discover=False, cwd=tmp_path).settings(
+        ["s"], profiles=[EXAMPLE / "results-after.csv"], expect={"EOCloverFBCGPU*": [expect]})
+    assert [c.outcome for c in checking.run_suites(same).checks] == [PASSED]
+
+
 def test_configured_tolerance_applies_without_an_allowance(tmp_path: Path) -> None:
     run = _regression_run(tmp_path, 1.02, "duration <= baseline", tolerances={"duration": "5%"})
     assert [c.outcome for c in run.checks] == [PASSED]
