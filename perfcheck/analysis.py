@@ -2,17 +2,18 @@
 
 ingest (streamed chunks) -> per-dispatch work and occupancy -> per-kernel summary
 -> rates, percentages of the ceilings, roofline position. The CLI's ``inspect``
-and, later, checks and the pytest plugin all start here.
+and, later, checks and the pytest plugin all start here; ``analyse_profile`` does
+the same for a Profile already in memory (``perf.measure``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from perfcheck.model import Oddity, Peaks, Source
+from perfcheck.model import Oddity, Peaks, Profile, Source
 
 if TYPE_CHECKING:
     import numpy as np
@@ -49,11 +50,8 @@ def analyse(
     Without ``peaks``, the empirical peaks a tool wrote next to the profile (an
     Omniperf workload's roofline.csv) are used; the ceilings say where each came from.
     """
-    from perfcheck.arch import detect, lookup
     from perfcheck.ingest import open_profile
-    from perfcheck.metrics.roofline import ceilings as make_ceilings
-    from perfcheck.metrics.roofline import kernel_metrics
-    from perfcheck.metrics.summary import KernelSummary, metrics_want
+    from perfcheck.metrics.summary import metrics_want
 
     want = metrics_want()
     scans = [open_profile(path, format, want) for path in paths]  # lazy: nothing read yet
@@ -64,17 +62,53 @@ def analyse(
             from perfcheck.ingest import read_peaks
 
             peaks = read_peaks(companions)
+    # Oddities are collected as the chunks are consumed: a reader finds some only
+    # once it has read its whole file.
+    oddities: list[Oddity] = []
+
+    def chunks() -> Iterator["pd.DataFrame"]:
+        for scan in scans:
+            yield from scan.chunks
+            oddities.extend(scan.oddities)
+
+    return _summarise(sources, chunks(), oddities, arch=arch, peaks=peaks)
+
+
+def analyse_profile(profile: Profile, *, arch: str | None = None, peaks: Peaks | None = None) -> Analysis:
+    """``analyse`` for a Profile already in memory (``perfcheck.measure``, a runner's
+    merged ranks): the same per-kernel table, ceilings and duration samples."""
+    return _summarise(profile.sources, iter([profile.dispatches]), list(profile.oddities), arch=arch, peaks=peaks)
+
+
+def _summarise(
+    sources: Sequence[Source],
+    chunks: Iterable["pd.DataFrame"],
+    oddities: list[Oddity],
+    *,
+    arch: str | None,
+    peaks: Peaks | None,
+) -> Analysis:
+    """Shared by ``analyse`` and ``analyse_profile``: target, per-kernel summary of
+    the chunks (consumed once), metrics against the ceilings. ``oddities`` may grow
+    while ``chunks`` is consumed."""
+    from perfcheck.arch import detect, lookup
+    from perfcheck.metrics.roofline import ceilings as make_ceilings
+    from perfcheck.metrics.roofline import kernel_metrics
+    from perfcheck.metrics.summary import KernelSummary
+
+    sources = tuple(sources)
     if arch:
         target, origin = lookup(arch), "given"
     else:
         target = detect(sources)
         origin = "detected" if target is not None else "unknown"
     summary = KernelSummary(target, work=True)
-    oddities: list[Oddity] = []
-    for scan in scans:
-        for chunk in scan.chunks:
-            summary.add(chunk)
-        oddities.extend(scan.oddities)
+    from perfcheck.run.ranks import RankSpread
+
+    spread = RankSpread()  # per-kernel time spread over MPI ranks (profiles of several ranks)
+    for chunk in chunks:
+        summary.add(chunk)
+        spread.add(chunk)
     table = summary.frame()
     ceilings = make_ceilings(target, peaks)
     if len(table):
@@ -84,6 +118,7 @@ def analyse(
         # The duration-weighted sums were inputs of the rates (hbm_bytes_rate is
         # hbm_bw, flops_rate is flop_rate): the metrics carry them under their names.
         table = table.drop(columns=[f"{q}_rate" for q in QUANTITIES if f"{q}_rate" in table.columns])
+        table = spread.attach(table)
     return Analysis(
         sources=sources,
         oddities=tuple(oddities),

@@ -40,7 +40,7 @@ from perfcheck.model import ERROR, FAILED, PASSED, RECORDED, Check
 if TYPE_CHECKING:
     from perfcheck.analysis import Analysis
     from perfcheck.baseline import Baseline
-    from perfcheck.model import Peaks
+    from perfcheck.model import Peaks, Profile
 
 COMPARED, RECORDED_ACTION, UPDATED = "compared", "recorded", "updated"
 MISMATCH, NONE, SKIPPED = "fingerprint-mismatch", "none", "skipped"
@@ -58,6 +58,7 @@ class SuiteRun:
     action: str = NONE
     notices: list[str] = field(default_factory=list)  # warnings for the user (stderr, pytest summary)
     merge: bool = False  # update by merging this run into the stored baseline (repeated runs)
+    profile: "Profile | None" = None  # measured in memory (perf.measure) instead of read from files
 
     @property
     def name(self) -> str:
@@ -112,17 +113,31 @@ def _machine_arch(peaks: "Peaks | None") -> str | None:
     return named.pop() if len(named) == 1 else None
 
 
-def prepare(suite: SuiteSettings) -> SuiteRun:
-    """Read the suite's profiles, peaks and stored baseline. Nothing is written."""
+def prepare(suite: SuiteSettings, profile: "Profile | None" = None) -> SuiteRun:
+    """Read the suite's profiles, peaks and stored baseline. Nothing is written.
+    ``profile``: a Profile measured in memory (``perf.measure``), analysed instead
+    of the suite's profile files."""
     if suite.missing:
         return SuiteRun(suite, action=SKIPPED, notices=[f"suite {suite.name!r} skipped: {suite.missing}"])
     from perfcheck import baseline as baselines
-    from perfcheck.analysis import analyse
+    from perfcheck.analysis import analyse, analyse_profile
 
     peaks = _read_peaks(suite)
     arch = suite.arch or _machine_arch(peaks)
-    analysis = analyse(list(suite.profiles), format=suite.format, arch=arch, peaks=peaks)
-    run = SuiteRun(suite, analysis)
+    ran = None
+    if suite.command is not None and profile is None:
+        # Profile the suite's command first: the suite then reads the run directory, and
+        # its settings say so (a pytest-xdist controller reads it again, never reruns it).
+        from perfcheck.run.runner import run_suite
+
+        suite, ran = run_suite(suite, arch)
+    if profile is not None:
+        analysis = analyse_profile(profile, arch=arch, peaks=peaks)
+    else:
+        analysis = analyse(list(suite.profiles), format=suite.format, arch=arch, peaks=peaks)
+    run = SuiteRun(suite, analysis, profile=profile)
+    if ran is not None:
+        run.notices.append(f"suite {suite.name!r}: profiled with {ran.describe()}")
     if suite.arch is None and arch is not None:
         run.notices.append(f"suite {suite.name!r}: GPU {arch!r} from the machine file (no device set)")
     fingerprint = baselines.fingerprint(analysis)

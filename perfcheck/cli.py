@@ -70,7 +70,9 @@ def _parser() -> argparse.ArgumentParser:
         help="read measured peaks from benchmark outputs",
         description="Read peak bandwidth and FLOP/s from BabelStream, mixbench, ERT, "
         "Omniperf roofline.csv, STREAM or likwid outputs. Where several files report the "
-        "same peak the highest is kept; every figure is listed with its source.",
+        "same peak the highest is kept; every figure is listed with its source. "
+        "`perfcheck peaks measure` runs perfcheck's own micro-benchmarks instead "
+        "(see `perfcheck peaks measure --help`).",
     )
     peaks.add_argument("paths", nargs="+", metavar="PATH", help="benchmark output file")
     peaks.add_argument("--format", metavar="NAME", help="reader to use (see `perfcheck formats`)")
@@ -141,6 +143,10 @@ def _parser() -> argparse.ArgumentParser:
     update.add_argument("--merge", action="store_true",
                         help="add this run to the stored baseline instead of replacing it "
                         "(repeated runs make timing decisions aware of run-to-run noise)")
+
+    from perfcheck.run.cli import add_parser as add_run_parser  # light: argparse only
+
+    add_run_parser(sub)
     return parser
 
 
@@ -209,6 +215,76 @@ def _peaks(args: argparse.Namespace) -> int:
         json.dump(peaks_document(peaks), sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
+        print(peaks_table(peaks))
+    return EXIT_OK
+
+
+def _byte_size(text: str) -> int:
+    """--size: bytes, optionally with a unit (256MiB, 1GB)."""
+    units = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "KIB": 2**10, "MIB": 2**20, "GIB": 2**30}
+    number = text.strip().rstrip("bBiIkKmMgG")
+    unit = text.strip()[len(number):].upper()
+    if not number.isdigit() or unit not in units:
+        raise argparse.ArgumentTypeError(f"expected bytes such as 268435456 or 256MiB, not {text!r}")
+    return int(number) * units[unit]
+
+
+def _peaks_measure_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="perfcheck peaks measure",
+        description="Measure this machine's peaks with perfcheck's built-in micro-benchmarks: streaming "
+        "copy and triad for bandwidth (bytes counted the STREAM way: 2 and 3 words per element, "
+        "write-allocate traffic not counted), a matrix multiply (CPU: NumPy's BLAS) or an FMA loop "
+        "(CUDA with CuPy) for FLOP/s. On CPU the streaming kernels are NumPy ufuncs on one thread; "
+        "the output says how many threads each figure used. BabelStream, mixbench or ERT outputs "
+        "remain the recommended source for GPUs: --merge puts them in the same machine file.",
+    )
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                        help="cpu (NumPy) or cuda (PyTorch or CuPy, whichever is installed); default cpu")
+    parser.add_argument("--size", type=_byte_size, metavar="BYTES",
+                        help="bytes per array of the streaming kernels (default: 4x the last-level cache, "
+                        "32 MiB to 512 MiB on CPU; 4x the L2, at least 256 MiB, on CUDA)")
+    parser.add_argument("--repeat", type=int, default=10, metavar="N",
+                        help="timed calls per benchmark; the fastest counts, as in STREAM (default 10)")
+    parser.add_argument("--save", metavar="TOML",
+                        help="write the peaks and the machine's fingerprint as a machine file "
+                        "(e.g. baselines/machines/NAME.toml) for --peaks")
+    parser.add_argument("--merge", nargs="+", metavar="FILE", default=[],
+                        help="benchmark outputs (BabelStream, mixbench, ERT, a machine file, ...) whose figures "
+                        "replace the measured ones for the peaks they give; all are kept as details")
+    parser.add_argument("--json", action="store_true", help="print JSON (values in base units) instead of a table")
+    return parser
+
+
+def _peaks_measure(args: argparse.Namespace) -> int:
+    from perfcheck.report.jsonreport import peaks_document
+    from perfcheck.report.text import peaks_table
+    from perfcheck.run.microbench import measure_peaks, merge, summary_lines
+
+    ingested = None
+    if args.merge:  # read first: a bad file fails before minutes of measuring
+        from perfcheck.ingest import read_peaks
+
+        ingested = read_peaks(args.merge)
+        _warn(ingested.oddities)
+    measured = measure_peaks(args.device, size=args.size, repeat=args.repeat)
+    peaks = measured.peaks() if ingested is None else merge(measured.peaks(), ingested)
+    if args.save:
+        from pathlib import Path
+
+        from perfcheck.machine import machine_from_peaks, write_machine
+
+        write_machine(args.save, machine_from_peaks(Path(args.save).stem, peaks, fingerprint=measured.fingerprint))
+        print(f"perfcheck: wrote machine file {args.save}", file=sys.stderr)
+    if args.json:
+        doc = peaks_document(peaks)
+        doc.update(device=measured.device, array_bytes=measured.array_bytes, fingerprint=dict(measured.fingerprint),
+                   benchmarks=[r.as_dict() for r in measured.results])
+        json.dump(doc, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        print("\n".join(summary_lines(measured)))
+        print()
         print(peaks_table(peaks))
     return EXIT_OK
 
@@ -310,15 +386,28 @@ def _formats(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _run(args: argparse.Namespace) -> int:
+    from perfcheck.run.cli import command
+
+    return command(args)
+
+
 _COMMANDS = {
     "inspect": _inspect, "peaks": _peaks, "formats": _formats, "arch": _arch, "occupancy": _occupancy,
-    "check": _check, "baseline": _baseline,
+    "check": _check, "baseline": _baseline, "peaks-measure": _peaks_measure, "run": _run,
 }
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
-    args = parser.parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:2] == ["peaks", "measure"]:
+        # A subcommand of `peaks`, whose other form takes files (a file named
+        # "measure" is ./measure): its own parser, its own options.
+        args = _peaks_measure_parser().parse_args(argv[2:])
+        args.command = "peaks-measure"
+    else:
+        args = parser.parse_args(argv)
     if not args.command:
         parser.print_help()
         return EXIT_INPUT

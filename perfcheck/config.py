@@ -11,7 +11,9 @@ A config file is ``[tool.perfcheck]`` in a ``pyproject.toml``, or a ``perfcheck.
 
     [tool.perfcheck.suites.stencil]
     profiles = ["profiles/results.csv"]
-    # optional per suite: device/arch, peaks, machine, format, tolerances, skip_if_missing
+    # optional per suite: device/arch, peaks, machine, format, tolerances, skip_if_missing;
+    # instead of profiles, command = "./app --n 1024" profiles it (perfcheck.run), with
+    # profiler, launcher ("srun -n 4"), timeout (s), rank (check one rank), runs_dir
 
     [tool.perfcheck.suites.stencil.expect]
     "EOClover*FBCGPU*" = ["hbm_bw >= 85% of peak", "occupancy >= 40%"]
@@ -50,6 +52,8 @@ else:  # pragma: no cover - exercised on Python 3.10 only
 CONFIG_FILE = "perfcheck.toml"
 PYPROJECT = "pyproject.toml"
 ENV_PREFIX = "PERFCHECK_"
+# The origin of a suite's profiles when it has no files: measured in memory (perf.measure).
+MEASURED = "measured in the test (perf.measure)"
 
 __all__ = [
     "ConfigError", "ConfigFile", "Layer", "Resolver", "Settings", "SuiteSettings", "Value",
@@ -166,6 +170,42 @@ def _expect(raw: object, origin: str, base: Path) -> dict[str, tuple[str, ...]]:
     return out
 
 
+def _command(raw: object, origin: str, base: Path) -> tuple[str, ...]:
+    """A command to profile: a string (split like a shell would, without running one)
+    or a list of arguments."""
+    import shlex
+
+    if isinstance(raw, str):
+        try:
+            argv = shlex.split(raw)
+        except ValueError as exc:
+            raise ConfigError(origin, f"cannot split the command {raw!r}: {exc}") from None
+    elif isinstance(raw, (list, tuple)) and all(isinstance(a, (str, int, float)) for a in raw):
+        argv = [str(a) for a in raw]
+    else:
+        raise ConfigError(origin, f"expected a command string or a list of arguments, not {raw!r}")
+    if not argv:
+        raise ConfigError(origin, "the command is empty")
+    return tuple(argv)
+
+
+def _seconds(raw: object, origin: str, base: Path) -> float:
+    try:
+        seconds = float(raw)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        seconds = float("nan")
+    if isinstance(raw, bool) or not seconds > 0:
+        raise ConfigError(origin, f"expected a positive number of seconds, not {raw!r}")
+    return seconds
+
+
+def _rank(raw: object, origin: str, base: Path) -> int:
+    text = str(raw).strip() if isinstance(raw, (int, str)) and not isinstance(raw, bool) else ""
+    if not text.isdigit():
+        raise ConfigError(origin, f"expected an MPI rank (0, 1, ...), not {raw!r}")
+    return int(text)
+
+
 # Key -> converter. Every layer uses the same converters, so "5%" means the same on the
 # command line, in PERFCHECK_TOLERANCES and in the config file.
 _CONVERT: dict[str, Callable[[object, str, Path], object]] = {
@@ -186,11 +226,20 @@ _CONVERT: dict[str, Callable[[object, str, Path], object]] = {
     "json": _path,
     "openmetrics": _path,
     "roofline": _path,
+    # profiling a command instead of reading profiles (perfcheck.run)
+    "command": _command,
+    "profiler": _string,
+    "launcher": _string,
+    "timeout": _seconds,
+    "rank": _rank,
+    "runs_dir": _path,
 }
 # Keys a config file may set, at the top of [tool.perfcheck] and in a suite.
 GLOBAL_KEYS = ("arch", "peaks", "machine", "format", "baseline_dir", "tolerances",
-               "junit", "markdown", "json", "openmetrics", "roofline")
-SUITE_KEYS = ("profiles", "expect", "arch", "peaks", "machine", "format", "tolerances", "skip_if_missing")
+               "junit", "markdown", "json", "openmetrics", "roofline",
+               "profiler", "launcher", "timeout", "runs_dir")
+SUITE_KEYS = ("profiles", "expect", "arch", "peaks", "machine", "format", "tolerances", "skip_if_missing",
+              "command", "profiler", "launcher", "timeout", "rank", "runs_dir")
 # Written names that mean a canonical key ("device = mi100" is "arch": lookup takes both).
 _SYNONYMS = {"device": "arch", "baseline-dir": "baseline_dir", "skip-if-missing": "skip_if_missing"}
 # PERFCHECK_<NAME> -> key. Other PERFCHECK_* variables (PERFCHECK_DEBUG, ...) belong to others.
@@ -199,6 +248,7 @@ ENVIRONMENT = {
     "FORMAT": "format", "BASELINE_DIR": "baseline_dir", "TOLERANCES": "tolerances",
     "UPDATE_BASELINE": "update_baseline", "SUITES": "suites", "JUNIT": "junit",
     "MARKDOWN": "markdown", "JSON": "json", "OPENMETRICS": "openmetrics", "ROOFLINE": "roofline",
+    "PROFILER": "profiler", "LAUNCHER": "launcher", "TIMEOUT": "timeout", "RUNS_DIR": "runs_dir",
 }
 
 
@@ -382,6 +432,14 @@ class SuiteSettings:
     update_baseline: bool
     origins: Mapping[str, str] = field(default_factory=dict)  # key -> where its value came from
     missing: str | None = None  # skip_if_missing: why the suite is skipped (a profile is absent)
+    # A suite with a command profiles it (perfcheck.run) and checks what it measured.
+    command: tuple[str, ...] | None = None
+    profiler: str | None = None  # rocprofv3 | rocprof | ncu; None: the installed one
+    launcher: str | None = None  # "srun -n 4": one profiler per rank
+    timeout: float | None = None  # seconds for the whole run
+    rank: int | None = None  # check this rank only (None: all ranks together)
+    runs_dir: Path | None = None  # parent of the run directories (default: perfcheck-runs/ by the baselines)
+    workdir: Path | None = None  # where the command runs (the config file's directory)
 
     def origin(self, key: str) -> str:
         return self.origins.get(key, "default")
@@ -394,6 +452,9 @@ class SuiteSettings:
             "peaks": [str(p) for p in self.peaks], "format": self.format, "tolerances": dict(self.tolerances),
             "baseline_dir": str(self.baseline_dir), "update_baseline": self.update_baseline,
             "origins": dict(self.origins), "missing": self.missing,
+            "command": list(self.command) if self.command is not None else None, "profiler": self.profiler,
+            "launcher": self.launcher, "timeout": self.timeout, "rank": self.rank,
+            "runs_dir": str(self.runs_dir) if self.runs_dir else None, "workdir": str(self.workdir) if self.workdir else None,
         }
 
     @classmethod
@@ -405,6 +466,10 @@ class SuiteSettings:
             format=doc["format"], tolerances=dict(doc["tolerances"]),  # type: ignore[arg-type]
             baseline_dir=Path(doc["baseline_dir"]), update_baseline=bool(doc["update_baseline"]),  # type: ignore[arg-type]
             origins=dict(doc["origins"]), missing=doc["missing"],  # type: ignore[arg-type]
+            command=tuple(doc["command"]) if doc.get("command") else None,  # type: ignore[arg-type]
+            profiler=doc.get("profiler"), launcher=doc.get("launcher"), timeout=doc.get("timeout"),  # type: ignore[arg-type]
+            rank=doc.get("rank"), runs_dir=Path(doc["runs_dir"]) if doc.get("runs_dir") else None,  # type: ignore[arg-type]
+            workdir=Path(doc["workdir"]) if doc.get("workdir") else None,  # type: ignore[arg-type]
         )
 
 
@@ -464,11 +529,13 @@ class Resolver:
         profiles: Sequence[str | Path] | None = None,
         expect: Mapping[str, Sequence[str]] | None = None,
         validate: bool = True,
+        measured: bool = False,
     ) -> SuiteSettings:
         """Resolve suite ``name``. ``profiles``/``expect`` define an ad-hoc suite (the pytest
         fixture, ``perfcheck check PATH --expect ...``) when the config has none by that name.
         ``validate`` parses the expectations and checks the device and files (needs pandas for
-        the metric list: the pytest plugin validates only when --perf is given)."""
+        the metric list: the pytest plugin validates only when --perf is given). ``measured``:
+        the suite has no profile files, its Profile is measured in memory (``perf.measure``)."""
         origins: dict[str, str] = {}
 
         def get(key: str, default: object = None) -> object:
@@ -478,19 +545,25 @@ class Resolver:
             origins[key] = value.origin
             return value.value
 
-        if profiles is not None:
+        if measured:
+            origins["profiles"] = MEASURED
+            profile_paths: tuple[Path, ...] = ()
+        elif profiles is not None:
             origins["profiles"] = "profiles given"
             profile_paths = tuple(Path(p) if Path(p).is_absolute() else (self.cwd / p).resolve() for p in profiles)
         else:
             profile_paths = get("profiles")  # type: ignore[assignment]
-            if not profile_paths:
+            if not profile_paths and self.get("command", name) is not None:
+                profile_paths = ()  # measured by running the command (perfcheck.run)
+            elif not profile_paths:
                 known = self.suite_names()
                 where = self.config.display if self.config is not None else "the command line"
                 if name not in known:
                     close = difflib.get_close_matches(name, known, n=1)
                     hint = f"; did you mean {close[0]!r}?" if close else (f"; suites: {', '.join(known)}" if known else "")
                     raise ConfigError(where, f"no suite {name!r}{hint}")
-                raise ConfigError(self._origin_for("profiles", name), "a suite needs profiles = [\"...\"]")
+                raise ConfigError(self._origin_for("profiles", name),
+                                  "a suite needs profiles = [\"...\"] (or a command = \"...\" to profile)")
         if expect is not None:
             origins["expect"] = "expectations given"
             expectations = {str(k): tuple(v) for k, v in expect.items()}
@@ -514,7 +587,15 @@ class Resolver:
             baseline_dir=baseline_dir,  # type: ignore[arg-type]
             update_baseline=bool(get("update_baseline", False)),
             origins=origins,
+            command=get("command"),  # type: ignore[arg-type]
+            profiler=get("profiler"),  # type: ignore[arg-type]
+            launcher=get("launcher"),  # type: ignore[arg-type]
+            timeout=get("timeout"),  # type: ignore[arg-type]
+            rank=get("rank"),  # type: ignore[arg-type]
+            runs_dir=get("runs_dir"),  # type: ignore[arg-type]
         )
+        if settings.command is not None:
+            settings = _replace(settings, workdir=self._default_base())
         skip_if_missing = bool(get("skip_if_missing", False))
         missing = [p for p in settings.profiles if not p.exists()]
         if missing and skip_if_missing:
@@ -570,7 +651,16 @@ def _replace(settings: SuiteSettings, **changes: object) -> SuiteSettings:
 def _validate(settings: SuiteSettings, missing: Sequence[Path]) -> None:
     """Fail early, naming the origin: absent files, an unknown device, a malformed
     expectation or tolerance metric (before any profile is read)."""
-    if not settings.profiles:
+    if settings.command is not None and settings.profiles and settings.origin("profiles") != MEASURED:
+        raise ConfigError(settings.origin("command"), "give either profiles (files to read) or a command (to profile), "
+                          "not both")
+    if settings.profiler is not None:
+        from perfcheck.run.profilers import PROFILERS
+
+        if settings.profiler not in PROFILERS:
+            raise ConfigError(settings.origin("profiler"), f"unknown profiler {settings.profiler!r}; "
+                              f"choose one of: {', '.join(PROFILERS)}")
+    if not settings.profiles and settings.origin("profiles") != MEASURED and settings.command is None:
         raise ConfigError(settings.origin("profiles"), "no profiles given")
     if missing:
         raise ConfigError(settings.origin("profiles"), f"no such file {_shown(missing[0])!r}")

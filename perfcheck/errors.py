@@ -6,9 +6,17 @@
      +-- InputError                a file cannot be read as what it claims to be
      |    +-- UnknownFormatError   no reader recognises the file
      +-- UsageError                the command line or API was called wrongly
+     +-- ProfilerError             profiling a command failed (perfcheck run)
+          +-- ProfilerNotFound     the profiler or launcher is not installed
+          |                        (a pytest item is skipped, the CLI exits 2)
+          +-- CountersNotPermitted the driver refuses access to the counters
+          +-- UnknownCounterError  a counter this GPU does not have
+          +-- ApplicationFailed    the command exited non-zero (its stderr tail)
+          +-- RunTimeout           the run outlasted its timeout (group killed)
 
 The CLI and the pytest plugin catch ``PerfcheckError`` and print ``str(error)``:
 a single line naming the file, the line or column, what is wrong and what to do.
+A ``ProfilerError`` names the run directory, which is kept whatever happened.
 Anything else that escapes is a bug in perfcheck.
 """
 
@@ -71,3 +79,39 @@ class UnknownFormatError(InputError):
             hint="name the format with --format NAME (see `perfcheck formats`)",
         )
         self.tried = tried
+
+
+class ProfilerError(PerfcheckError):
+    """Profiling a command failed. ``str()`` is one line: what happened, what to do,
+    and the run directory holding the profiler's raw outputs and logs (never deleted)."""
+
+    def __init__(self, what: str, *, run_dir: str | Path | None = None, hint: str | None = None) -> None:
+        self.what = what
+        self.hint = hint
+        self.run_dir = str(run_dir) if run_dir is not None else None
+        text = what.rstrip(".")
+        if hint:
+            text += f"; {hint.rstrip('.')}"
+        if self.run_dir:
+            text += f"; raw outputs kept in {self.run_dir}"
+        super().__init__(" ".join(text.split()))
+
+
+class ProfilerNotFound(ProfilerError):
+    """The profiler (or the launcher) is not on PATH: a pytest item is skipped."""
+
+
+class CountersNotPermitted(ProfilerError):
+    """The driver refuses access to the performance counters (NVIDIA ERR_NVGPUCTRPERM)."""
+
+
+class UnknownCounterError(ProfilerError):
+    """The profiler does not know a counter on this GPU."""
+
+
+class ApplicationFailed(ProfilerError):
+    """The profiled command exited with a non-zero status or was killed by a signal."""
+
+
+class RunTimeout(ProfilerError):
+    """The run outlasted its timeout; its whole process group was killed."""

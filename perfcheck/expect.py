@@ -17,6 +17,11 @@ points at it. ``occupancy >= 75%`` compares the percentage metric itself;
 metric (empirical when peaks were given, else theoretical; the check says which).
 Kernel patterns are globs (``EOClover*``) or regular expressions (``re:^EO.*GPU$``
 or ``/^EO.*GPU$/``) matched against the whole demangled name.
+
+``bw`` is the kernel's main-memory bandwidth, resolved per kernel when checked:
+``mem_bw`` (a CPU's DRAM, ``perf.measure`` on ``device="cpu"``) when the kernel has
+it, else ``hbm_bw`` (a GPU's device memory). So ``"bw >= 50% of peak"`` reads the
+same for a NumPy kernel and a GPU kernel; the check names the metric it used.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ import fnmatch
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from perfcheck.errors import UsageError
@@ -52,6 +57,23 @@ ALIASES = {
     "shared": "lds_per_workgroup",
 }
 
+# Names that stand for a different metric per kernel (see the module docstring):
+# the first of the candidates the kernel has a value for, else the last.
+PER_KERNEL: dict[str, tuple[str, ...]] = {"bw": ("mem_bw", "hbm_bw")}
+
+
+def _unit(metric: str) -> str:
+    """metric_unit, also for the per-kernel names (all candidates share a unit)."""
+    return metric_unit(PER_KERNEL.get(metric, (metric,))[0])
+
+
+def _resolve(metric: str, row: Mapping[str, object]) -> str:
+    candidates = PER_KERNEL.get(metric)
+    if candidates is None:
+        return metric
+    return next((m for m in candidates if _value(row, m) is not None), candidates[-1])
+
+
 # Metrics derived by metrics.roofline and metrics.summary, beyond the quantities of
 # metrics.counters and the registry in schema (checked at parse time so a typo is
 # caught before any profile is read).
@@ -59,6 +81,7 @@ _DERIVED = (
     "hbm_bw", "l2_bw", "l1_bw", "lds_bw",
     "hbm_bw_pct", "l2_bw_pct", "l1_bw_pct", "lds_bw_pct",
     "ai_hbm", "ai_l2", "ai_l1", "ai_lds",
+    "mem_bw", "mem_bw_pct", "ai_mem", *PER_KERNEL,
     "flop_rate", "attainable", "roofline_pct",
     "instruction_rate", "gips", "peak_gips", "gips_pct", "instruction_intensity_hbm",
     "occupancy_pct", "achieved_occupancy_pct", "waves_per_cu", "warps_per_sm", "workgroups_per_cu",
@@ -77,6 +100,7 @@ def known_metrics() -> tuple[str, ...]:
 # compute ceiling (the precision class that dominates its FLOPs).
 _PEAK_OF = {
     "hbm_bw": "hbm_bw",
+    "mem_bw": "mem_bw",
     "l2_bw": "l2_bw",
     "l1_bw": "l1_bw",
     "lds_bw": "lds_bw",
@@ -209,7 +233,7 @@ class _Parser:
         if unit not in _UNITS:
             raise self.fail(f"unknown unit {unit!r} (use e.g. ms, us, GB/s, KiB, TFLOP/s, %)", unit_tok)
         factor, base = _UNITS[unit]
-        wanted = metric_unit(metric)
+        wanted = _unit(metric)
         if base != wanted:
             if base == "%":
                 raise self.fail(
@@ -260,14 +284,14 @@ class _Parser:
                     close = difflib.get_close_matches(ceiling, ["peak", *PEAK_UNITS, "gips"], n=1)
                     hint = f"; did you mean {close[0]!r}?" if close else ""
                     raise self.fail(f"unknown ceiling {ceiling!r}: write 'peak' or a ceiling name{hint}", target)
-                if ceiling is None and metric not in _PEAK_OF and metric != "flop_rate":
+                if ceiling is None and metric not in (*_PEAK_OF, *PER_KERNEL, "flop_rate"):
                     raise self.fail(
-                        f"{metric} has no peak; '% of peak' applies to {', '.join([*_PEAK_OF, 'flop_rate'])}", target
+                        f"{metric} has no peak; '% of peak' applies to {', '.join([*_PEAK_OF, *PER_KERNEL, 'flop_rate'])}", target
                     )
                 return Expectation(self.text, metric, relation, "of_peak", value / 100.0, ceiling=ceiling)
-            if metric_unit(metric) != "%":
+            if _unit(metric) != "%":
                 raise self.fail(
-                    f"{metric} is in {metric_unit(metric) or 'plain numbers'}, not a percentage: write "
+                    f"{metric} is in {_unit(metric) or 'plain numbers'}, not a percentage: write "
                     f"'{value:g}% of peak' or 'baseline + {value:g}%'",
                     unit,
                 )
@@ -343,6 +367,7 @@ def match_kernels(pattern: str, kernels: Sequence[str]) -> list[str]:
 # Per derived metric, the counter quantity it needs (for "collect ..." messages).
 _NEEDS = {
     "hbm_bw": "hbm_bytes", "hbm_bw_pct": "hbm_bytes", "ai_hbm": "hbm_bytes",
+    "mem_bw": "mem_bytes", "mem_bw_pct": "mem_bytes", "ai_mem": "mem_bytes",
     "l2_bw": "l2_bytes", "l2_bw_pct": "l2_bytes", "ai_l2": "l2_bytes",
     "l1_bw": "l1_bytes", "l1_bw_pct": "l1_bytes", "ai_l1": "l1_bytes",
     "lds_bw": "lds_bytes", "lds_bw_pct": "lds_bytes", "ai_lds": "lds_bytes",
@@ -363,6 +388,10 @@ def _missing_message(metric: str, analysis: "Analysis") -> str:
     quantity = _NEEDS.get(metric, metric)
     from perfcheck.metrics.counters import QUANTITIES, counters_for
 
+    if quantity in QUANTITIES and any(s.format == "perf-measure" for s in analysis.sources):
+        what = "flops=... (and precision=...)" if "flop" in quantity else "bytes=..." if "bytes" in quantity else None
+        if what:
+            return f"a timed function has no counters: declare the work of one call with perf.measure(..., {what})"
     if quantity in QUANTITIES:
         vendor = analysis.target.arch.vendor if analysis.target is not None else None
         vendors = [vendor] if vendor else ["amd", "nvidia"]
@@ -436,7 +465,7 @@ def evaluate(
                 checks.append(
                     Check(
                         suite=suite, kernel=pattern, pattern=pattern, expression=text, metric=parts[0].metric,
-                        relation=parts[0].relation, observed=None, reference=None, unit=metric_unit(parts[0].metric),
+                        relation=parts[0].relation, observed=None, reference=None, unit=_unit(parts[0].metric),
                         outcome=ERROR, origin="expectation",
                         message=f"pattern {pattern!r} matched no kernel of {len(names)}"
                         + (f" (closest: {close[0]!r})" if close else ""),
@@ -460,6 +489,11 @@ def _check_kernel(
     baseline: "Baseline | None",
     tolerances: Mapping[str, float],
 ) -> Check:
+    if parts[0].metric in PER_KERNEL:
+        written = parts[0].metric
+        parts = tuple(replace(p, metric=_resolve(written, row)) for p in parts)
+        if written in tolerances and parts[0].metric not in tolerances:
+            tolerances = {**tolerances, parts[0].metric: tolerances[written]}
     first = parts[0]
     metric, unit = first.metric, metric_unit(first.metric)
     observed = _value(row, metric)

@@ -24,6 +24,11 @@ pull request like code::
     unit = "B/s"
     value = 1075460000000.0
 
+A machine file written by ``perfcheck peaks measure`` also has a ``[fingerprint]``
+table of strings saying what the peaks were measured on and with (CPU model,
+usable CPUs, NumPy and BLAS versions and threads, GPU and CUDA library); no host
+name, so machines of one kind share a file.
+
 Keys are sorted and no timestamp is written, so saving the same peaks twice gives
 the same bytes and a diff shows only what changed. Values are in base units
 (B/s, FLOP/s, OP/s), written with Python's shortest round-trip float repr, so a
@@ -38,7 +43,7 @@ import math
 import re
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from perfcheck.atomicfile import write_atomic
@@ -69,12 +74,17 @@ class Machine:
     arch: str | None
     peaks: Peaks
     path: str | None = None
+    # What the peaks were measured on and with (``perfcheck peaks measure``): plain
+    # strings, written as the [fingerprint] table. Empty for ingested peaks.
+    fingerprint: Mapping[str, str] = field(default_factory=dict)
 
 
 # --- building --------------------------------------------------------------------
 
 
-def machine_from_peaks(name: str, peaks: Peaks, device: str | None = None) -> Machine:
+def machine_from_peaks(
+    name: str, peaks: Peaks, device: str | None = None, *, fingerprint: Mapping[str, str] | None = None
+) -> Machine:
     """The machine record ``perfcheck peaks --save`` writes.
 
     ``device`` may be a device name or alias, or an arch id, as ``--arch`` takes them
@@ -100,7 +110,8 @@ def machine_from_peaks(name: str, peaks: Peaks, device: str | None = None) -> Ma
         if device is None:
             named = {s.device for s in peaks.sources if s.device}
             device = named.pop() if len(named) == 1 else None
-    return Machine(name=name.strip(), device=device, arch=arch_id, peaks=peaks, path=None)
+    return Machine(name=name.strip(), device=device, arch=arch_id, peaks=peaks, path=None,
+                   fingerprint=dict(fingerprint or {}))
 
 
 # --- writing ---------------------------------------------------------------------
@@ -164,6 +175,13 @@ def dumps(machine: Machine) -> str:
         table["arch"] = machine.arch
     for key in sorted(table):
         lines.append(f"{_key(key)} = {_value(table[key], key)}")
+    if machine.fingerprint:
+        lines += ["", "[fingerprint]"]
+        for key in sorted(machine.fingerprint):
+            value = machine.fingerprint[key]
+            if not isinstance(value, str):
+                raise UsageError(f"machine file: fingerprint {key} must be a string, not {value!r}")
+            lines.append(f"{_key(key)} = {_string(value)}")
     lines += ["", "[peaks]"]
     for name in sorted(machine.peaks.values):
         lines.append(f"{_key(name)} = {_number(machine.peaks.values[name], f'peak {name}')}{_unit_comment(name)}")
@@ -317,10 +335,18 @@ def _machine(path: Path, text: str, doc: Mapping[str, object]) -> Machine:
         value = _finite(path, entry.get("value"), f"[[details]] entry {index + 1} value", line, "value")
         details.append(PeakDetail(source=entry["source"], name=entry["name"], value=value, unit=entry["unit"]))
 
+    fingerprint = doc.get("fingerprint", {})
+    if not isinstance(fingerprint, dict):
+        raise _bad(path, "fingerprint must be a table ([fingerprint])", _line_of(text, None, "fingerprint"))
+    for key, value in fingerprint.items():
+        if not isinstance(value, str):
+            raise _bad(path, f"[fingerprint] {key} must be a string, not {value!r}", _line_of(text, "fingerprint", key), key)
+
     source = Source(path=str(path), format=FORMAT, tool="perfcheck", tool_version=str(version),
                     device=strings["device"], arch=strings["arch"])
     peaks = Peaks(values=values, details=tuple(details), sources=(source,))
-    return Machine(name=strings["name"], device=strings["device"], arch=strings["arch"], peaks=peaks, path=str(path))
+    return Machine(name=strings["name"], device=strings["device"], arch=strings["arch"], peaks=peaks, path=str(path),
+                   fingerprint=dict(fingerprint))
 
 
 def _nth_header(text: str, table: str, index: int) -> int | None:

@@ -96,6 +96,12 @@ METRIC_UNITS: dict[str, str] = {
     "waves_per_cu": "count",
     "warps_per_sm": "count",
     "workgroups_per_cu": "count",
+    # spread of a kernel's time over MPI ranks (perfcheck.run.ranks): per-rank totals
+    "ranks": "count",
+    "rank_duration_min": "s",
+    "rank_duration_median": "s",
+    "rank_duration_max": "s",
+    "rank_imbalance": "",  # max / mean over ranks, a plain ratio
 }
 
 def metric_unit(name: str) -> str:

@@ -3,6 +3,9 @@
 * Tests marked ``@pytest.mark.perf`` and tests using the ``perf`` fixture are skipped
   (with a reason) unless ``--perf`` is given.
 * ``perf`` fixture: ``perf.load(path, arch=None, peaks=None)`` reads a profile,
+  ``perf.measure(fn, *args, bytes=..., flops=..., device="cpu"|"cuda")`` times a Python
+  kernel (``perfcheck.measure``), ``perf.run(cmd, profiler=..., launcher=..., expect={...})`` profiles a
+  command (``perfcheck.run``; a profiler that is not installed skips the test),
   ``perf.expect(pattern, *expectations)`` checks it and fails the test with the
   observed value, the expected one, the baseline and units. ``@pytest.mark.perf(arch=...,
   peaks=..., baseline_dir=..., tolerances=..., suite=...)`` sets defaults for the fixture.
@@ -26,7 +29,7 @@ at import time; they are imported when a perf item is collected or a perf test r
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -216,14 +219,20 @@ class PerfSuite(pytest.Collector):
 
         resolver = state.resolver(config_file=self.path)
         suite = resolver.suite(self.name, validate=True)
-        run = checking.prepare(suite)
+        from perfcheck.errors import ProfilerNotFound
+
+        try:  # a suite with a command profiles it here
+            run = checking.prepare(suite)
+        except ProfilerNotFound as exc:  # no profiler on this machine: skipped, with the reason
+            yield from self._unread(str(exc))
+            return
         if run.skipped:
             yield from self._unread(run.settings.missing or "profiles not available")
             return
         checking.check(run)
         key = f"{self.path}::{self.name}"
         state.register(key, run)
-        settings = suite.as_dict()
+        settings = run.settings.as_dict()  # after a command ran: the run directory, not the command
         seen: dict[str, int] = {}
         for check in run.checks:
             name = f"{check.kernel}[{check.expression}]"
@@ -342,7 +351,8 @@ def _suite_name(item: pytest.Item) -> str:
 
 
 class Perf:
-    """What the ``perf`` fixture gives a test: ``load`` a profile, ``expect`` on it."""
+    """What the ``perf`` fixture gives a test: ``load`` a profile or ``measure`` a Python
+    kernel, then ``expect`` on it."""
 
     def __init__(self, request: pytest.FixtureRequest) -> None:
         self._request = request
@@ -352,9 +362,9 @@ class Perf:
 
     @property
     def analysis(self) -> Any:
-        """The last loaded profile's Analysis (``analysis.kernels``: one row per kernel)."""
+        """The last loaded or measured profile's Analysis (``analysis.kernels``: one row per kernel)."""
         if self._run is None:
-            pytest.fail("perf.load(path) first", pytrace=False)
+            pytest.fail("perf.load(path) or perf.measure(fn, ...) first", pytrace=False)
         return self._run.analysis
 
     def load(self, *paths: str | Path, arch: str | None = None, peaks: Sequence[str | Path] | str | None = None,
@@ -362,33 +372,122 @@ class Perf:
         """Read profiles (relative to the test file's directory) for the following ``expect``
         calls. ``arch``/``peaks``/``format`` win over the ``perf`` marker's, which win over
         --perf-* options, PERFCHECK_* and the config file."""
+        if not paths:
+            pytest.fail("perf.load() needs at least one profile path", pytrace=False)
+        here = Path(self._request.node.path).parent
+        profiles = [p if Path(p).is_absolute() else here / p for p in paths]
+        return self._start("load", {"arch": arch, "peaks": peaks, "format": format}, suite, profiles=profiles)
+
+    def measure(self, fn: Callable[..., Any], *args: Any, bytes: float | None = None,  # noqa: A002
+                flops: float | None = None, precision: str | None = None, repeat: int | None = None,
+                warmup: int | None = None, device: str = "cpu", name: str | None = None, flush_cache: bool = False,
+                arch: str | None = None, peaks: Sequence[str | Path] | str | None = None, suite: str | None = None,
+                **kwargs: Any) -> "Perf":
+        """Time ``fn(*args, **kwargs)`` for the following ``expect`` calls: one kernel named
+        after ``fn`` (or ``name``), one dispatch per timed call (``perfcheck.measure.measure``,
+        which documents ``bytes``/``flops``/``precision``/``repeat``/``warmup``/``device``/
+        ``flush_cache``). ``peaks``/``arch`` as for ``load``. ``device="cuda"`` without
+        PyTorch or CuPy, or without a GPU, skips the test with the reason."""
+        from perfcheck.measure import measure
+
+        options = {k: v for k, v in (("repeat", repeat), ("warmup", warmup)) if v is not None}
+
+        def run() -> Any:
+            return measure(fn, *args, bytes=bytes, flops=flops, precision=precision, device=device, name=name,
+                           flush_cache=flush_cache, **options, **kwargs)
+
+        return self._start("measure", {"arch": arch, "peaks": peaks}, suite, measure=run)
+
+    last_run: Any = None  # perf.run's RunResult: run directory, profiler, passes, ranks
+
+    def run(self, command: str | Sequence[str], *, profiler: str | None = None, launcher: str | None = None,
+            timeout: float | None = None, rank: int | None = None, expect: Mapping[str, Sequence[str]] | None = None,
+            metrics: Sequence[str] = (), counters: Sequence[str] = (), arch: str | None = None,
+            peaks: Sequence[str | Path] | str | None = None, run_dir: str | Path | None = None,
+            suite: str | None = None) -> "Perf":
+        """Profile ``command`` (run in the test file's directory) with ``profiler``
+        (rocprofv3, rocprof, ncu; default: the installed one), collecting only what
+        ``expect`` ({pattern: [expectation, ...]}) and ``metrics`` need, then read what it
+        measured as ``load`` does: all ranks of a ``launcher`` ("srun -n 4") run with
+        their spread per kernel (``rank_imbalance``), or rank ``rank`` alone. ``expect`` is
+        checked right away; later ``perf.expect`` calls check the same profile. The run
+        directory is ``run_dir``, else a new one under ``runs_dir`` (config) or
+        ``perfcheck-runs/`` in the rootdir; ``perf.last_run`` describes it. A profiler
+        that is not installed skips the test with the reason; any other failure fails
+        it in one line naming the run directory, which is kept."""
+        from perfcheck.errors import PerfcheckError, ProfilerNotFound
+        from perfcheck.run.runner import run as run_command
+
+        item = self._request.node
+        here = Path(item.path).parent
+        marker = item.get_closest_marker("perf")
+        if arch is None and marker is not None:
+            arch = marker.kwargs.get("arch")
+        skip = problem = None
+        try:
+            resolver = self._state.resolver(start=here)
+
+            def setting(key: str, given: object) -> Any:
+                value = resolver.get(key) if given is None else None
+                return given if given is not None else (value.value if value is not None else None)
+
+            runs_dir = setting("runs_dir", None) or Path(self._request.config.rootpath) / "perfcheck-runs"
+            self.last_run = run_command(
+                command, profiler=setting("profiler", profiler), launcher=setting("launcher", launcher),
+                timeout=setting("timeout", timeout), run_dir=run_dir, runs_dir=runs_dir,
+                name=suite or _suite_name(item), expect=expect, metrics=metrics, counters=counters,
+                arch=setting("arch", arch), cwd=here,
+            )
+            path = self.last_run.path(rank)
+        except ProfilerNotFound as exc:
+            skip = str(exc)
+        except PerfcheckError as exc:
+            problem = _one_line(exc)
+        if skip is not None:
+            pytest.skip(skip)
+        if problem is not None:
+            pytest.fail(problem, pytrace=False)
+        self._start("run", {"arch": arch, "peaks": peaks}, suite, profiles=[path])
+        for pattern, texts in (expect or {}).items():
+            self.expect(pattern, *([texts] if isinstance(texts, str) else texts))
+        return self
+
+    def _start(self, call: str, given: Mapping[str, object], suite: str | None, *,
+               profiles: Sequence[Path] | None = None, measure: Callable[[], Any] | None = None) -> "Perf":
+        """Resolve the suite's settings (this call > marker > --perf-* > PERFCHECK_* > config
+        file), then read ``profiles`` or run ``measure`` (it returns a Profile)."""
         from perfcheck import checking
         from perfcheck.config import Layer
         from perfcheck.errors import PerfcheckError
+        from perfcheck.measure import DeviceUnavailable
 
         item = self._request.node
         here = Path(item.path).parent
         marker = item.get_closest_marker("perf")
         marker_kwargs = dict(marker.kwargs) if marker is not None else {}
-        if not paths:
-            pytest.fail("perf.load() needs at least one profile path", pytrace=False)
         self._loads += 1
         name = suite or marker_kwargs.pop("suite", None) or _suite_name(item)
         marker_kwargs.pop("suite", None)
         if self._loads > 1 and suite is None:
             name = f"{name}-{self._loads}"
+        problem = skip = None
         try:
             resolver = self._state.resolver(start=here)
             resolver = resolver.with_layer(Layer.from_mapping(
                 "marker", marker_kwargs, lambda key: f"@pytest.mark.perf({key}=...) on {item.name}", here))
-            given = {"arch": arch, "peaks": peaks, "format": format}
-            resolver = resolver.with_layer(Layer.from_mapping("fixture", given, lambda key: f"perf.load({key}=...)", here))
-            profiles = [p if Path(p).is_absolute() else here / p for p in paths]
-            settings = resolver.suite(name, profiles=profiles, expect={}, validate=True)
-            self._run = checking.prepare(settings)
-            problem = None
+            resolver = resolver.with_layer(Layer.from_mapping("fixture", given, lambda key: f"perf.{call}({key}=...)", here))
+            if measure is None:
+                settings = resolver.suite(name, profiles=profiles, expect={}, validate=True)
+                self._run = checking.prepare(settings)
+            else:  # settings first: a bad peaks path fails before the measuring
+                settings = resolver.suite(name, expect={}, validate=True, measured=True)
+                self._run = checking.prepare(settings, measure())
+        except DeviceUnavailable as exc:
+            skip = str(exc)
         except PerfcheckError as exc:
             problem = _one_line(exc)
+        if skip is not None:
+            pytest.skip(skip)
         if problem is not None:  # outside the except block: no "during handling" chain
             pytest.fail(problem, pytrace=False)
         self._key = f"{item.nodeid}::{name}"
@@ -402,7 +501,7 @@ class Perf:
         from perfcheck.errors import PerfcheckError
 
         if self._run is None:
-            pytest.fail("perf.load(path) before perf.expect(...)", pytrace=False)
+            pytest.fail("perf.load(path) or perf.measure(fn, ...) before perf.expect(...)", pytrace=False)
         if not expectations:
             pytest.fail("perf.expect(pattern, 'metric >= value', ...) needs at least one expectation", pytrace=False)
         problem = None
@@ -416,6 +515,10 @@ class Perf:
         node = self._request.node
         recorded = node.stash.setdefault(_ITEM_CHECKS, [])
         settings = self._run.settings.as_dict()
+        if self._run.profile is not None:  # the controller (pytest-xdist) cannot measure it again
+            from perfcheck.measure import profile_document
+
+            settings["measured"] = profile_document(self._run.profile)
         recorded.extend((self._key, settings, c) for c in checks)
         bad = [c for c in checks if not c.passed]
         if bad:
@@ -425,7 +528,8 @@ class Perf:
 
 @pytest.fixture
 def perf(request: pytest.FixtureRequest) -> Perf:
-    """perf.load(path, arch=None, peaks=None); perf.expect(pattern, *expectations)."""
+    """perf.load(path, arch=None, peaks=None) or perf.measure(fn, *args, bytes=..., ...);
+    perf.expect(pattern, *expectations)."""
     if not _state(request.config).enabled:
         pytest.skip(SKIP_REASON)
     return Perf(request)
@@ -476,7 +580,12 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         for key, reported in state.reported.items():
             run = state.runs.get(key)
             if run is None:  # pytest-xdist controller: the worker read it; read it again here
-                run = checking.prepare(SuiteSettings.from_dict(reported.settings))
+                profile = None
+                if "measured" in reported.settings:  # perf.measure: the worker's measurement
+                    from perfcheck.measure import profile_from_document
+
+                    profile = profile_from_document(reported.settings["measured"])
+                run = checking.prepare(SuiteSettings.from_dict(reported.settings), profile)
             run.checks = [Check(**c) for c in reported.checks]
             runs.append(run)
         settings = state.resolver().report_settings({})

@@ -28,6 +28,7 @@ from perfcheck.ingest import (
     rocpd,
     rocprof,
     rocprofv3,
+    runs,
     stream,
 )
 from perfcheck.ingest.dispatch import TimingTally, finish
@@ -35,6 +36,7 @@ from perfcheck.ingest.formats import ALL, Format, Scan, Sniff, Want
 from perfcheck.model import Oddity, PeakDetail, Peaks, Profile, Source
 
 FORMATS: tuple[Format, ...] = (
+    *runs.FORMATS,
     *rocpd.FORMATS,
     *rocprof.FORMATS,
     *omniperf.FORMATS,

@@ -43,6 +43,8 @@ if TYPE_CHECKING:
 # Tool families whose counter names the formulas use. rocprof covers every AMD
 # collector (rocprof v1/v2, rocprofv3, Omniperf/rocprof-compute): same counters.
 ROCPROF, NCU, NVPROF = "rocprof", "ncu", "nvprof"
+# perf.measure: no profiler, the caller declares the work of one call.
+PERFCHECK = "perfcheck"
 _VENDOR_TOOLS = {"amd": (ROCPROF,), "nvidia": (NCU, NVPROF)}
 
 # --- quantities ---------------------------------------------------------------------
@@ -53,6 +55,9 @@ EXTENSIVE: tuple[str, ...] = (
     "hbm_bytes",
     "hbm_read_bytes",
     "hbm_write_bytes",
+    # host main memory (DRAM of a CPU): perf.measure(device="cpu", bytes=...) only;
+    # hbm_bytes is a GPU's device memory
+    "mem_bytes",
     "l2_bytes",
     "l1_bytes",
     "lds_bytes",
@@ -83,6 +88,9 @@ FLOP_QUANTITIES: tuple[str, ...] = tuple(
 )
 
 # --- formula table ------------------------------------------------------------------
+
+# Raw counters of perf.measure: "raw.perfcheck.mem_bytes", ... (see the last formulas).
+DECLARED_PREFIX = "perfcheck."
 
 Values = Mapping[str, np.ndarray]  # counter name -> float64 per dispatch
 
@@ -363,6 +371,17 @@ FORMULAS: tuple[Formula, ...] = (
     # nvprof prints achieved_occupancy as a 0-1 fraction ("0.935178").
     Formula("achieved_occupancy_pct", NVPROF, ("achieved_occupancy",), _scaled("achieved_occupancy", 100.0),
             _NVPROF_DOC),
+    # ---- perf.measure: work the caller declares ---------------------------------------
+    # A timed Python function has no counters: perfcheck.measure records what the test
+    # declares one call moves and computes as raw.perfcheck.<quantity> (base units, one
+    # value per dispatch), and each maps to its quantity one to one. bytes= is
+    # mem_bytes on device="cpu" (host main memory) and hbm_bytes on "cuda" (device
+    # memory); flops= is flops_<precision> when a precision is given, else plain flops.
+    *(
+        Formula(quantity, PERFCHECK, (f"{DECLARED_PREFIX}{quantity}",), _scaled(f"{DECLARED_PREFIX}{quantity}", 1.0),
+                "declared to perf.measure(bytes=..., flops=...)")
+        for quantity in ("mem_bytes", "hbm_bytes", "flops_fp64", "flops_fp32", "flops_fp16", "flops")
+    ),
 )
 
 # ncu kernel time when gpu__time_duration is not collected: elapsed cycles over the

@@ -53,9 +53,11 @@ THEORETICAL = "theoretical"
 GIPS = "gips"
 
 # Memory levels: (quantity of bytes per dispatch, bandwidth metric = its ceiling's
-# name, arithmetic-intensity metric). Innermost last.
+# name, arithmetic-intensity metric). Innermost last. ``mem`` is a CPU's main memory
+# (perf.measure on device="cpu"): the same place in the hierarchy as a GPU's HBM.
 LEVELS: tuple[tuple[str, str, str], ...] = (
     ("hbm_bytes", "hbm_bw", "ai_hbm"),
+    ("mem_bytes", "mem_bw", "ai_mem"),
     ("l2_bytes", "l2_bw", "ai_l2"),
     ("l1_bytes", "l1_bw", "ai_l1"),
     ("lds_bytes", "lds_bw", "ai_lds"),
@@ -279,9 +281,9 @@ def kernel_metrics(kernels: pd.DataFrame, ceilings: Mapping[str, Ceiling]) -> pd
     derived from is a column, and NaN for a kernel whose inputs (or whose ceiling)
     are missing -- never invented:
 
-    * per memory level: ``hbm_bw`` ``l2_bw`` ``l1_bw`` ``lds_bw`` (B/s) and
-      ``*_bw_pct`` (% of that level's ceiling);
-    * ``flop_rate`` (FLOP/s), ``ai_hbm`` ``ai_l2`` ``ai_l1`` ``ai_lds`` (FLOP/B);
+    * per memory level: ``hbm_bw`` (``mem_bw`` for a CPU's main memory) ``l2_bw``
+      ``l1_bw`` ``lds_bw`` (B/s) and ``*_bw_pct`` (% of that level's ceiling);
+    * ``flop_rate`` (FLOP/s), ``ai_hbm`` (``ai_mem``) ``ai_l2`` ``ai_l1`` ``ai_lds`` (FLOP/B);
     * ``compute_ceiling`` (the flat roof of the dominant precision class),
       ``attainable`` (FLOP/s), ``roofline_pct``, ``roofline_ceiling`` (the roof
       that bounds ``attainable``) and ``bound`` ("memory" | "compute");
@@ -308,15 +310,18 @@ def kernel_metrics(kernels: pd.DataFrame, ceilings: Mapping[str, Ceiling]) -> pd
         out["flop_rate"] = flop_rate
         compute_name, compute_value = _compute_roof(table, ceilings)
         # Start from the flat roof, then lower it by every sloped roof that is known.
-        # The HBM roof is required: without it the bound would ignore the usual limit.
+        # The main-memory roof is required (HBM on a GPU, else a CPU's DRAM): without
+        # it the bound would ignore the usual limit.
         attainable = compute_value.copy()
         binding = compute_name.copy()
-        hbm = ceilings.get("hbm_bw")
-        ai_hbm = out.get("ai_hbm")
-        if hbm is None or ai_hbm is None:
+        main_ai = None
+        for _quantity, bw, ai in LEVELS[:2]:
+            if bw in ceilings and ai in out:
+                main_ai = out[ai] if main_ai is None else main_ai.fillna(out[ai])
+        if main_ai is None:
             attainable[:] = np.nan
         else:
-            attainable = attainable.where(ai_hbm.notna())
+            attainable = attainable.where(main_ai.notna())
         for _quantity, bw, ai in LEVELS:
             ceiling = ceilings.get(bw)
             if ceiling is None or ai not in out:

@@ -46,11 +46,13 @@ GIPS = "gips"
 # the levels of perfcheck.metrics.roofline.LEVELS (tests keep the two in step).
 _LEVEL_STYLE: dict[str, tuple[str, str]] = {
     "hbm_bytes": ("HBM", "o"),
+    "mem_bytes": ("DRAM", "h"),  # a CPU's main memory (perf.measure on device="cpu")
     "l2_bytes": ("L2", "s"),
     "l1_bytes": ("L1", "^"),
     "lds_bytes": ("LDS", "D"),
 }
-_LEVEL_CEILING = {"hbm_bytes": "hbm_bw", "l2_bytes": "l2_bw", "l1_bytes": "l1_bw", "lds_bytes": "lds_bw"}
+_LEVEL_CEILING = {"hbm_bytes": "hbm_bw", "mem_bytes": "mem_bw", "l2_bytes": "l2_bw", "l1_bytes": "l1_bw",
+                  "lds_bytes": "lds_bw"}
 _MAX_KERNELS = 10  # the longest-running ones; more colours are not told apart
 _ROOF_COLOR = "#333333"
 
