@@ -248,7 +248,7 @@ def write_reports(runs: Sequence[SuiteRun], settings: Settings) -> dict[str, lis
     suites = {r.name: r.checks for r in active}
     analyses = {r.name: r.analysis for r in active if r.analysis is not None}
     statuses = {
-        r.name: BaselineStatus(_shown(r.baseline_path) if r.baseline_path else None, r.action)
+        r.name: BaselineStatus(display_path(r.baseline_path) if r.baseline_path else None, r.action)
         for r in active if r.action != NONE
     }
     properties = {"config": str(settings.config)} if settings.config else {}
@@ -309,70 +309,8 @@ def run_suites(settings: Settings) -> Run:
     return finish([evaluate_suite(suite) for suite in settings.suites.values()], settings)
 
 
-# --- text ---------------------------------------------------------------------------------------
-
-_LABEL = {PASSED: "passed", FAILED: "FAILED", RECORDED: "recorded", ERROR: "ERROR"}
-
-
-def _shorten(text: str, width: int) -> str:
-    """Keep both ends: kernels of one template differ at the end of the name."""
-    if len(text) <= width:
-        return text
-    tail = (width - 3) // 2
-    return text[: width - 3 - tail] + "..." + text[-tail:]
-
-
-def checks_table(checks: Sequence[Check], *, kernel_width: int = 40) -> list[str]:
-    """A plain-text table: suite, kernel, expectation, observed, expected, baseline, outcome."""
-    from perfcheck.report.results import baseline_text, expected_text, observed_text
-
-    header = ("suite", "kernel", "expectation", "observed", "expected", "baseline", "outcome")
-    rows = [
-        (c.suite, _shorten(c.kernel, kernel_width), c.expression, observed_text(c), expected_text(c),
-         baseline_text(c), _LABEL.get(c.outcome, c.outcome))
-        for c in checks
-    ]
-    widths = [max(len(str(r[i])) for r in (header, *rows)) for i in range(len(header))]
-    right = {3, 4, 5}
-
-    def line(cells: Sequence[str]) -> str:
-        return "  ".join(str(c).rjust(w) if i in right else str(c).ljust(w) for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
-
-    return [line(header), line(["-" * w for w in widths]), *(line(r) for r in rows)]
-
-
-def problems(checks: Sequence[Check]) -> list[str]:
-    """One line per failed or errored check, with its message."""
-    return [f"{_LABEL[c.outcome]} {c.suite + ': ' if c.suite else ''}{c.kernel} [{c.expression}]: {c.message}"
-            for c in checks if not c.passed]
-
-
-def totals(run: Run) -> str:
-    counts = run.counts()
-    parts = [f"{counts[k]} {_LABEL[k].lower()}" for k in (PASSED, FAILED, ERROR, RECORDED) if counts.get(k)]
-    skipped = sum(s.skipped for s in run.suites)
-    if skipped:
-        parts.append(f"{skipped} suite(s) skipped")
-    return ", ".join(parts) or "no checks"
-
-
-def baseline_lines(run: Run) -> list[str]:
-    """What happened to each suite's baseline file."""
-    out = []
-    for suite in run.suites:
-        if suite.action in (NONE, SKIPPED) or suite.baseline_path is None:
-            continue
-        out.append(f"baseline {suite.action}: {suite.name}: {_shown(suite.baseline_path)}")
-    return out
-
-
-def report_lines(run: Run) -> list[str]:
-    names = {"junit": "JUnit XML", "markdown": "Markdown summary", "step-summary": "GitHub step summary",
-             "json": "JSON results", "openmetrics": "OpenMetrics", "roofline": "roofline plots"}
-    return [f"{names.get(kind, kind)}: {', '.join(_shown(p) for p in paths)}" for kind, paths in run.reports.items()]
-
-
-def _shown(path: Path) -> str:
+def display_path(path: Path) -> str:
+    """``path`` as a user reads it: relative to the working directory when inside it."""
     try:
         return str(Path(path).resolve().relative_to(Path.cwd()))
     except ValueError:

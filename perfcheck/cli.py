@@ -341,8 +341,9 @@ def _occupancy(args: argparse.Namespace) -> int:
 
 def _run_checks(args: argparse.Namespace, *, update: bool | None) -> "Run":
     """check / baseline update: settings -> suites -> baselines and reports -> text."""
-    from perfcheck.checking import baseline_lines, checks_table, evaluate_suite, finish, problems, report_lines, totals
+    from perfcheck.checking import evaluate_suite, finish
     from perfcheck.config import resolver
+    from perfcheck.report.text import print_run
 
     options: dict[str, object] = {k: getattr(args, k) for k in (
         "config", "arch", "peaks", "format", "baseline_dir", "junit", "markdown", "json", "openmetrics", "roofline")}
@@ -358,13 +359,7 @@ def _run_checks(args: argparse.Namespace, *, update: bool | None) -> "Run":
     for suite_run in run.suites:
         _warn(suite_run.analysis.oddities if suite_run.analysis is not None else ())
         _warn(suite_run.notices)
-    if run.checks:
-        print("\n".join(checks_table(run.checks)))
-    for line in problems(run.checks):
-        print(f"perfcheck: {line}", file=sys.stderr)
-    for line in baseline_lines(run) + report_lines(run):
-        print(f"perfcheck: {line}")
-    print(f"perfcheck: {totals(run)}")
+    print_run(run, out=sys.stdout, err=sys.stderr)
     return run
 
 

@@ -364,8 +364,9 @@ def match_kernels(pattern: str, kernels: Sequence[str]) -> list[str]:
 
 # --- evaluation ---------------------------------------------------------------------------
 
-# Per derived metric, the counter quantity it needs (for "collect ..." messages).
-_NEEDS = {
+# Per derived metric, the counter quantity it needs: for "collect ..." messages and
+# for the runner, which collects only the counters the expectations need.
+NEEDS = {
     "hbm_bw": "hbm_bytes", "hbm_bw_pct": "hbm_bytes", "ai_hbm": "hbm_bytes",
     "mem_bw": "mem_bytes", "mem_bw_pct": "mem_bytes", "ai_mem": "mem_bytes",
     "l2_bw": "l2_bytes", "l2_bw_pct": "l2_bytes", "ai_l2": "l2_bytes",
@@ -385,7 +386,7 @@ def _missing_message(metric: str, analysis: "Analysis") -> str:
         return "the profile has no launch resources (workgroup size, registers, LDS) for this kernel"
     if metric.startswith("duration") or metric in ("calls",):
         return "the profile has no timestamps or durations for this kernel"
-    quantity = _NEEDS.get(metric, metric)
+    quantity = NEEDS.get(metric, metric)
     from perfcheck.metrics.counters import QUANTITIES, counters_for
 
     if quantity in QUANTITIES and any(s.format == "perf-measure" for s in analysis.sources):

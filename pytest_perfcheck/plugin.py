@@ -604,14 +604,14 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     run = state.finished
     if run is None:
         return
-    from perfcheck import checking
+    from perfcheck.report.text import baseline_lines, checks_table, report_lines, totals
 
     terminalreporter.write_sep("=", "perfcheck summary")
-    for line in checking.checks_table(run.checks):
+    for line in checks_table(run.checks):
         terminalreporter.write_line(line)
     for suite in run.suites:
         for notice in suite.notices:
             terminalreporter.write_line(f"perfcheck: warning: {notice}", yellow=True)
-    for line in checking.baseline_lines(run) + checking.report_lines(run):
+    for line in baseline_lines(run) + report_lines(run):
         terminalreporter.write_line(f"perfcheck: {line}")
-    terminalreporter.write_line(f"perfcheck: {checking.totals(run)}", bold=True)
+    terminalreporter.write_line(f"perfcheck: {totals(run)}", bold=True)

@@ -12,6 +12,7 @@ import pytest
 from perfcheck import checking
 from perfcheck.config import resolver
 from perfcheck.model import ERROR, FAILED, PASSED, RECORDED
+from perfcheck.report.text import totals
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "stencil"
@@ -238,4 +239,4 @@ def test_skipped_suite_passes_with_a_notice(tmp_path: Path) -> None:
     assert run.exit_code == 0 and run.checks == []
     assert run.suites[0].action == "skipped"
     assert "absent" in run.suites[0].notices[0]
-    assert checking.totals(run) == "1 suite(s) skipped"
+    assert totals(run) == "1 suite(s) skipped"

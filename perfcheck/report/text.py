@@ -7,12 +7,16 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from perfcheck.model import Peaks, Source
+from perfcheck.model import ERROR, FAILED, PASSED, RECORDED, Peaks, Source
 from perfcheck.report.units import format_value
 from perfcheck.schema import PEAK_UNITS, metric_unit
 
 if TYPE_CHECKING:
+    from typing import TextIO
+
     from perfcheck.analysis import Analysis
+    from perfcheck.checking import Run
+    from perfcheck.model import Check
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]], right: set[int]) -> str:
@@ -149,3 +153,75 @@ def inspect_text(analysis: "Analysis") -> str:
         parts.append("")
         parts.append(kernel_table(table, METRIC_COLUMNS))
     return "\n".join(parts)
+
+
+# --- check runs (perfcheck check / run, the pytest summary) -----------------------------------
+
+_LABEL = {PASSED: "passed", FAILED: "FAILED", RECORDED: "recorded", ERROR: "ERROR"}
+
+
+def _shorten_middle(text: str, width: int) -> str:
+    """Keep both ends: kernels of one template differ at the end of the name."""
+    if len(text) <= width:
+        return text
+    tail = (width - 3) // 2
+    return text[: width - 3 - tail] + "..." + text[-tail:]
+
+
+def checks_table(checks: Sequence["Check"], *, kernel_width: int = 40) -> list[str]:
+    """A plain-text table: suite, kernel, expectation, observed, expected, baseline, outcome."""
+    from perfcheck.report.results import baseline_text, expected_text, observed_text
+
+    header = ["suite", "kernel", "expectation", "observed", "expected", "baseline", "outcome"]
+    rows = [
+        [c.suite, _shorten_middle(c.kernel, kernel_width), c.expression, observed_text(c), expected_text(c),
+         baseline_text(c), _LABEL.get(c.outcome, c.outcome)]
+        for c in checks
+    ]
+    return _table(header, rows, right={3, 4, 5}).splitlines()
+
+
+def problems(checks: Sequence["Check"]) -> list[str]:
+    """One line per failed or errored check, with its message."""
+    return [f"{_LABEL[c.outcome]} {c.suite + ': ' if c.suite else ''}{c.kernel} [{c.expression}]: {c.message}"
+            for c in checks if not c.passed]
+
+
+def totals(run: "Run") -> str:
+    counts = run.counts()
+    parts = [f"{counts[k]} {_LABEL[k].lower()}" for k in (PASSED, FAILED, ERROR, RECORDED) if counts.get(k)]
+    skipped = sum(s.skipped for s in run.suites)
+    if skipped:
+        parts.append(f"{skipped} suite(s) skipped")
+    return ", ".join(parts) or "no checks"
+
+
+def baseline_lines(run: "Run") -> list[str]:
+    """What happened to each suite's baseline file."""
+    from perfcheck.checking import NONE, SKIPPED, display_path
+
+    return [
+        f"baseline {suite.action}: {suite.name}: {display_path(suite.baseline_path)}"
+        for suite in run.suites
+        if suite.action not in (NONE, SKIPPED) and suite.baseline_path is not None
+    ]
+
+
+def report_lines(run: "Run") -> list[str]:
+    from perfcheck.checking import display_path
+
+    names = {"junit": "JUnit XML", "markdown": "Markdown summary", "step-summary": "GitHub step summary",
+             "json": "JSON results", "openmetrics": "OpenMetrics", "roofline": "roofline plots"}
+    return [f"{names.get(kind, kind)}: {', '.join(display_path(p) for p in paths)}" for kind, paths in run.reports.items()]
+
+
+def print_run(run: "Run", *, out: "TextIO", err: "TextIO", reports: bool = True) -> None:
+    """The terminal account of a check run: the table, each problem on stderr, what
+    happened to the baselines (and reports), the totals."""
+    if run.checks:
+        print("\n".join(checks_table(run.checks)), file=out)
+    for line in problems(run.checks):
+        print(f"perfcheck: {line}", file=err)
+    for line in baseline_lines(run) + (report_lines(run) if reports else []):
+        print(f"perfcheck: {line}", file=out)
+    print(f"perfcheck: {totals(run)}", file=out)

@@ -108,6 +108,7 @@ def _check(args: argparse.Namespace, path: object, expect: dict[str, list[str]])
     would check them (an ad-hoc suite named "run"; baselines under ./baselines)."""
     from perfcheck import checking
     from perfcheck.config import resolver
+    from perfcheck.report.text import print_run
 
     settings = resolver(cli={"arch": args.arch, "peaks": args.peaks}, discover=False)
     suite = settings.suite("run", profiles=[path], expect=expect)  # type: ignore[list-item]
@@ -118,11 +119,5 @@ def _check(args: argparse.Namespace, path: object, expect: dict[str, list[str]])
     out = sys.stderr if args.json else sys.stdout
     for notice in run.suites[0].notices:
         print(f"perfcheck: warning: {notice}", file=sys.stderr)
-    if run.checks:
-        print("\n".join(checking.checks_table(run.checks)), file=out)
-    for line in checking.problems(run.checks):
-        print(f"perfcheck: {line}", file=sys.stderr)
-    for line in checking.baseline_lines(run):
-        print(f"perfcheck: {line}", file=out)
-    print(f"perfcheck: {checking.totals(run)}", file=out)
+    print_run(run, out=out, err=sys.stderr, reports=False)
     return run.exit_code

@@ -149,11 +149,11 @@ def metrics_of(expectations: Mapping[str, Sequence[str]] | None) -> list[str]:
 def quantity_of(metric: str) -> str | None:
     """The counter quantity ``metric`` is computed from; None when the trace alone
     gives it (durations, calls, launch resources, theoretical occupancy, rank spread)."""
-    from perfcheck.expect import _NEEDS  # the metric -> quantity table the checks use
+    from perfcheck.expect import NEEDS  # the metric -> quantity table the checks use
     from perfcheck.metrics.counters import QUANTITIES
 
-    quantity = _NEEDS.get(metric, metric)
-    return quantity if quantity in QUANTITIES or quantity in _NEEDS.values() else None
+    quantity = NEEDS.get(metric, metric)
+    return quantity if quantity in QUANTITIES or quantity in NEEDS.values() else None
 
 
 def needs_for(profiler: str, family: str, metrics: Iterable[str], counters: Iterable[str] = (),
