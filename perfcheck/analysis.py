@@ -94,6 +94,7 @@ def _summarise(
     from perfcheck.arch import detect, lookup
     from perfcheck.metrics.roofline import ceilings as make_ceilings
     from perfcheck.metrics.roofline import kernel_metrics
+    from perfcheck.metrics.ranks import RankSpread
     from perfcheck.metrics.summary import KernelSummary
 
     sources = tuple(sources)
@@ -103,8 +104,6 @@ def _summarise(
         target = detect(sources)
         origin = "detected" if target is not None else "unknown"
     summary = KernelSummary(target, work=True)
-    from perfcheck.run.ranks import RankSpread
-
     spread = RankSpread()  # per-kernel time spread over MPI ranks (profiles of several ranks)
     for chunk in chunks:
         summary.add(chunk)

@@ -96,7 +96,7 @@ METRIC_UNITS: dict[str, str] = {
     "waves_per_cu": "count",
     "warps_per_sm": "count",
     "workgroups_per_cu": "count",
-    # spread of a kernel's time over MPI ranks (perfcheck.run.ranks): per-rank totals
+    # spread of a kernel's time over MPI ranks (perfcheck.metrics.ranks): per-rank totals
     "ranks": "count",
     "rank_duration_min": "s",
     "rank_duration_median": "s",

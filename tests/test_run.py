@@ -23,7 +23,7 @@ from conftest import profile
 from perfcheck.errors import ProfilerError, UsageError
 from perfcheck.run import rundir
 from perfcheck.run.plan import AMD_BLOCK_LIMITS, NCU_TRACE_METRICS, amd_blocks, plan
-from perfcheck.run.ranks import RankSpread
+from perfcheck.metrics.ranks import RankSpread
 from perfcheck.run.runner import run
 
 pytest_plugins = ["pytester"]
