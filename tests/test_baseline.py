@@ -416,6 +416,7 @@ def test_killed_writer_leaves_a_complete_baseline(tmp_path: Path) -> None:
         time.sleep(delay)
         child.send_signal(signal.SIGKILL)
         child.wait()
+        child.stdout.close()
         loaded = bl.load(path)  # never a partial file
         markers = {entry.metrics["marker"] for entry in loaded.kernels.values()}
         assert len(loaded.kernels) == 300 and markers in ({1.0}, {2.0})

@@ -180,8 +180,9 @@ class KernelSummary:
             self._work.add(chunk, codes, duration, np.ones(len(chunk)))
         present = [c for c in RESOURCES if c in chunk.columns]
         if present:
-            part = chunk[present]  # a new frame: adding _code leaves chunk alone
-            part["_code"] = codes
+            # assign: a new frame (chunk stays as it is), and no SettingWithCopyWarning
+            # on pandas 2, where a column selection may be a view
+            part = chunk[present].assign(_code=codes)
             self._resources.append(part.groupby("_code", sort=False).max())
 
     def _from_aggregates(self) -> pd.DataFrame:
