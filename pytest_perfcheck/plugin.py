@@ -29,6 +29,7 @@ at import time; they are imported when a perf item is collected or a perf test r
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -37,7 +38,7 @@ import pytest
 
 if TYPE_CHECKING:
     from perfcheck.checking import Run, SuiteRun
-    from perfcheck.config import Layer, Resolver
+    from perfcheck.config import Layer, Resolver, SuiteSettings
     from perfcheck.model import Check
 
 SKIP_REASON = "performance test: run with --perf"
@@ -206,6 +207,37 @@ class PerfConfigFile(pytest.File):
         return super().repr_failure(excinfo)  # type: ignore[return-value]
 
 
+def _prepare_once(config: pytest.Config, suite: "SuiteSettings", key: str) -> "SuiteRun":
+    """``checking.prepare``, but under pytest-xdist a suite with a command is
+    profiled once per session, not once per worker: every worker collects the config
+    suites, so the first to get here runs the profiler and records the run directory;
+    the others wait on a lock and read that directory (the GPU runs the application
+    once, and all workers check the same measurements)."""
+    from perfcheck import checking
+
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is None or suite.command is None or os.name != "posix":
+        return checking.prepare(suite)
+    import fcntl
+    import hashlib
+    import tempfile
+
+    from perfcheck.atomicfile import write_atomic
+
+    shared = Path(tempfile.gettempdir()) / f"perfcheck-xdist-{workerinput['testrunuid']}"
+    shared.mkdir(exist_ok=True)
+    name = hashlib.sha256(key.encode()).hexdigest()[:16]
+    marker = shared / f"{name}.profiles"
+    with open(shared / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if marker.exists():
+            profiles = tuple(Path(p) for p in marker.read_text(encoding="utf-8").splitlines())
+            return checking.prepare(dataclasses.replace(suite, command=None, profiles=profiles))
+        run = checking.prepare(suite)
+        write_atomic(marker, "\n".join(str(p) for p in run.settings.profiles))
+        return run
+
+
 class PerfSuite(pytest.Collector):
     """One config suite: one item per kernel x expectation (pattern x expectation,
     skipped, without --perf)."""
@@ -222,7 +254,7 @@ class PerfSuite(pytest.Collector):
         from perfcheck.errors import ProfilerNotFound
 
         try:  # a suite with a command profiles it here
-            run = checking.prepare(suite)
+            run = _prepare_once(self.config, suite, f"{self.path}::{self.name}")
         except ProfilerNotFound as exc:  # no profiler on this machine: skipped, with the reason
             yield from self._unread(str(exc))
             return

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -489,6 +490,24 @@ def test_config_suite_with_a_command(standins, cli) -> None:  # noqa: ANN001
     assert second.code == 0 and "baseline compared: gpu" in second.out
     assert len(_runs(standins.work)) == 2  # one run directory per check, both kept
     assert [c["argv"][-3:] for c in standins.calls("rocprofv3")] == [["./app", "--n", "8"]] * 2
+
+
+def test_xdist_workers_profile_a_command_suite_once(standins) -> None:  # noqa: ANN001
+    """Every pytest-xdist worker collects the config suites; the command must still
+    run under the profiler once, and every worker check that one run."""
+    pytest.importorskip("xdist")
+    _small_amd(standins.data)
+    (standins.work / "perfcheck.toml").write_text(
+        '[suites.gpu]\ncommand = "./app --n 8"\nprofiler = "rocprofv3"\n'
+        '[suites.gpu.expect]\n"stream_copy*" = ["duration <= 1 ms", "calls == 2", "duration >= 1 ns"]\n')
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "--perf", "-n", "2", "-p", "no:cacheprovider", "-q", "perfcheck.toml"],
+        capture_output=True, text=True, cwd=standins.work,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "3 passed" in result.stdout
+    assert len(standins.calls("rocprofv3")) == 1
+    assert len(_runs(standins.work)) == 1
 
 
 def test_config_suite_command_and_profiles_conflict(standins, cli) -> None:  # noqa: ANN001
