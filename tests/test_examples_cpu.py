@@ -15,6 +15,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "cpu"
 KERNELS = ("copy", "triad", "reduce_sum")
+# the reduction is held to less: NumPy's summation can be bound by its adds (examples/cpu)
+BW = {"copy": "bw >= 50% of peak", "triad": "bw >= 50% of peak", "reduce_sum": "bw >= 25% of peak"}
 
 
 def _run(baselines: Path, **env: str) -> subprocess.CompletedProcess[str]:
@@ -47,7 +49,7 @@ def test_record_compare_and_catch_a_slower_kernel(tmp_path: Path) -> None:
         doc = json.loads(path.read_text())
         assert len(doc["kernels"]) == 1 and doc["fingerprint"]["tool"] == "perfcheck.measure"
     outcomes = _outcomes(results)
-    assert {outcomes[(k, "bw >= 50% of peak")] for k in KERNELS} == {"passed"}
+    assert {outcomes[(k, BW[k])] for k in KERNELS} == {"passed"}
     assert {outcomes[(k, "duration <= baseline + 50%")] for k in KERNELS} == {"recorded"}
 
     second = _run(baselines)
@@ -62,7 +64,7 @@ def test_record_compare_and_catch_a_slower_kernel(tmp_path: Path) -> None:
     outcomes = _outcomes(results)
     assert outcomes[("copy", "bw >= 50% of peak")] == "failed"
     assert outcomes[("copy", "duration <= baseline + 50%")] == "failed"
-    assert {outcomes[(k, e)] for k in ("triad", "reduce_sum") for e in ("bw >= 50% of peak", "duration <= baseline + 50%")} == {"passed"}
+    assert {outcomes[(k, e)] for k in ("triad", "reduce_sum") for e in (BW[k], "duration <= baseline + 50%")} == {"passed"}
     assert "FAILED: copy: bw >= 50% of peak" in slower.stdout
     assert "1 failed, 2 passed" in slower.stdout
     # a failing run does not overwrite the baselines it was compared with

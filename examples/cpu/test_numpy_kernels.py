@@ -19,9 +19,11 @@ and checks two things:
   calls; between runs, only the allowance absorbs the runner's drift, hence 50%:
   a 4x slowdown fails, a busy neighbour does not.
 
-The reduction reads one array and writes nothing, so its bandwidth is above the
-copy/triad peak (STREAM's peak counts kernels with a write stream); it is checked
-the same way.
+The reduction reads one array and writes nothing. Where a core streams faster
+than NumPy adds (its pairwise summation retires about one element per cycle), it
+is bound by the adds, not by memory: 20.5 GB/s against a 48 GB/s copy peak on a
+2-vCPU AMD EPYC runner (2026-11-24), 42% of peak. It is held to 25% of peak, which
+still fails a kernel doing its work four times over.
 """
 
 from __future__ import annotations
@@ -78,4 +80,4 @@ def test_reduce_sum(perf, machine_file, arrays, repeat, slow) -> None:
     a, _, _ = arrays
     perf.measure(reduce_sum, a, times=_times("reduce_sum", slow), bytes=a.nbytes, flops=a.size,
                  repeat=repeat, peaks=machine_file)
-    perf.expect("reduce_sum", *EXPECT)
+    perf.expect("reduce_sum", "bw >= 25% of peak", EXPECT[1])
