@@ -147,6 +147,13 @@ PEAK_UNITS: dict[str, str] = {
     "mfma_rate_fp16": "FLOP/s",
     "mfma_rate_bf16": "FLOP/s",
     "mfma_rate_int8": "OP/s",
+    # rocprof-compute 3.3 roofline.csv (MI300/MI350 builds): MFMA F8, F6 and F4, and
+    # the MALL (Infinity Cache) bandwidth.
+    "mfma_rate_fp8": "FLOP/s",
+    "mfma_rate_f6": "FLOP/s",
+    "mfma_rate_f4": "FLOP/s",
+    "mfma_rate_f6f4": "FLOP/s",
+    "mall_bw": "B/s",
 }
 
 
