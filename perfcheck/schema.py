@@ -77,6 +77,11 @@ COLUMNS: dict[str, Column] = {c.name: c for c in _COLUMNS}
 # Units of the per-kernel summary quantities (the vocabulary of DESIGN.md section 4).
 METRIC_UNITS: dict[str, str] = {
     "calls": "count",
+    # AMD per-level latencies (metrics.counters), in shader-clock cycles
+    "vmem_latency": "cycles",
+    "smem_latency": "cycles",
+    "lds_latency": "cycles",
+    "ifetch_latency": "cycles",
     "duration": "s",
     "duration_mean": "s",
     "duration_min": "s",

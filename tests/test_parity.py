@@ -42,6 +42,13 @@ def test_mi200_vcopy_against_rocprof_compute_3_0() -> None:
     # MI250 GCD, is not known to perfcheck's database, and need not be).
     assert k["achieved_occupancy_pct"] == pytest.approx(53.06, rel=0.02)
     assert k["achieved_occupancy_pct"] == pytest.approx(100 * 1765.97 / 3328, rel=1e-4)
+    # What the per-level files make cheap: 11.2.9 VMEM Latency 1697.15 cycles, 11.2.10
+    # SMEM Latency 362.52, 13.2.5 Instruction Fetch Latency 18.50; 12.2.2 LDS Latency
+    # empty (no LDS instructions): missing here too.
+    assert k["vmem_latency"] == pytest.approx(1697.15, rel=1e-5)
+    assert k["smem_latency"] == pytest.approx(362.52, rel=1e-5)
+    assert k["ifetch_latency"] == pytest.approx(18.50, rel=1e-3)
+    assert math.isnan(k["lds_latency"])
     # Top Stats: 3 dispatches, Sum 52320 ns, Mean 17440 ns.
     assert k["calls"] == 3 and k["duration_total"] == pytest.approx(52320e-9, rel=1e-9)
     # Roofline bytes (roofline_calc.py, MI200 branch) per dispatch, the mean over the 3:
@@ -81,6 +88,11 @@ def test_mi300x_vcopy_against_rocprof_compute_3_0() -> None:
     # wrote timestamps as 8.1097E+14, so End - Start = 0): perfcheck says missing, with
     # the reader's warning about the lossy timestamps.
     assert math.isnan(k["duration"]) and math.isnan(k["hbm_bw"])
+    # 11.2.9 VMEM Latency 1038.78, 11.2.10 SMEM Latency 4446.79, 13.2.5 Instruction
+    # Fetch Latency 27.19 cycles (these need no time either).
+    assert k["vmem_latency"] == pytest.approx(1038.78, rel=1e-5)
+    assert k["smem_latency"] == pytest.approx(4446.79, rel=1e-5)
+    assert k["ifetch_latency"] == pytest.approx(27.19, rel=1e-3)
     # Bytes do not need the time: bubble formula (roofline_calc.py, non-MI200 branch).
     assert k["hbm_bytes"] == pytest.approx(np.mean([16_792_512, 16_791_744, 16_791_424]), rel=0.002)
 

@@ -15,7 +15,8 @@ Omniperf was renamed rocprofiler-compute in 2024 (3.x); the workload layout stay
   ``SQ_ACCUM_PREV_HIRES``, which sums whichever ``*_LEVEL`` counter its pass
   collected. The analyzer joins them to pmc_perf.csv by dispatch (utils/file_io.py
   create_df_pmc, ``coll_level``); so does this reader, naming each file's
-  accumulator as rocprofiler-sdk does (``SQ_LEVEL_WAVES_ACCUM``,
+  accumulator as rocprof-compute 3.3 names the rocprofv3 counters
+  (profile_configs/counter_defs.yaml: ``SQ_LEVEL_WAVES_ACCUM``,
   ``SQ_INST_LEVEL_VMEM_ACCUM``, ...). Counters in pmc_perf.csv itself (such as
   ``GRBM_GUI_ACTIVE``) keep its values, as in the analyzer's formulas.
 
@@ -114,8 +115,8 @@ _IDENTITY: dict[str, str] = {
 _KERNEL_COLUMNS = ("Kernel_Name", "KernelName")
 _TIMING = ("start_ns", "end_ns", "duration")
 
-# Per-level files -> the accumulator's name (rocprofiler-sdk's derived counters
-# accumulate(X, HIGH_RES) are named X_ACCUM).
+# Per-level files; each one's accumulator is read as X_ACCUM (the rocprofv3 derived
+# counter accumulate(X, HIGH_RES), rocprof-compute 3.3 counter_defs.yaml).
 LEVEL_FILES: tuple[str, ...] = (
     "SQ_LEVEL_WAVES", "SQ_INST_LEVEL_VMEM", "SQ_INST_LEVEL_SMEM", "SQ_INST_LEVEL_LDS", "SQ_IFETCH_LEVEL",
 )

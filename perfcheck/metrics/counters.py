@@ -78,8 +78,11 @@ EXTENSIVE: tuple[str, ...] = (
     "flops",  # every FLOP quantity above that was collected, summed
     "instructions",  # wavefront (AMD) / warp (NVIDIA) instructions
 )
-# Intensive: averaged, never summed.
-INTENSIVE: tuple[str, ...] = ("achieved_occupancy_pct",)
+# Intensive: averaged over dispatches (as rocprof-compute's AVG), never summed.
+# The latencies are cycles per instruction (per fetch), from the per-level passes.
+INTENSIVE: tuple[str, ...] = (
+    "achieved_occupancy_pct", "vmem_latency", "smem_latency", "lds_latency", "ifetch_latency",
+)
 QUANTITIES: tuple[str, ...] = EXTENSIVE + INTENSIVE
 
 # The FLOP quantities ``flops`` adds up (MFMA int8 counts integer operations).
@@ -369,6 +372,25 @@ FORMULAS: tuple[Formula, ...] = (
             lambda c, ctx: _amd_occupancy(c["SQ_ACCUM_PREV_HIRES"], c, ctx),
             "rocprof-compute speed-of-light 'Wavefront Occupancy' (rocprof v1/v2 names)",
             unless=_OTHER_LEVELS),
+    # ---- latencies (rocprof-compute 11.2.9 VMEM, 11.2.10 SMEM, 12.2.2 LDS, 13.2.5
+    # Instruction Fetch Latency; coll_level SQ_INST_LEVEL_* / SQ_IFETCH_LEVEL): the pass's
+    # accumulator of instructions in flight over the instructions issued = mean cycles
+    # each spent in flight. The instruction counts come from pmc_perf.csv, where the
+    # analyzer takes them from the level file: the same counts of the same dispatch
+    # (the MI200 vcopy workload: 32,768 VMEM, 65,536 SMEM instructions in both). No
+    # instructions, no latency (the analyzer's "else None").
+    *(
+        Formula(quantity, ROCPROF, (f"{level}_ACCUM", count),
+                (lambda level, count: lambda c, ctx: np.where(c[count] > 0, c[f"{level}_ACCUM"] / c[count], np.nan))(
+                    level, count),
+                f"rocprof-compute '{label}' ({level}.csv accumulator / {count})", suggested=True)
+        for quantity, level, count, label in (
+            ("vmem_latency", "SQ_INST_LEVEL_VMEM", "SQ_INSTS_VMEM", "VMEM Latency"),
+            ("smem_latency", "SQ_INST_LEVEL_SMEM", "SQ_INSTS_SMEM", "SMEM Latency"),
+            ("lds_latency", "SQ_INST_LEVEL_LDS", "SQ_INSTS_LDS", "LDS Latency"),
+            ("ifetch_latency", "SQ_IFETCH_LEVEL", "SQ_IFETCH", "Instruction Fetch Latency"),
+        )
+    ),
     # ncu: warps active per active cycle as % of the SM's maximum (Occupancy section
     # "Achieved Occupancy"); the details page may name it by that label.
     Formula("achieved_occupancy_pct", NCU, ("sm__warps_active.avg.pct_of_peak_sustained_active",),
