@@ -72,7 +72,7 @@ import math
 import os
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -81,6 +81,7 @@ import numpy as np
 from perfcheck import __version__
 from perfcheck.atomicfile import write_atomic
 from perfcheck.errors import InputError, UsageError
+from perfcheck.kernelkey import KernelMap
 from perfcheck.schema import metric_unit
 
 if TYPE_CHECKING:
@@ -144,6 +145,18 @@ class Baseline:
     fingerprint: Mapping[str, str]
     kernels: Mapping[str, KernelBaseline]
     path: str | None = None
+
+    def __post_init__(self) -> None:
+        # Kernels are kept under their canonical key (perfcheck.kernelkey), so a rebuild
+        # that adds "[clone .kd]" or a hash suffix keeps its baseline; files written
+        # with raw names are migrated as they are read (and written keyed next time).
+        if not isinstance(self.kernels, KernelMap):
+            object.__setattr__(self, "kernels", KernelMap(self.kernels))
+
+    def renamed(self, aliases: Mapping[str, str]) -> "Baseline":
+        """The same baseline with the config's ``aliases`` (old name -> new name)
+        applied: an old name's entry is found under the new name."""
+        return replace(self, kernels=KernelMap(self.kernels, aliases))
 
 
 @dataclass(frozen=True)

@@ -143,6 +143,8 @@ def prepare(suite: SuiteSettings, profile: "Profile | None" = None) -> SuiteRun:
     fingerprint = baselines.fingerprint(analysis)
     run.baseline_path = baselines.baseline_path(suite.baseline_dir, suite.name, fingerprint)
     stored = baselines.load(run.baseline_path)
+    if stored is not None and getattr(suite, "aliases", None):
+        stored = stored.renamed(suite.aliases)  # renamed kernels keep their baseline
     if stored is not None and (why := baselines.mismatch(stored, fingerprint)):
         run.action = MISMATCH
         run.notices.append(f"suite {suite.name!r}: {why}")

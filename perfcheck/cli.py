@@ -144,7 +144,7 @@ def _parser() -> argparse.ArgumentParser:
                         help="add this run to the stored baseline instead of replacing it "
                         "(repeated runs make timing decisions aware of run-to-run noise)")
 
-    from perfcheck.run.cli import add_parser as add_run_parser  # light: argparse only
+    from perfcheck.cli_run import add_parser as add_run_parser  # light: argparse only
 
     add_run_parser(sub)
     return parser
@@ -382,7 +382,7 @@ def _formats(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from perfcheck.run.cli import command
+    from perfcheck.cli_run import command
 
     return command(args)
 

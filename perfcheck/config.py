@@ -155,6 +155,15 @@ def _tolerances(raw: object, origin: str, base: Path) -> dict[str, float]:
     return {ALIASES.get(str(k), str(k)): parse_tolerance(v, f"{origin}.{k}") for k, v in raw.items()}
 
 
+def _aliases(raw: object, origin: str, base: Path) -> dict[str, str]:
+    """{old kernel name: new kernel name}: a renamed kernel keeps its baseline
+    (perfcheck.kernelkey; either name may be written in any spelling it has)."""
+    if not isinstance(raw, Mapping) or not all(isinstance(k, str) and isinstance(v, str) and k.strip() and v.strip()
+                                                for k, v in raw.items()):
+        raise ConfigError(origin, f"expected a table of \"old kernel name\" = \"new kernel name\", not {raw!r}")
+    return {str(k): str(v) for k, v in raw.items()}
+
+
 def _expect(raw: object, origin: str, base: Path) -> dict[str, tuple[str, ...]]:
     """{kernel pattern: [expectation, ...]} (a single string is one expectation)."""
     if not isinstance(raw, Mapping) or not raw:
@@ -216,6 +225,7 @@ _CONVERT: dict[str, Callable[[object, str, Path], object]] = {
     "format": _string,
     "baseline_dir": _path,
     "tolerances": _tolerances,
+    "aliases": _aliases,
     "update_baseline": _bool,
     "suites": _strings,
     "profiles": _paths,
@@ -235,10 +245,10 @@ _CONVERT: dict[str, Callable[[object, str, Path], object]] = {
     "runs_dir": _path,
 }
 # Keys a config file may set, at the top of [tool.perfcheck] and in a suite.
-GLOBAL_KEYS = ("arch", "peaks", "machine", "format", "baseline_dir", "tolerances",
+GLOBAL_KEYS = ("arch", "peaks", "machine", "format", "baseline_dir", "tolerances", "aliases",
                "junit", "markdown", "json", "openmetrics", "roofline",
                "profiler", "launcher", "timeout", "runs_dir")
-SUITE_KEYS = ("profiles", "expect", "arch", "peaks", "machine", "format", "tolerances", "skip_if_missing",
+SUITE_KEYS = ("profiles", "expect", "arch", "peaks", "machine", "format", "tolerances", "aliases", "skip_if_missing",
               "command", "profiler", "launcher", "timeout", "rank", "runs_dir")
 # Written names that mean a canonical key ("device = mi100" is "arch": lookup takes both).
 _SYNONYMS = {"device": "arch", "baseline-dir": "baseline_dir", "skip-if-missing": "skip_if_missing"}
@@ -440,6 +450,7 @@ class SuiteSettings:
     rank: int | None = None  # check this rank only (None: all ranks together)
     runs_dir: Path | None = None  # parent of the run directories (default: perfcheck-runs/ by the baselines)
     workdir: Path | None = None  # where the command runs (the config file's directory)
+    aliases: Mapping[str, str] = field(default_factory=dict)  # old kernel name -> new (baselines follow)
 
     def origin(self, key: str) -> str:
         return self.origins.get(key, "default")
@@ -455,6 +466,7 @@ class SuiteSettings:
             "command": list(self.command) if self.command is not None else None, "profiler": self.profiler,
             "launcher": self.launcher, "timeout": self.timeout, "rank": self.rank,
             "runs_dir": str(self.runs_dir) if self.runs_dir else None, "workdir": str(self.workdir) if self.workdir else None,
+            "aliases": dict(self.aliases),
         }
 
     @classmethod
@@ -470,6 +482,7 @@ class SuiteSettings:
             profiler=doc.get("profiler"), launcher=doc.get("launcher"), timeout=doc.get("timeout"),  # type: ignore[arg-type]
             rank=doc.get("rank"), runs_dir=Path(doc["runs_dir"]) if doc.get("runs_dir") else None,  # type: ignore[arg-type]
             workdir=Path(doc["workdir"]) if doc.get("workdir") else None,  # type: ignore[arg-type]
+            aliases=dict(doc.get("aliases") or {}),  # type: ignore[arg-type]
         )
 
 
@@ -593,6 +606,7 @@ class Resolver:
             timeout=get("timeout"),  # type: ignore[arg-type]
             rank=get("rank"),  # type: ignore[arg-type]
             runs_dir=get("runs_dir"),  # type: ignore[arg-type]
+            aliases=dict(get("aliases", {})),  # type: ignore[arg-type]
         )
         if settings.command is not None:
             settings = _replace(settings, workdir=self._default_base())

@@ -77,6 +77,11 @@ COLUMNS: dict[str, Column] = {c.name: c for c in _COLUMNS}
 # Units of the per-kernel summary quantities (the vocabulary of DESIGN.md section 4).
 METRIC_UNITS: dict[str, str] = {
     "calls": "count",
+    # AMD per-level latencies (metrics.counters), in shader-clock cycles
+    "vmem_latency": "cycles",
+    "smem_latency": "cycles",
+    "lds_latency": "cycles",
+    "ifetch_latency": "cycles",
     "duration": "s",
     "duration_mean": "s",
     "duration_min": "s",
@@ -147,6 +152,13 @@ PEAK_UNITS: dict[str, str] = {
     "mfma_rate_fp16": "FLOP/s",
     "mfma_rate_bf16": "FLOP/s",
     "mfma_rate_int8": "OP/s",
+    # rocprof-compute 3.3 roofline.csv (MI300/MI350 builds): MFMA F8, F6 and F4, and
+    # the MALL (Infinity Cache) bandwidth.
+    "mfma_rate_fp8": "FLOP/s",
+    "mfma_rate_f6": "FLOP/s",
+    "mfma_rate_f4": "FLOP/s",
+    "mfma_rate_f6f4": "FLOP/s",
+    "mall_bw": "B/s",
 }
 
 

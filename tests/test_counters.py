@@ -108,16 +108,14 @@ def test_mi300_hbm_counts_bubbles_as_128_byte_reads() -> None:
     assert w["hbm_bytes"].tolist() == [8640 + 2240]
 
 
-def test_gfx950_uses_rdreq_128b_and_never_the_bubble_workaround() -> None:
+def test_gfx950_uses_rdreq_128b_where_collected_else_the_analyzers_bubble_formula() -> None:
     both = {"TCC_EA0_RDREQ_sum": [100], "TCC_EA0_RDREQ_32B_sum": [10], "TCC_BUBBLE_sum": [0],
             "TCC_EA0_RDREQ_128B_sum": [40], "TCC_EA0_WRREQ_sum": [0], "TCC_EA0_WRREQ_64B_sum": [0]}
     assert work(frame(**both), GFX950)["hbm_read_bytes"].tolist() == [128 * 40 + 64 * 50 + 32 * 10]
-    # Without TCC_EA0_RDREQ_128B, gfx950's TCC_BUBBLE gives a known-wrong count (rocm-systems
-    # PR #2501): left empty on gfx950, computed when the arch is not known.
+    # Without TCC_EA0_RDREQ_128B: rocprof-compute 3.3's own formula (roofline_calc.py counts
+    # TCC_BUBBLE on gfx950 too), the same with or without the arch.
     bubble_only = {k: v for k, v in both.items() if k != "TCC_EA0_RDREQ_128B_sum"}
-    w = work(frame(**bubble_only), GFX950)
-    assert np.isnan(w["hbm_read_bytes"][0]) and np.isnan(w["hbm_bytes"][0])
-    assert w["hbm_write_bytes"].tolist() == [0.0]
+    assert work(frame(**bubble_only), GFX950)["hbm_read_bytes"].tolist() == [64 * 90 + 32 * 10]
     assert work(frame(**bubble_only), None)["hbm_read_bytes"].tolist() == [64 * 90 + 32 * 10]
 
 
@@ -362,8 +360,11 @@ def test_omniperf_mi200_veccopy_hbm_bytes() -> None:
     # these wavefront-level counters (see the comment in metrics/counters.py).
     assert w["instructions"].tolist() == [16384 * 13.0] * 3
     assert (4 * 163840 + 49152) / 64 == 11008
-    # Achieved occupancy needs SQ_ACCUM_PREV_HIRES: in SQ_LEVEL_WAVES.csv, not pmc_perf.csv.
-    assert "achieved_occupancy_pct" not in w.columns
+    # Achieved occupancy needs SQ_ACCUM_PREV_HIRES: in SQ_LEVEL_WAVES.csv, joined by dispatch
+    # as rocprof-compute 3.0's analyzer does (7.2.7 Wavefront Occupancy: min 1520.42, max
+    # 1915.80 waves; of 32 x 104 slots): accumulator / (pmc_perf.csv's GRBM_GUI_ACTIVE / 1 XCD).
+    assert w["achieved_occupancy_pct"].tolist() == pytest.approx(
+        [100 * 1520.42 / 3328, 100 * 1861.67 / 3328, 100 * 1915.80 / 3328], rel=1e-5)
 
 
 def test_omniperf_mi200_veccopy_achieved_occupancy() -> None:
@@ -392,14 +393,15 @@ def test_omniperf_mi300x_veccopy() -> None:
     assert occ[0] == pytest.approx(100 * 155189876 / (486977 / 8) / (32 * 304), rel=1e-12)  # 26.21 %
 
 
-def test_omniperf_mi350_bubble_counts_half_the_reads() -> None:
-    # rocprof-compute 3.1, gfx950: TCC_BUBBLE_sum = 0 although the 65,640 reads are
-    # 128-byte ones (TCC_READ_sum 66,936 ~ 8 MiB / 128 B): the tool's own formula gives
-    # 4.2 MB for an 8 MiB read. perfcheck leaves it empty once the arch is known.
+def test_omniperf_mi350_bubble_formula_as_the_analyzer() -> None:
+    # rocprof-compute 3.1 workload, gfx950: TCC_BUBBLE_sum = 0 although the 65,640 reads
+    # are 128-byte ones (TCC_READ_sum 66,936 ~ 8 MiB / 128 B), so the analyzer's formula
+    # gives 4.2 MB for an 8 MiB read; perfcheck reports the analyzer's figure (parity,
+    # tests/test_parity.py) and uses TCC_EA0_RDREQ_128B where it was collected.
     d = read_profile(profile("omniperf/rocm-systems-vcopy-MI350")).dispatches
     assert work(d, None)["hbm_read_bytes"][0] == 65640 * 64
     w = work(d, GFX950)
-    assert w["hbm_read_bytes"].isna().all() and w["hbm_bytes"].isna().all()
+    assert w["hbm_read_bytes"][0] == 65640 * 64
     assert w["hbm_write_bytes"].tolist() == [131072 * 64.0] * 3
 
 

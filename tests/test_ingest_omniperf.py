@@ -370,3 +370,50 @@ def test_roofline_wrong_format_named(cli, tmp_path: Path) -> None:
     bad.write_text("device;HBMBw;L2Bw\n0;1;2\n")
     line = one_line_error(cli("peaks", bad, "--format", "omniperf-roofline"))
     assert str(bad) in line and "missing" in line
+
+
+# rocprof-compute 3.3 roofline.csv header (the roofline binaries of ROCm/rocm-systems
+# 1b1610fc2, projects/rocprofiler-compute/src/utils/rooflines: "device,HBMBw,HBMBwLow,
+# hbmBwHigh,MALLBw,...,MFMAF4Flops,...,MFMAI8Ops,..."). No real 3.3 file is among the
+# shared profiles, so this one is written here with MI300X-like figures: F4/F6 are 0
+# (no such unit before MI350), which means unsupported.
+_ROOFLINE_33 = {
+    "HBMBw": 4200.0, "MALLBw": 11000.0, "L2Bw": 14000.0, "L1Bw": 21000.0, "LDSBw": 60000.0,
+    "FP64Flops": 70000.0, "FP32Flops": 120000.0, "FP16Flops": 150000.0, "BF16Flops": 150000.0,
+    "I32Ops": 70000.0, "I8Ops": 0.0,
+    "MFMAF4Flops": 0.0, "MFMAF6Flops": 0.0, "MFMAF8Flops": 1900000.0, "MFMAF16Flops": 950000.0,
+    "MFMABF16Flops": 940000.0, "MFMAF32Flops": 140000.0, "MFMAF64Flops": 140000.0, "MFMAI8Ops": 1800000.0,
+}
+
+
+def test_roofline_csv_3_3_reads_every_ceiling_and_zero_is_missing(tmp_path: Path) -> None:
+    from perfcheck.ingest import read_peaks
+
+    header, row = ["device"], ["0"]
+    for name, value in _ROOFLINE_33.items():
+        high = "hbmBwHigh" if name == "HBMBw" else f"{name}High"
+        header += [name, f"{name}Low", high]
+        row += [f"{value:.2f}", f"{value * 0.99:.2f}", f"{value * 1.01:.2f}"]
+    path = tmp_path / "roofline.csv"
+    path.write_text(",".join(header) + "\n" + ",".join(row) + "\n")
+    peaks = read_peaks(path)
+    assert peaks.values["hbm_bw"] == 4200e9 and peaks.values["mall_bw"] == 11000e9
+    assert peaks.values["mfma_rate_fp8"] == 1.9e15 and peaks.values["mfma_rate_bf16"] == 9.4e14
+    assert peaks.values["mfma_rate_int8"] == 1.8e15 and peaks.values["mfma_rate_fp64"] == 1.4e14
+    # Zero = unsupported: no ceiling at all (never a zero roof), and a warning naming it.
+    for missing in ("mfma_rate_f4", "mfma_rate_f6", "mfma_rate_f6f4", "iop_rate_int8"):
+        assert missing not in peaks.values
+    assert not any(d.value == 0 for d in peaks.details)
+    warned = " ".join(o.what for o in peaks.oddities)
+    assert "MFMAF4Flops" in warned and "MFMAF6Flops" in warned and "unsupported" in warned
+    assert "device 0 hbmBwHigh" in {d.name for d in peaks.details}
+
+
+def test_roofline_csv_f6_f4_share_the_lower_roof(tmp_path: Path) -> None:
+    from perfcheck.ingest import read_peaks
+
+    path = tmp_path / "roofline.csv"
+    path.write_text("device,HBMBw,MFMAF6Flops,MFMAF4Flops\n0,8000,5000000,9000000\n")
+    peaks = read_peaks(path)
+    assert peaks.values["mfma_rate_f6f4"] == 5e15 == peaks.values["mfma_rate_f6"]
+    assert peaks.values["mfma_rate_f4"] == 9e15

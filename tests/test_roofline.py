@@ -377,3 +377,24 @@ def test_real_database_theoretical_percentages() -> None:
     assert kernel_metrics(kernels, roofs)["hbm_bw_pct"].iloc[0] == pytest.approx(482.9342390844562 / 1228.8 * 100)
     # an arch alone (no product) gives no theoretical figure
     assert ceilings(arch.lookup("gfx908"), None) == {}
+
+
+def test_mfma_gemm_summary_with_rate_columns_runs_against_its_mfma_roof() -> None:
+    # A per-kernel summary holds each quantity and its rate (mfma_flops_bf16_rate): the
+    # rate column is no precision class of its own (it gave 'mfma_rate_bf16_rate', a
+    # ceiling no one has, and an empty bound).
+    roofs = {
+        "hbm_bw": Ceiling("hbm_bw", 5.3e12, "B/s", "empirical", "hand"),
+        "mfma_rate_bf16": Ceiling("mfma_rate_bf16", 1.3e15, "FLOP/s", "empirical", "hand"),
+        "flop_rate_fp32": Ceiling("flop_rate_fp32", 1.6e14, "FLOP/s", "empirical", "hand"),
+    }
+    kernels = pd.DataFrame({"calls": [10], "duration": [1e-3], "duration_mean": [1e-3],
+                            "mfma_flops_bf16": [6.9e11], "mfma_flops_bf16_rate": [6.9e14],
+                            "flops_fp32": [1e6], "flops_fp32_rate": [1e9],
+                            "flops": [6.9e11 + 1e6], "flops_rate": [6.9e14 + 1e9],
+                            "hbm_bytes": [1.2e8], "hbm_bytes_rate": [1.2e11]})
+    row = kernel_metrics(kernels, roofs).iloc[0]
+    assert row["compute_ceiling"] == "mfma_rate_bf16"
+    # I = 5750 FLOP/B: 5750 x 5.3e12 >> 1.3e15 -> compute-bound on the BF16 MFMA roof
+    assert (row["bound"], row["roofline_ceiling"], row["attainable"]) == ("compute", "mfma_rate_bf16", 1.3e15)
+    assert row["roofline_pct"] == pytest.approx((6.9e14 + 1e9) / 1.3e15 * 100)

@@ -528,7 +528,7 @@ def _heavy_modules_loaded_once() -> None:
     import perfcheck.checking  # noqa: F401
     import perfcheck.ingest  # noqa: F401
     import perfcheck.metrics.counters  # noqa: F401
-    import perfcheck.run.merge  # noqa: F401
+    import perfcheck.ingest.runs  # noqa: F401
 
 
 def test_perf_run_fixture(standins, pytester, _heavy_modules_loaded_once) -> None:  # noqa: ANN001

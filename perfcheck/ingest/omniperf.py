@@ -9,7 +9,20 @@ Omniperf was renamed rocprofiler-compute in 2024 (3.x); the workload layout stay
 * ``sysinfo.csv``: one row describing the GPU, the host and (2.x+) the tool version;
 * ``timestamps.csv`` (1.x, 2.x): the timing pass, already copied into pmc_perf.csv;
 * ``log.txt`` (2.x+): the profiling log, whose first lines name the exact version;
-* ``roofline.csv``: empirical peaks per GPU, when the roofline benchmark ran.
+* ``roofline.csv``: empirical peaks per GPU, when the roofline benchmark ran;
+* ``SQ_LEVEL_WAVES.csv``, ``SQ_INST_LEVEL_{LDS,SMEM,VMEM}.csv``, ``SQ_IFETCH_LEVEL.csv``
+  (2.x+): one pass each, because rocprof v1/v2 have a single accumulator,
+  ``SQ_ACCUM_PREV_HIRES``, which sums whichever ``*_LEVEL`` counter its pass
+  collected. The analyzer joins them to pmc_perf.csv by dispatch (utils/file_io.py
+  create_df_pmc, ``coll_level``); so does this reader, naming each file's
+  accumulator as rocprof-compute 3.3 names the rocprofv3 counters
+  (profile_configs/counter_defs.yaml: ``SQ_LEVEL_WAVES_ACCUM``,
+  ``SQ_INST_LEVEL_VMEM_ACCUM``, ...). Counters in pmc_perf.csv itself (such as
+  ``GRBM_GUI_ACTIVE``) keep its values, as in the analyzer's formulas.
+
+sysinfo.csv's ``cu_per_gpu``, ``max_waves_per_cu`` and ``num_xcd`` (the analyzer's
+``$cu_per_gpu`` ... variables: the device as profiled, partition mode included) are
+passed on as constant columns ``raw.sysinfo.NAME`` when a formula wants them.
 
 Column generations seen in the tools' own test workloads:
 
@@ -101,6 +114,15 @@ _IDENTITY: dict[str, str] = {
 }
 _KERNEL_COLUMNS = ("Kernel_Name", "KernelName")
 _TIMING = ("start_ns", "end_ns", "duration")
+
+# Per-level files; each one's accumulator is read as X_ACCUM (the rocprofv3 derived
+# counter accumulate(X, HIGH_RES), rocprof-compute 3.3 counter_defs.yaml).
+LEVEL_FILES: tuple[str, ...] = (
+    "SQ_LEVEL_WAVES", "SQ_INST_LEVEL_VMEM", "SQ_INST_LEVEL_SMEM", "SQ_INST_LEVEL_LDS", "SQ_IFETCH_LEVEL",
+)
+_ACCUMULATOR = "SQ_ACCUM_PREV_HIRES"
+SYSINFO_PREFIX = "sysinfo."
+SYSINFO_FIGURES: tuple[str, ...] = ("cu_per_gpu", "max_waves_per_cu", "num_xcd")
 
 # Columns that are neither canonical nor counters: code-object/signal handles (hex
 # strings), the queue slot, the host-side clocks the tool discards, pass bookkeeping.
@@ -395,6 +417,8 @@ class _Plan:
     counters: list[str]
     stamps: pd.DataFrame | None  # timestamps.csv fallback
     want_timing: bool
+    levels: pd.DataFrame | None = None  # per-level accumulators by dispatch id
+    sysinfo: dict[str, float] = field(default_factory=dict)  # raw.sysinfo.* constants
 
     @property
     def include(self) -> list[str]:
@@ -429,7 +453,61 @@ def _plan(path: Path, layout: _Layout, want: Want, oddities: list[Oddity]) -> _P
     elif not want_timing:
         start = end = None
     counters = [c for c in layout.counters if raw(c) in want]
-    return _Plan(identity, start, end, counters, stamps, want_timing)
+    plan = _Plan(identity, start, end, counters, stamps, want_timing)
+    plan.sysinfo = _sysinfo_figures(path.parent, want)
+    wanted_levels = [n for n in LEVEL_FILES if raw(f"{n}_ACCUM") in want and raw(f"{n}_ACCUM") not in
+                     {raw(c) for c in layout.counters}]
+    if wanted_levels and "dispatch_id" in layout.identity:
+        plan.levels = _levels_table(path.parent, wanted_levels, oddities)
+        if plan.levels is not None:
+            plan.identity["dispatch_id"] = layout.identity["dispatch_id"]
+    return plan
+
+
+def _levels_table(directory: Path, names: list[str], oddities: list[Oddity]) -> pd.DataFrame | None:
+    """The accumulator of each per-level file, indexed by dispatch id. Only the two
+    columns are converted (pyarrow, block by block), as for pmc_perf.csv."""
+    columns: dict[str, pd.Series] = {}
+    for name in names:
+        path = directory / f"{name}.csv"
+        if not path.is_file():
+            continue
+        header = [f.strip() for f in split_csv_line(_first_lines(path)[0])]
+        id_col = next((c for c in ("Dispatch_ID", "Index") if c in header), None)
+        if id_col is None or _ACCUMULATOR not in header:
+            oddities.append(Oddity(str(path), f"no {id_col or 'Dispatch_ID'} or {_ACCUMULATOR} column; "
+                                              f"{name}_ACCUM (and what it gives, such as achieved occupancy) unknown"))
+            continue
+        try:
+            table = pacsv.read_csv(path, convert_options=pacsv.ConvertOptions(
+                include_columns=[id_col, _ACCUMULATOR],
+                column_types={id_col: pa.float64(), _ACCUMULATOR: pa.float64()}))
+        except pa.ArrowInvalid as exc:
+            raise InputError(path, f"malformed per-level file ({str(exc).splitlines()[0][:160]})",
+                             hint="is the workload complete?") from None
+        ids = table.column(id_col).to_numpy(zero_copy_only=False)
+        values = pd.Series(table.column(_ACCUMULATOR).to_numpy(zero_copy_only=False), index=ids)
+        values = values[~np.isnan(ids)]
+        columns[raw(f"{name}_ACCUM")] = values[~values.index.duplicated(keep="first")]
+    if not columns:
+        return None
+    return pd.DataFrame(columns)
+
+
+def _sysinfo_figures(directory: Path, want: Want) -> dict[str, float]:
+    wanted = [n for n in SYSINFO_FIGURES if raw(SYSINFO_PREFIX + n) in want]
+    if not wanted:
+        return {}
+    info, _ = _sysinfo(directory)
+    figures = {}
+    for name in wanted:
+        try:
+            value = float(info.get(name, "nan"))
+        except ValueError:
+            continue
+        if np.isfinite(value) and value > 0:
+            figures[raw(SYSINFO_PREFIX + name)] = value
+    return figures
 
 
 def _stamps_of(table: pa.Table, plan: _Plan, path: Path, first_line: int) -> tuple[_Clock, _Clock] | None:
@@ -465,6 +543,13 @@ def _frame(table: pa.Table, plan: _Plan, path: Path, first_line: int, tally: dic
         counters = table.select(plan.counters).to_pandas()
         counters.columns = [raw(c) for c in plan.counters]
         frame = pd.concat([frame, counters], axis=1)
+    if plan.levels is not None:
+        ids = table.column(plan.identity["dispatch_id"]).to_numpy(zero_copy_only=False)
+        levels = plan.levels.reindex(ids)
+        levels.index = frame.index
+        frame = pd.concat([frame, levels], axis=1)
+    for name, value in plan.sysinfo.items():
+        frame[name] = value
     return frame
 
 
@@ -600,9 +685,16 @@ def _sniff_pmc_file(sniff: Sniff) -> bool:
 # column -> peak name, matched case-insensitively (the tool writes "hbmBwHigh" next to
 # "HBMBwLow"). MFMA (matrix core) ceilings are separate peaks: on MI200 MFMA FP64 is
 # twice the vector FP64 rate, so folding them into flop_rate_* would mix two roofs.
-# MALL (Infinity Cache), FP8 and MFMA F8/F6/F4 columns (MI300/MI350 builds) map to no
-# peak name and stay in the details.
+# rocprof-compute 3.3 (rocm-systems 1b1610fc2, the roofline binaries' header
+# "device,HBMBw,HBMBwLow,hbmBwHigh,MALLBw,...,MFMAF4Flops,...,MFMAF6Flops,...,MFMAF8Flops,
+# ...,MFMAI8Ops,...") adds the MALL (Infinity Cache) bandwidth and MFMA F8/F6/F4; a GPU
+# without a unit (F6/F4 before MI350, MALL before MI300) gets 0 there, which means
+# unsupported: it becomes a missing ceiling with a warning, never a zero roof.
 _CEILINGS: dict[str, str] = {
+    "mallbw": "mall_bw",
+    "mfmaf8flops": "mfma_rate_fp8",
+    "mfmaf6flops": "mfma_rate_f6",
+    "mfmaf4flops": "mfma_rate_f4",
     "hbmbw": "hbm_bw",
     "l2bw": "l2_bw",
     "l1bw": "l1_bw",
@@ -668,6 +760,7 @@ def _read_roofline(path: Path) -> Peaks:
     units = {c: _roofline_unit(c) for c in header[1:]}
     details: list[PeakDetail] = []
     sums: dict[str, list[float]] = {}
+    unsupported: dict[str, list[int]] = {}
     oddities = [Oddity(str(path), f"column {c!r} is not a bandwidth or FLOP/OP rate; ignored")
                 for c, u in units.items() if u is None]
     for number, line in rows:
@@ -684,13 +777,25 @@ def _read_roofline(path: Path) -> Peaks:
             except ValueError:
                 raise InputError(path, f"{text!r} is not a number", line=number, column=column,
                                  hint="is the file complete?") from None
+            if not (np.isfinite(value) and value > 0):
+                unsupported.setdefault(column, []).append(number)
+                continue
             details.append(PeakDetail(source=str(path), name=f"device {fields[0]} {column}", value=value, unit=unit))
             peak = _CEILINGS.get(column.lower())
             if peak:
                 sums.setdefault(peak, []).append(value)
+    oddities += [Oddity(str(path), f"{column} is not a positive rate on line "
+                                   f"{', '.join(map(str, lines))} (unsupported on this GPU); that ceiling is missing",
+                        len(lines))
+                 for column, lines in unsupported.items()]
     # One GPU model per node: the per-device figures differ by run-to-run noise, so
     # their mean is the machine's ceiling; every device's figure stays in the details.
     values = {peak: float(np.mean(v)) for peak, v in sums.items()}
+    # metrics.counters counts F6 and F4 matrix FLOPs together (mfma_flops_f6f4): their
+    # roof is the lower of the two rates, so that a kernel is never placed under a
+    # ceiling it cannot reach.
+    if "mfma_rate_f6" in values and "mfma_rate_f4" in values:
+        values["mfma_rate_f6f4"] = min(values["mfma_rate_f6"], values["mfma_rate_f4"])
     source, sys_oddities = _source(path, path.parent, "omniperf-roofline")
     return Peaks(values=values, details=tuple(details), sources=(source,), oddities=tuple(oddities + sys_oddities))
 

@@ -78,8 +78,11 @@ EXTENSIVE: tuple[str, ...] = (
     "flops",  # every FLOP quantity above that was collected, summed
     "instructions",  # wavefront (AMD) / warp (NVIDIA) instructions
 )
-# Intensive: averaged, never summed.
-INTENSIVE: tuple[str, ...] = ("achieved_occupancy_pct",)
+# Intensive: averaged over dispatches (as rocprof-compute's AVG), never summed.
+# The latencies are cycles per instruction (per fetch), from the per-level passes.
+INTENSIVE: tuple[str, ...] = (
+    "achieved_occupancy_pct", "vmem_latency", "smem_latency", "lds_latency", "ifetch_latency",
+)
 QUANTITIES: tuple[str, ...] = EXTENSIVE + INTENSIVE
 
 # The FLOP quantities ``flops`` adds up (MFMA int8 counts integer operations).
@@ -161,10 +164,14 @@ _WR_942 = ("TCC_EA0_WRREQ_sum", "TCC_EA0_WRREQ_64B_sum")
 # "Total HBM Data" @ rocm-systems 10d7b26):
 #   read = 128 x TCC_BUBBLE + 64 x (TCC_EA0_RDREQ - TCC_BUBBLE - TCC_EA0_RDREQ_32B)
 #          + 32 x TCC_EA0_RDREQ_32B
-# TCC_BUBBLE "was a workaround for MI300 and was fixed in MI350 with introduction of
-# TCC_EA0_RDREQ_128B" (ROCm/rocm-systems PR #2501, 2026-01): on gfx950 the 128-byte
-# count is TCC_EA0_RDREQ_128B; rocprof-compute 3.1's MI350 vcopy workload has
-# TCC_BUBBLE = 0 for 65,640 128-byte reads, so the bubble formula halves its reads.
+# That is also rocprof-compute 3.3's formula on gfx950 (rocm-systems 1b1610fc2,
+# utils/roofline_calc.py: every non-MI200 series; gfx950 0200 speed-of-light
+# "L2-Fabric Read BW"), and perfcheck follows the analyzer: on its MI350 vcopy
+# workload it gives 4,199,765 B read + 8,388,608 B written = 12,588,373 B per
+# dispatch (tests/test_parity.py). Known disagreement, kept visible here: that
+# copy reads 8 MiB, and ROCm/rocm-systems PR #2501 (2026-01) calls TCC_BUBBLE "a
+# workaround for MI300 ... fixed in MI350 with introduction of TCC_EA0_RDREQ_128B";
+# where TCC_EA0_RDREQ_128B was collected, that count is used instead (_RD_950 first).
 _RD_942 = ("TCC_EA0_RDREQ_sum", "TCC_EA0_RDREQ_32B_sum", "TCC_BUBBLE_sum")
 _RD_950 = ("TCC_EA0_RDREQ_sum", "TCC_EA0_RDREQ_32B_sum", "TCC_EA0_RDREQ_128B_sum")
 
@@ -185,10 +192,6 @@ def _read_128(c: Values, names: tuple[str, str, str]) -> np.ndarray:
 
 
 def _read_bubble(c: Values, ctx: Context) -> np.ndarray:
-    # Not on gfx950, where TCC_BUBBLE no longer counts the 128-byte reads (above):
-    # a number known to be wrong is left out rather than reported.
-    if _arch_name(ctx.target) == "gfx950":
-        return np.full(ctx.rows, np.nan)
     return _read_128(c, _RD_942)
 
 
@@ -201,6 +204,9 @@ _KIB = 1024.0
 # Level counters other than SQ_LEVEL_WAVES that SQ_ACCUM_PREV_HIRES can accumulate
 # (rocprof-compute perfmon passes SQ_IFETCH_LEVEL, SQ_INST_LEVEL_{LDS,SMEM,VMEM}).
 _OTHER_LEVELS = ("SQ_IFETCH_LEVEL", "SQ_INST_LEVEL_LDS", "SQ_INST_LEVEL_SMEM", "SQ_INST_LEVEL_VMEM")
+
+# rocprof-compute sysinfo.csv figures, as the Omniperf reader passes them on.
+_SYSINFO = ("sysinfo.cu_per_gpu", "sysinfo.max_waves_per_cu", "sysinfo.num_xcd")
 
 _SEED_003 = "seed 003 (AMD, Hierarchical Roofline on MI200, 2023)"
 _RCP_ROOF = "rocprof-compute roofline (roofline_calc.py; analysis_configs/gfx950/0400_roofline.yaml)"
@@ -354,6 +360,11 @@ FORMULAS: tuple[Formula, ...] = (
     # SQ_ACCUM_PREV_HIRES, which then means waves only in a pass that collected
     # SQ_LEVEL_WAVES and no other *_LEVEL counter (Omniperf's SQ_IFETCH_LEVEL.csv and
     # SQ_INST_LEVEL_*.csv passes accumulate fetch and instruction latencies instead).
+    # rocprof-compute workloads: the device's figures from its own sysinfo.csv, as the
+    # analyzer uses them (the reader passes them on as raw.sysinfo.*), first.
+    Formula("achieved_occupancy_pct", ROCPROF, ("SQ_LEVEL_WAVES_ACCUM", "GRBM_GUI_ACTIVE") + _SYSINFO,
+            lambda c, ctx: _sysinfo_occupancy(c), "rocprof-compute speed-of-light 'Wavefront Occupancy' "
+            "(accumulator from SQ_LEVEL_WAVES.csv, GRBM_GUI_ACTIVE from pmc_perf.csv, figures from sysinfo.csv)"),
     Formula("achieved_occupancy_pct", ROCPROF, ("SQ_LEVEL_WAVES_ACCUM", "GRBM_GUI_ACTIVE"),
             lambda c, ctx: _amd_occupancy(c["SQ_LEVEL_WAVES_ACCUM"], c, ctx),
             "rocprof-compute speed-of-light 'Wavefront Occupancy'", suggested=True),
@@ -361,6 +372,25 @@ FORMULAS: tuple[Formula, ...] = (
             lambda c, ctx: _amd_occupancy(c["SQ_ACCUM_PREV_HIRES"], c, ctx),
             "rocprof-compute speed-of-light 'Wavefront Occupancy' (rocprof v1/v2 names)",
             unless=_OTHER_LEVELS),
+    # ---- latencies (rocprof-compute 11.2.9 VMEM, 11.2.10 SMEM, 12.2.2 LDS, 13.2.5
+    # Instruction Fetch Latency; coll_level SQ_INST_LEVEL_* / SQ_IFETCH_LEVEL): the pass's
+    # accumulator of instructions in flight over the instructions issued = mean cycles
+    # each spent in flight. The instruction counts come from pmc_perf.csv, where the
+    # analyzer takes them from the level file: the same counts of the same dispatch
+    # (the MI200 vcopy workload: 32,768 VMEM, 65,536 SMEM instructions in both). No
+    # instructions, no latency (the analyzer's "else None").
+    *(
+        Formula(quantity, ROCPROF, (f"{level}_ACCUM", count),
+                (lambda level, count: lambda c, ctx: np.where(c[count] > 0, c[f"{level}_ACCUM"] / c[count], np.nan))(
+                    level, count),
+                f"rocprof-compute '{label}' ({level}.csv accumulator / {count})", suggested=True)
+        for quantity, level, count, label in (
+            ("vmem_latency", "SQ_INST_LEVEL_VMEM", "SQ_INSTS_VMEM", "VMEM Latency"),
+            ("smem_latency", "SQ_INST_LEVEL_SMEM", "SQ_INSTS_SMEM", "SMEM Latency"),
+            ("lds_latency", "SQ_INST_LEVEL_LDS", "SQ_INSTS_LDS", "LDS Latency"),
+            ("ifetch_latency", "SQ_IFETCH_LEVEL", "SQ_IFETCH", "Instruction Fetch Latency"),
+        )
+    ),
     # ncu: warps active per active cycle as % of the SM's maximum (Occupancy section
     # "Achieved Occupancy"); the details page may name it by that label.
     Formula("achieved_occupancy_pct", NCU, ("sm__warps_active.avg.pct_of_peak_sustained_active",),
@@ -424,6 +454,12 @@ def _xcds(target: "Target") -> float | None:
         return 1.0
     xcds, rest = divmod(device.compute_units, per_xcd)  # type: ignore[union-attr]
     return float(xcds) if xcds and not rest else None
+
+
+def _sysinfo_occupancy(c: Values) -> np.ndarray:
+    cus, waves, xcds = (c[k] for k in _SYSINFO)
+    per_xcd = c["GRBM_GUI_ACTIVE"] / xcds  # the analyzer's $GRBM_GUI_ACTIVE_PER_XCD
+    return 100.0 * (c["SQ_LEVEL_WAVES_ACCUM"] / per_xcd) / (waves * cus)
 
 
 def _amd_occupancy(accumulated: np.ndarray, c: Values, ctx: Context) -> np.ndarray:
@@ -511,9 +547,9 @@ def work(dispatches: pd.DataFrame, target: "Target | None") -> pd.DataFrame:
     Same index as ``dispatches``; one column per quantity whose counters the chunk
     holds, in ``QUANTITIES`` order. ``flops`` is the sum of the FLOP quantities
     present (NaN in a row where one of them is NaN). ``target`` supplies what
-    counters cannot: CU count, wave slots and XCDs for AMD achieved occupancy, and
-    the arch that rules out gfx950's TCC_BUBBLE read count. The dispatch duration
-    is not a quantity: see ``cycles_duration`` for ncu files without one.
+    counters cannot: CU count, wave slots and XCDs for AMD achieved occupancy when
+    the profile does not give them (rocprof-compute's sysinfo does). The dispatch
+    duration is not a quantity: see ``cycles_duration`` for ncu files without one.
     """
     counters = _Counters(dispatches)
     ctx = Context(rows=len(dispatches), target=target, wave_size=_wave_size(dispatches, target))

@@ -67,7 +67,9 @@ LEVELS: tuple[tuple[str, str, str], ...] = (
 # vector (VALU / CUDA-core) flops_fp64 -> flop_rate_fp64; AMD matrix cores
 # mfma_flops_fp16 -> mfma_rate_fp16; NVIDIA tensor cores tensor_flops_fp16 -> tensor_rate_fp16.
 _VECTOR_CLASS = re.compile(r"^flops_(fp64|fp32|fp16|bf16|tf32|fp8)$")
-_MATRIX_CLASS = re.compile(r"^(mfma|tensor)_flops_(\w+)$")
+# The precision is one token (fp16, bf16, f6f4): the kernel table also holds the
+# quantities' rates (mfma_flops_bf16_rate), which are no precision class of their own.
+_MATRIX_CLASS = re.compile(r"^(mfma|tensor)_flops_([a-z0-9]+)$")
 # ncu's tensor-pipe counter has no precision; metrics.counters counts 512 FLOPs per
 # tensor instruction, the FP16 HMMA convention of Nsight Compute and NERSC (V100),
 # so those FLOPs are FP16-tensor-equivalent and run against the FP16 tensor roof.

@@ -71,11 +71,16 @@ class _Work:
         whose quantities are means per dispatch and whose ``duration`` is the total)."""
         from perfcheck.metrics.counters import work
 
+        from perfcheck.metrics.counters import INTENSIVE
+
         quantities = work(chunk, self._target)
-        if "achieved_occupancy_pct" in quantities.columns:
-            achieved = quantities.pop("achieved_occupancy_pct")
-            frame = pd.DataFrame({"_code": codes, "v": achieved.to_numpy(dtype="float64", na_value=np.nan) * weight, "w": np.where(achieved.notna(), weight, 0)})
-            self._achieved.append(frame.groupby("_code").sum())
+        # Intensive quantities (achieved occupancy, latencies): the mean over the
+        # dispatches that have one, never a sum or a rate.
+        for name in [q for q in INTENSIVE if q in quantities.columns]:
+            values = quantities.pop(name)
+            frame = pd.DataFrame({"_code": codes, f"{name}__v": values.to_numpy(dtype="float64", na_value=np.nan) * weight,
+                                  f"{name}__w": np.where(values.notna(), weight, 0)})
+            self._achieved.append(frame.fillna({f"{name}__v": 0.0}).groupby("_code").sum())
         columns: dict[str, np.ndarray] = {"_code": codes}
         has_duration = ~np.isnan(duration)
         for name in quantities.columns:
@@ -110,8 +115,10 @@ class _Work:
                 out[f"{name}_rate"] = (sums[f"{name}__rq"] / rd).where(rd > 0)
             table = pd.DataFrame(out)
         if self._achieved:
-            achieved = pd.concat(self._achieved).groupby(level=0).sum()
-            table = table.join((achieved["v"] / achieved["w"]).where(achieved["w"] > 0).rename("achieved_occupancy_pct"), how="outer")
+            achieved = pd.concat(self._achieved).groupby(level=0).sum(min_count=1)
+            for name in sorted({c.rsplit("__", 1)[0] for c in achieved.columns}):
+                v, w = achieved[f"{name}__v"], achieved[f"{name}__w"].fillna(0)
+                table = table.join((v / w).where(w > 0).rename(name), how="outer")
         if self._occupancy:
             rows = pd.concat(self._occupancy).reset_index()
             worst = rows.loc[rows.groupby("_code")["occupancy_pct"].idxmin()].set_index("_code")

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from perfcheck.kernelkey import kernel_key
 from perfcheck.model import Peaks
 from perfcheck.schema import PEAK_UNITS, metric_unit
 
@@ -33,6 +34,7 @@ def inspect_document(analysis: "Analysis") -> dict:
     for record in summary.to_dict("records"):
         entry = {
             "kernel": str(record["kernel"]),
+            "key": kernel_key(str(record["kernel"])),  # what baselines and history key on
             "calls": int(record["calls"]),
             "metrics": {c: _number(record[c]) for c in numeric},
         }

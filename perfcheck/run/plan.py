@@ -113,6 +113,15 @@ class Pass:
         return cls(int(doc["index"]), str(doc["kind"]), counters, str(doc.get("reason", "")))  # type: ignore[call-overload]
 
 
+def missing_counters(columns: Iterable[str], step: Pass) -> list[str]:
+    """Counters ``step`` asked for that its outputs (their ``columns``) do not hold
+    (ncu's trace metrics that are text, such as the device name, are not counters)."""
+    from perfcheck.schema import raw
+
+    have = set(columns)
+    return [c for c in step.counters if c not in NCU_TRACE_METRICS and raw(c) not in have]
+
+
 @dataclass(frozen=True)
 class Plan:
     profiler: str

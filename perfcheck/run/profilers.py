@@ -75,11 +75,16 @@ class Profiler:
         raise NotImplementedError
 
     def outputs(self, directory: Path, step: Pass) -> list[Path]:
-        """The files ``step`` wrote into ``directory`` that perfcheck reads."""
-        raise NotImplementedError
+        """The files ``step`` wrote into ``directory`` that perfcheck reads (the run
+        directory's reader in ingest owns the table, so that reading needs no runner)."""
+        from perfcheck.ingest.runs import pass_outputs
+
+        return pass_outputs(self.name, directory, step.kind)
 
     def output_kind(self, step: Pass) -> str:
-        raise NotImplementedError
+        from perfcheck.ingest.runs import output_kind
+
+        return output_kind(self.name, step.kind)
 
     def diagnose(self, text: str, step: Pass) -> ProfilerError | None:
         """A known failure in the profiler's output ``text``, as an error (run_dir unset)."""
@@ -95,13 +100,6 @@ class Rocprofv3(Profiler):
         argv = [exe, *what, "--output-format", "csv", "-d", out, "-o", "run", "--", *app]
         return Invocation(argv, {}, [out])
 
-    def outputs(self, directory: Path, step: Pass) -> list[Path]:
-        # rocprofv3 may nest its files (%hostname%/%pid% by default); -o names them run_*.
-        pattern = "*kernel_trace.csv" if step.kind == TRACE else "*counter_collection.csv"
-        return sorted(directory.rglob(pattern))
-
-    def output_kind(self, step: Pass) -> str:
-        return "kernel trace (*kernel_trace.csv)" if step.kind == TRACE else "counter collection (*counter_collection.csv)"
 
     _MISSING = re.compile(
         r"Unable to find all counters for agent[^(]*\((?:gpu-\d+,\s*)?(?P<gpu>[^)]*)\)\s*in \[(?P<asked>[^\]]*)\]"
@@ -135,12 +133,6 @@ class RocprofV1(Profiler):
         argv += ["--timestamp", "on", "-d", f"{out}/data", "-o", f"{out}/results.csv", *app]
         return Invocation(argv, files, [out])
 
-    def outputs(self, directory: Path, step: Pass) -> list[Path]:
-        path = directory / "results.csv"
-        return [path] if path.is_file() else []
-
-    def output_kind(self, step: Pass) -> str:
-        return "results.csv"
 
     _UNSUPPORTED = re.compile(r"input metric '(?P<name>[^']+)' is not supported on this hardware(?::\s*(?P<gpu>\S+))?")
 
@@ -164,12 +156,6 @@ class Ncu(Profiler):
                 "--metrics", ",".join(step.counters), "--log-file", f"{out}/ncu.csv", *app]
         return Invocation(argv, {}, [out])
 
-    def outputs(self, directory: Path, step: Pass) -> list[Path]:
-        path = directory / "ncu.csv"
-        return [path] if path.is_file() else []
-
-    def output_kind(self, step: Pass) -> str:
-        return "ncu.csv"
 
     _UNKNOWN = re.compile(r"==ERROR== Failed to find metric (?:regex:)?\^?(?P<name>[A-Za-z0-9_]+(?:\\?\.[A-Za-z0-9_]+)*)")
 

@@ -11,10 +11,12 @@
         perfcheck-run.json     a manifest of its own (that rank alone), and
         pass_1/ ...            that rank's outputs per pass
 
-The directory is a profile perfcheck reads (format ``perfcheck-run``):
+The directory is a profile perfcheck reads (format ``perfcheck-run``, read by
+``perfcheck.ingest.runs``, which owns the layout and the manifest's reading):
 ``perfcheck inspect RUN_DIR`` merges the passes (and ranks) again, and
-``RUN_DIR/rank_R`` is rank R alone. It is never deleted by perfcheck, also not when
-the run failed: the manifest then says why (``status``, ``error``).
+``RUN_DIR/rank_R`` is rank R alone. This module creates and writes them. A run
+directory is never deleted by perfcheck, also not when the run failed: the
+manifest then says why (``status``, ``error``).
 """
 
 from __future__ import annotations
@@ -26,21 +28,21 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from perfcheck.errors import InputError, UsageError
+from perfcheck.errors import UsageError
+from perfcheck.ingest.runs import (  # noqa: F401  (the layout, re-exported for the runner)
+    COMPLETE,
+    FAILED,
+    FORMAT_VERSION,
+    MANIFEST,
+    RANKS,
+    RUNNING,
+    SINGLE,
+    pass_dir,
+    rank_dir,
+    read_manifest,
+)
 
-MANIFEST = "perfcheck-run.json"
-FORMAT_VERSION = 1
-SINGLE, RANKS = "single", "ranks"  # layouts
-RUNNING, COMPLETE, FAILED = "running", "complete", "failed"
 RUNS_DIR = "perfcheck-runs"  # default parent of run directories
-
-
-def pass_dir(base: Path, index: int) -> Path:
-    return base / f"pass_{index}"
-
-
-def rank_dir(run_dir: Path, rank: int | str) -> Path:
-    return run_dir / f"rank_{rank}"
 
 
 def ranks_in(run_dir: Path) -> list[int]:
@@ -87,25 +89,6 @@ def write_manifest(directory: Path, manifest: Mapping[str, object]) -> None:
 
     doc = {"format_version": FORMAT_VERSION, **manifest}
     write_atomic(directory / MANIFEST, json.dumps(doc, indent=2, sort_keys=True) + "\n")
-
-
-def read_manifest(directory: Path) -> dict[str, object]:
-    path = directory / MANIFEST
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(directory, f"not a perfcheck run directory (no {MANIFEST})") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(path, f"cannot be read ({exc})",
-                         hint="the run directory is damaged; run the command again") from None
-    if not isinstance(doc, dict) or doc.get("format_version") != FORMAT_VERSION:
-        version = doc.get("format_version") if isinstance(doc, dict) else "?"
-        raise InputError(path, f"unsupported manifest (format_version {version})",
-                         hint=f"this perfcheck reads format_version {FORMAT_VERSION}")
-    for key in ("profiler", "passes", "layout", "status"):
-        if key not in doc:
-            raise InputError(path, f"manifest lacks {key!r}", hint="the run directory is damaged; run the command again")
-    return doc
 
 
 def now() -> str:

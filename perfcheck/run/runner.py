@@ -68,7 +68,7 @@ class RunResult:
         return rundir.rank_dir(self.run_dir, rank)
 
     def profile(self, rank: int | None = None) -> "Profile":
-        from perfcheck.run.merge import load_run
+        from perfcheck.ingest.runs import load_run
 
         return load_run(self.run_dir, rank)
 
@@ -217,7 +217,8 @@ class _Runner:
         return [rundir.rank_dir(self.run_dir, r) for r in ranks]
 
     def _check_outputs(self, step: Pass, bases: list[Path], where: str) -> None:
-        from perfcheck.run.merge import missing_counters, read_pass
+        from perfcheck.ingest.runs import read_pass
+        from perfcheck.run.plan import missing_counters
         from perfcheck.run.profilers import unknown_counters
 
         if self.launcher:
@@ -230,11 +231,11 @@ class _Runner:
                                     hint="every pass must run the same ranks")
         for base in bases:
             try:
-                frame, sources, _ = read_pass(base, self.profiler, step)
+                frame, sources, _ = read_pass(base, self.profiler.name, step)
             except InputError as exc:
                 raise ProfilerError(f"{self.profiler.name} left no readable output for {where}: {exc}",
                                     hint="did the application launch GPU kernels? see the pass's logs") from None
-            missing = missing_counters(frame, step)
+            missing = missing_counters(frame.columns, step)
             if missing:
                 device = next((s.arch or s.device for s in sources if s.arch or s.device), None)
                 raise unknown_counters(missing, self.profiler.name, device)
@@ -330,7 +331,7 @@ def _fail(directory: Path, manifest: dict[str, object], error: str) -> None:
 def _load_check(directory: Path) -> None:
     """Merge the passes once now, so that a run whose outputs cannot be merged fails
     here, naming the run directory, and not later in a check."""
-    from perfcheck.run.merge import scan_run
+    from perfcheck.ingest.runs import scan_run
 
     scan = scan_run(directory)
     for _ in scan.chunks:
