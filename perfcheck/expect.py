@@ -466,24 +466,97 @@ def parse(text: str) -> tuple[Expectation, ...]:
 
 # --- kernel patterns ---------------------------------------------------------------------
 
+# Regular expressions run on RE2 (google-re2), whose matching time is linear in the
+# name: a pattern such as ``re:(a+)+$`` cannot hang a CI job on a long template name,
+# as Python's backtracking ``re`` does (exponentially there, and quadratically for a
+# plain ``re:.*x`` searched in a 100,000-character name: 2.8 s). RE2 has no lookarounds
+# and no backreferences; a pattern using them gets a one-line error.
+_RE2_LACKS = "RE2, which perfcheck uses so that matching cannot hang, has no lookarounds or backreferences"
 
-def _pattern_regex(pattern: str) -> re.Pattern[str]:
+
+def _regex_body(pattern: str) -> str | None:
+    if pattern.startswith("re:"):
+        return pattern[3:]
+    if len(pattern) > 1 and pattern.startswith("/") and pattern.endswith("/"):
+        return pattern[1:-1]
+    return None
+
+
+def _pattern_regex(pattern: str):  # -> re.Pattern[str] | re2._Regexp
+    body = _regex_body(pattern)
+    if body is None:
+        return re.compile(fnmatch.translate(pattern))
     try:
-        if pattern.startswith("re:"):
-            return re.compile(pattern[3:])
-        if len(pattern) > 1 and pattern.startswith("/") and pattern.endswith("/"):
-            return re.compile(pattern[1:-1])
-    except re.error as exc:
-        raise UsageError(f"kernel pattern {pattern!r}: invalid regular expression ({exc})") from None
-    return re.compile(fnmatch.translate(pattern))
+        import re2
+    except ImportError:  # a dependency: only a broken install lacks it
+        raise UsageError(f"kernel pattern {pattern!r}: regular expressions need the google-re2 package "
+                         "(pip install google-re2)") from None
+    options = re2.Options()
+    options.log_errors = False  # RE2 would also print the error to stderr itself
+    try:
+        return re2.compile(body, options)
+    except re2.error as exc:
+        reason = exc.args[0] if exc.args else exc
+        reason = reason.decode(errors="replace") if isinstance(reason, bytes) else str(reason)
+        hint = f"; {_RE2_LACKS}" if re.search(r"perl operator|escape sequence: \\[1-9]", reason) else ""
+        raise UsageError(f"kernel pattern {pattern!r}: invalid regular expression ({reason}){hint}") from None
 
 
 def match_kernels(pattern: str, kernels: Sequence[str]) -> list[str]:
-    """Kernels whose whole name matches ``pattern`` (glob, ``re:REGEX`` or ``/REGEX/``)."""
+    """Kernels whose whole name matches ``pattern`` (glob), or that ``re:REGEX`` or
+    ``/REGEX/`` finds in their name (RE2 syntax, linear-time matching)."""
     regex = _pattern_regex(pattern)
-    if pattern.startswith("re:") or (pattern.startswith("/") and pattern.endswith("/")):
+    if _regex_body(pattern) is not None:
         return [k for k in kernels if regex.search(k)]
     return [k for k in kernels if regex.fullmatch(k)]
+
+
+def _short_name(kernel: str) -> str:
+    """``void ns::stencil<double, 4>(double*, int)`` -> ``stencil``: the part of a
+    demangled name people type."""
+    head = kernel.split("(", 1)[0]
+    while "<" in head and ">" in head:  # strip template arguments, innermost first
+        stripped = re.sub(r"<[^<>]*>", "", head)
+        if stripped == head:
+            break
+        head = stripped
+    head = head.rsplit("::", 1)[-1].strip()
+    return head.rsplit(" ", 1)[-1] or kernel
+
+
+def closest_kernels(pattern: str, kernels: Sequence[str], n: int = 3) -> list[str]:
+    """Up to ``n`` kernel names nearest to ``pattern``: names containing its literal
+    part (ignoring case) first, then by similarity of their short or full names."""
+    core = re.sub(r"[*?\[\]]", "", _regex_body(pattern) or pattern).lower()
+    if not core or not kernels:
+        return []
+    containing = [k for k in kernels if core in k.lower()]
+    shorts: dict[str, list[str]] = {}
+    for kernel in kernels:
+        shorts.setdefault(_short_name(kernel).lower(), []).append(kernel)
+    similar = [k for s in difflib.get_close_matches(core, list(shorts), n=n, cutoff=0.5) for k in shorts[s]]
+    similar += difflib.get_close_matches(core, [k.lower() for k in kernels], n=n, cutoff=0.5)
+    by_lower = {k.lower(): k for k in kernels}
+    ranked = [*containing, *(by_lower.get(k, k) for k in similar)]
+    return list(dict.fromkeys(ranked))[:n]
+
+
+def no_match_message(pattern: str, kernels: Sequence[str]) -> str:
+    """Why ``pattern`` matched nothing and what might: the closest names and, for a
+    glob, the ``*name*`` glob that matches names containing it."""
+    message = f"pattern {pattern!r} matched no kernel of {len(kernels)}"
+    close = closest_kernels(pattern, kernels)
+    if close:
+        message += "; closest: " + ", ".join(repr(k) for k in close)
+    if _regex_body(pattern) is None:
+        core = pattern.strip("*")
+        if core and not any(c in core for c in "*?["):
+            glob = f"*{core}*"
+            found = len(match_kernels(glob, kernels))
+            message += (f"; the glob {glob!r} matches {found} kernel{'s' if found != 1 else ''} containing it"
+                        if found else f"; no name contains {core!r} (the glob {glob!r} would match one; "
+                        "names are case-sensitive)")
+    return message
 
 
 # --- evaluation ---------------------------------------------------------------------------
@@ -585,15 +658,14 @@ def evaluate(
     for pattern, items in parsed.items():
         matched = match_kernels(pattern, names)
         if not matched:
+            message = no_match_message(pattern, names)
             for text, parts in items:
-                close = difflib.get_close_matches(pattern, names, n=1)
                 checks.append(
                     Check(
                         suite=suite, kernel=pattern, pattern=pattern, expression=text, metric=parts[0].metric,
                         relation=parts[0].relation, observed=None, reference=None, unit=_unit(parts[0].metric),
                         outcome=ERROR, origin="expectation",
-                        message=f"pattern {pattern!r} matched no kernel of {len(names)}"
-                        + (f" (closest: {close[0]!r})" if close else ""),
+                        message=message,
                     )
                 )
             continue
