@@ -62,9 +62,12 @@ ALIASES = {
 PER_KERNEL: dict[str, tuple[str, ...]] = {"bw": ("mem_bw", "hbm_bw")}
 
 
-def _unit(metric: str) -> str:
+def metric_unit_of(metric: str) -> str:
     """metric_unit, also for the per-kernel names (all candidates share a unit)."""
     return metric_unit(PER_KERNEL.get(metric, (metric,))[0])
+
+
+_unit = metric_unit_of
 
 
 def _resolve(metric: str, row: Mapping[str, object]) -> str:
@@ -107,6 +110,8 @@ _PEAK_OF = {
     "gips": "gips",
     "instruction_rate": "gips",
 }
+# The metrics "N% of peak" applies to.
+PEAK_METRICS: tuple[str, ...] = (*_PEAK_OF, *PER_KERNEL, "flop_rate")
 
 # Unit words -> (factor to base unit, base unit).
 _UNITS: dict[str, tuple[float, str]] = {
@@ -373,10 +378,8 @@ class _Parser:
             close = difflib.get_close_matches(ceiling, ["peak", *PEAK_UNITS, "gips"], n=1)
             hint = f"; did you mean {close[0]!r}?" if close else ""
             raise self.fail(f"unknown ceiling {ceiling!r}: write 'peak' or a ceiling name{hint}", target)
-        if ceiling is None and metric not in (*_PEAK_OF, *PER_KERNEL, "flop_rate"):
-            raise self.fail(
-                f"{metric} has no peak; '% of peak' applies to {', '.join([*_PEAK_OF, *PER_KERNEL, 'flop_rate'])}", target
-            )
+        if ceiling is None and metric not in PEAK_METRICS:
+            raise self.fail(f"{metric} has no peak; '% of peak' applies to {', '.join(PEAK_METRICS)}", target)
         if not 0 < value <= MAX_PERCENT:
             raise self.fail(f"{num.text}% of a ceiling is absurd: give a share above 0% and at most "
                             f"{MAX_PERCENT:g}%", num)
