@@ -86,6 +86,17 @@ def _parser() -> argparse.ArgumentParser:
 
     sub.add_parser("formats", help="list the formats perfcheck reads", description="List every reader, its kind and what it reads.")
 
+    metrics = sub.add_parser(
+        "metrics",
+        help="list the metrics expectations can check",
+        description="Every metric an expectation may name: its unit, the units a threshold on it takes "
+        "(a bare number only for plain counts such as calls, registers, instructions), what it means, and "
+        "what it is computed from: the kernel trace, or the counters per vendor and tool (AMD rocprofv3, "
+        "rocprof, Omniperf/rocprof-compute; NVIDIA ncu, nvprof), as perfcheck's formulas read them.",
+    )
+    metrics.add_argument("names", nargs="*", metavar="METRIC", help="only these metrics (or aliases)")
+    metrics.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
     arch = sub.add_parser(
         "arch",
         help="show GPU architecture and device figures",
@@ -124,7 +135,11 @@ def _parser() -> argparse.ArgumentParser:
         "against --expect. Settings come from, in order: the command line, PERFCHECK_* variables, "
         "the config file, defaults. Every report asked for is written before the exit status: "
         "0 all passed (a newly recorded baseline passes), 1 a check failed or could not be evaluated, "
-        "2 bad input or usage.",
+        "2 bad input or usage. Expectations read 'METRIC REL NUMBER UNIT' ('duration <= 2.5 ms', "
+        "'occupancy >= 40%'), 'METRIC REL N% of peak', 'METRIC REL baseline +|- N%' (or N UNIT), or "
+        "'LOW <= METRIC <= HIGH'; a number on a metric with a unit names the unit, a bare number is only for "
+        "plain counts (calls, registers, instructions). `perfcheck metrics` lists every metric with its unit, "
+        "meaning and the counters it needs.",
     )
     _check_options(check)
     check.add_argument("--update-baseline", action="store_true", default=None,
@@ -381,6 +396,19 @@ def _formats(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _metrics(args: argparse.Namespace) -> int:
+    from perfcheck.report.text import metrics_text
+    from perfcheck.vocabulary import catalog
+
+    infos = catalog(args.names)
+    if args.json:
+        json.dump([info.as_dict() for info in infos], sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        print(metrics_text(infos))
+    return EXIT_OK
+
+
 def _run(args: argparse.Namespace) -> int:
     from perfcheck.cli_run import command
 
@@ -390,6 +418,7 @@ def _run(args: argparse.Namespace) -> int:
 _COMMANDS = {
     "inspect": _inspect, "peaks": _peaks, "formats": _formats, "arch": _arch, "occupancy": _occupancy,
     "check": _check, "baseline": _baseline, "peaks-measure": _peaks_measure, "run": _run,
+    "metrics": _metrics,
 }
 
 

@@ -98,6 +98,13 @@ METRIC_UNITS: dict[str, str] = {
     "flop_rate": "FLOP/s",
     "attainable": "FLOP/s",
     "occupancy_pct": "%",
+    # instruction roofline (perfcheck.metrics.roofline): a rate in instructions per
+    # second, gips the same in 10**9 instructions per second (the papers' unit)
+    "instruction_rate": "inst/s",
+    "gips": "GIPS",
+    "peak_gips": "GIPS",
+    "instruction_intensity_hbm": "inst/B",
+    "mfma_iops_int8": "OP",  # integer matrix-core operations, not FLOPs
     "waves_per_cu": "count",
     "warps_per_sm": "count",
     "workgroups_per_cu": "count",

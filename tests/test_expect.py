@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
         ("hbm_bw > 900 GiB/s", "hbm_bw", ">", "absolute", 900 * 2**30, None),
         ("lds_per_workgroup <= 24 KiB", "lds_per_workgroup", "<=", "absolute", 24576.0, None),
         ("flop_rate >= 20 TFLOP/s", "flop_rate", ">=", "absolute", 20e12, None),
-        ("duration < 1e-3", "duration", "<", "absolute", 1e-3, None),
+        ("duration < 1e-3 s", "duration", "<", "absolute", 1e-3, None),
         ("vgpr != 256", "vgpr", "!=", "absolute", 256.0, None),
     ],
 )

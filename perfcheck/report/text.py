@@ -10,9 +10,13 @@ import pandas as pd
 from perfcheck.model import ERROR, FAILED, PASSED, RECORDED, Peaks, Source
 from perfcheck.report.units import format_value
 from perfcheck.schema import PEAK_UNITS, metric_unit
+from perfcheck.vocabulary import DECLARED as VOCABULARY_DECLARED
+from perfcheck.vocabulary import TOOLS as VOCABULARY_TOOLS
 
 if TYPE_CHECKING:
     from typing import TextIO
+
+    from perfcheck.vocabulary import MetricInfo
 
     from perfcheck.analysis import Analysis
     from perfcheck.checking import Run
@@ -125,6 +129,41 @@ def arch_text(doc: dict) -> str:
             lines.append(text)
 
     emit(doc, "", sources)
+    return "\n".join(lines)
+
+
+def metrics_text(infos: Sequence["MetricInfo"]) -> str:
+    """`perfcheck metrics`: one row per metric (unit, the unit words a threshold takes,
+    meaning), then what it needs and the counters per vendor and tool."""
+    rows = []
+    for info in infos:
+        name = info.name + (f" ({', '.join(info.aliases)})" if info.aliases else "")
+        rows.append([name, info.unit if not info.plain else "-", info.meaning])
+    table = _table(["metric", "unit", "meaning"], rows, right=set()).splitlines()
+    lines = [
+        "Thresholds on a metric with a unit name it (`duration <= 2.5 ms`); a bare number only for plain counts.",
+        "Counters: what `perfcheck run` collects (rocprofv3, rocprof, ncu) or reads (Omniperf/rocprof-compute "
+        "pmc_perf.csv, nvprof); 'a | b': alternatives per GPU generation.",
+        "",
+        *table[:2],
+    ]
+    for row, info in zip(table[2:], infos):
+        lines.append(row)
+        takes = "a plain number" if info.plain else ", ".join(info.units)
+        lines.append(f"    thresholds: {takes}" + ("; 'N% of peak'" if info.of_peak else ""))
+        lines.append(f"    needs: {info.needs}")
+        if info.quantity is None:
+            continue
+        for vendor in dict.fromkeys(v for v, _ in VOCABULARY_TOOLS):
+            parts = []
+            for v, tool in VOCABULARY_TOOLS:
+                alternatives = info.counters.get(tool)
+                if v == vendor and alternatives:
+                    parts.append(f"{tool}: " + " | ".join(", ".join(a) for a in alternatives))
+            lines.append(f"    {vendor}: " + ("; ".join(parts) if parts else "no counters give it"))
+        declared = info.counters.get(VOCABULARY_DECLARED)
+        if declared:
+            lines.append(f"    {VOCABULARY_DECLARED}: {declared[0][0]}")
     return "\n".join(lines)
 
 
