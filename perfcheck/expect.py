@@ -132,6 +132,8 @@ _UNITS: dict[str, tuple[float, str]] = {
     "inst/s": (1.0, "inst/s"), "Minst/s": (1e6, "inst/s"), "Ginst/s": (1e9, "inst/s"), "Tinst/s": (1e12, "inst/s"),
     "GIPS": (1.0, "GIPS"),
     "inst/B": (1.0, "inst/B"),
+    # latencies the analyzer reports in shader-clock cycles (vmem_latency, ...)
+    "cycles": (1.0, "cycles"),
 }
 
 # Metrics of these units are plain numbers (counts of calls, registers, instructions,
@@ -145,6 +147,7 @@ _SUGGESTED_UNITS: dict[str, tuple[str, ...]] = {
     "s": ("s", "ms"), "B": ("B", "MiB"), "B/s": ("B/s", "GB/s"), "FLOP": ("FLOP", "GFLOP"),
     "FLOP/s": ("FLOP/s", "TFLOP/s"), "FLOP/B": ("FLOP/B",), "OP": ("OP", "GOP"),
     "inst/s": ("inst/s", "Ginst/s"), "GIPS": ("GIPS",), "inst/B": ("inst/B",), "%": ("%",),
+    "cycles": ("cycles",),
 }
 
 # No metric perfcheck computes comes near this in base units (an exascale machine's
