@@ -1,15 +1,5 @@
-"""The run directory: everything a profiled run produced, kept for the user.
-
-::
-
-    RUN_DIR/
-      perfcheck-run.json       the manifest: command, profiler, passes and why, status
-      inputs/pass_2.txt        profiler input files (rocprof v1 pmc: lines)
-      logs/pass_1.stdout.log   each pass's output (the launcher's, profiler's, application's)
-      pass_1/ ...              one pass's raw profiler outputs (no launcher), or
-      rank_0/                  with a launcher: one directory per rank, holding
-        perfcheck-run.json     a manifest of its own (that rank alone), and
-        pass_1/ ...            that rank's outputs per pass
+"""The run directory: everything a profiled run produced, kept for the user (its
+layout is drawn in ``perfcheck.ingest.runs``).
 
 The directory is a profile perfcheck reads (format ``perfcheck-run``, read by
 ``perfcheck.ingest.runs``, which owns the layout and the manifest's reading):
