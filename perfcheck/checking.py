@@ -262,11 +262,6 @@ def write_reports(runs: Sequence[SuiteRun], settings: Settings) -> dict[str, lis
         paths = result if isinstance(result, list) else [result] if result is not None else []
         written.setdefault(kind, []).extend(Path(p) for p in paths)
 
-    if settings.junit is not None:
-        from perfcheck.report.junit import write_junit
-
-        guarded("junit", settings.junit, lambda: write_junit(
-            settings.junit, suites, analyses=analyses, baselines=statuses, properties=properties))
     from perfcheck.report.markdown import markdown_summary, write_markdown, write_step_summary
 
     text = markdown_summary(suites, analyses, baselines=statuses)
@@ -281,6 +276,7 @@ def write_reports(runs: Sequence[SuiteRun], settings: Settings) -> dict[str, lis
         from perfcheck.report.openmetrics import write_openmetrics
 
         guarded("openmetrics", settings.openmetrics, lambda: write_openmetrics(settings.openmetrics, suites))
+    attachments: dict[str, str] = {}  # suite -> its roofline PNG, attached to failing JUnit cases
     if settings.roofline is not None:
         from perfcheck.report.roofline import plot_instruction_roofline, plot_roofline
 
@@ -288,18 +284,46 @@ def write_reports(runs: Sequence[SuiteRun], settings: Settings) -> dict[str, lis
             if run.analysis is None or not len(run.analysis.kernels):
                 continue
             stem = settings.roofline / _slug(run.name)
+            before = len(written.get("roofline", []))
             guarded("roofline", stem, lambda run=run, stem=stem: plot_roofline(
                 run.analysis, stem, suite=run.name, baseline=run.baseline))
+            png = next((p for p in written.get("roofline", [])[before:] if p.suffix == ".png"), None)
+            if png is not None:
+                attachments[run.name] = display_path(png)
             inst = settings.roofline / f"{_slug(run.name)}-instructions"
             guarded("roofline", inst, lambda run=run, inst=inst: plot_instruction_roofline(
                 run.analysis, inst, suite=run.name, baseline=run.baseline))
+    if settings.junit is not None:
+        from perfcheck.report.junit import write_junit
+
+        guarded("junit", settings.junit, lambda: write_junit(
+            settings.junit, suites, analyses=analyses, baselines=statuses, properties=properties,
+            flavour=settings.junit_flavour, attachments=attachments))
     return {k: v for k, v in written.items() if v}
+
+
+def locate_sources(run: SuiteRun, config: Path | None) -> None:
+    """Give each check of a config-declared suite the config file and the line of its
+    expectation (CI annotations, JUnit ``file``/``line``); checks that already know
+    their source (``perf.expect`` in a test) keep it."""
+    if config is None or run.settings.origins.get("expect") == "expectations given":
+        return
+    from perfcheck.config import expectation_line
+
+    where = display_path(Path(config))
+    located = []
+    for c in run.checks:
+        if c.source_file is None:
+            c = replace(c, source_file=where, source_line=expectation_line(Path(config), run.name, c.pattern, c.expression))
+        located.append(c)
+    run.checks[:] = located
 
 
 def finish(runs: Sequence[SuiteRun], settings: Settings) -> Run:
     """Settle baselines (written only when ``settings.write_baselines``), then write
     every report; the caller exits with ``Run.exit_code`` after this returns."""
     for run in runs:
+        locate_sources(run, settings.config)
         settle_baseline(run, write=settings.write_baselines)
     return Run(list(runs), write_reports(runs, settings))
 

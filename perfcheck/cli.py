@@ -144,6 +144,26 @@ def _parser() -> argparse.ArgumentParser:
                         help="add this run to the stored baseline instead of replacing it "
                         "(repeated runs make timing decisions aware of run-to-run noise)")
 
+    gh = sub.add_parser("github", help="GitHub: post or update the pull request comment",
+                        description="GitHub integration used by the perfcheck action (action.yml).")
+    gh_sub = gh.add_subparsers(dest="github_command", metavar="ACTION", parser_class=_Parser, required=True)
+    comment = gh_sub.add_parser(
+        "comment",
+        help="post the Markdown summary as one sticky pull-request comment",
+        description="Create, or update in place, one comment on the pull request with the Markdown "
+        "summary (found again by a hidden marker, never duplicated). Uses GITHUB_TOKEN, GITHUB_REPOSITORY, "
+        "GITHUB_API_URL and the pull request of GITHUB_EVENT_PATH; outside a pull request it does nothing.",
+    )
+    comment.add_argument("--markdown", required=True, metavar="FILE", help="the summary (perfcheck check --markdown)")
+    comment.add_argument("--key", default="perfcheck", metavar="KEY",
+                         help="marker key: one comment per key (several configs in one workflow); default perfcheck")
+    comment.add_argument("--pr", type=int, metavar="N", help="pull request number (default: from the event)")
+    comment.add_argument("--repository", metavar="OWNER/NAME", help="default: $GITHUB_REPOSITORY")
+
+    schema = sub.add_parser("schema", help="print the JSON Schema of a perfcheck document",
+                            description="Print the published JSON Schema of `perfcheck check --json` results.")
+    schema.add_argument("document", choices=("results",), help="which document")
+
     from perfcheck.run.cli import add_parser as add_run_parser  # light: argparse only
 
     add_run_parser(sub)
@@ -167,6 +187,14 @@ def _check_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", metavar="FILE", help="write a JSON results file")
     parser.add_argument("--openmetrics", metavar="FILE", help="write a GitLab metrics report (OpenMetrics text)")
     parser.add_argument("--roofline", metavar="DIR", help="write roofline plots (PNG and SVG per suite) into DIR")
+    parser.add_argument("--bencher", metavar="FILE", help="write the observed values in Bencher Metric Format (JSON)")
+    parser.add_argument("--github-benchmark", metavar="FILE",
+                        help="write the observed values for github-action-benchmark (customSmallerIsBetter and "
+                        "customBiggerIsBetter: FILE gets the smaller-is-better metrics, FILE with -bigger before "
+                        "the suffix the bigger-is-better ones)")
+    parser.add_argument("--junit-flavour", choices=("xunit", "gitlab"), metavar="NAME",
+                        help="xunit (default: valid against Jenkins' junit-10.xsd, file on <testsuite>) or "
+                        "gitlab (also file and line on every <testcase>, as GitLab and GitHub test reporters read them)")
 
 
 def _warn(oddities: Sequence[object]) -> None:
@@ -347,6 +375,8 @@ def _run_checks(args: argparse.Namespace, *, update: bool | None) -> "Run":
 
     options: dict[str, object] = {k: getattr(args, k) for k in (
         "config", "arch", "peaks", "format", "baseline_dir", "junit", "markdown", "json", "openmetrics", "roofline")}
+    if getattr(args, "junit_flavour", None):
+        options["junit_flavour"] = args.junit_flavour
     options["update_baseline"] = update
     expect: dict[str, list[str]] = {}
     for pattern, text in args.expect or []:
@@ -359,8 +389,73 @@ def _run_checks(args: argparse.Namespace, *, update: bool | None) -> "Run":
     for suite_run in run.suites:
         _warn(suite_run.analysis.oddities if suite_run.analysis is not None else ())
         _warn(suite_run.notices)
+    _exports(args, run)
     print_run(run, out=sys.stdout, err=sys.stderr)
+    _github_step(run)
     return run
+
+
+def _exports(args: argparse.Namespace, run: "Run") -> None:
+    from perfcheck.report.exports import write_bencher, write_github_benchmark
+
+    if getattr(args, "bencher", None):
+        run.reports.setdefault("bencher", []).append(write_bencher(args.bencher, run))
+    if getattr(args, "github_benchmark", None):
+        run.reports.setdefault("github-benchmark", []).extend(write_github_benchmark(args.github_benchmark, run))
+
+
+def _github_step(run: "Run") -> None:
+    """In GitHub Actions: annotations on the expectations' lines, and step outputs."""
+    if os.environ.get("GITHUB_ACTIONS") != "true":
+        return
+    from perfcheck.report.github import annotations, step_outputs
+
+    for line in annotations(run.checks):
+        print(line)
+    target = os.environ.get("GITHUB_OUTPUT")
+    if target:
+        counts = run.counts()
+        values: dict[str, object] = {
+            "total": len(run.checks), "passed": counts["passed"], "failed": counts["failed"],
+            "errors": counts["error"], "recorded": counts["recorded"], "ok": str(run.exit_code == 0).lower(),
+        }
+        for kind, paths in run.reports.items():
+            values[f"{kind}-report"] = " ".join(str(p) for p in paths)
+        with open(target, "a", encoding="utf-8") as handle:
+            handle.write(step_outputs(values))
+
+
+def _github(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from perfcheck.errors import UsageError
+    from perfcheck.report.github import post_comment, pull_request_number
+
+    number = args.pr or pull_request_number()
+    if number is None:
+        print("perfcheck: not a pull request: no comment posted", file=sys.stderr)
+        return EXIT_OK
+    repository = args.repository or os.environ.get("GITHUB_REPOSITORY")
+    token = os.environ.get("GITHUB_TOKEN")
+    if not repository or not token:
+        raise UsageError("perfcheck github comment needs GITHUB_REPOSITORY (or --repository) and GITHUB_TOKEN "
+                         "(env: GITHUB_TOKEN: ${{ github.token }}, with permissions: pull-requests: write)")
+    try:
+        body = Path(args.markdown).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot read the Markdown summary {args.markdown}: {exc.strerror or exc}") from None
+    result = post_comment(body, repository=repository, number=number, token=token,
+                          api_url=os.environ.get("GITHUB_API_URL") or "https://api.github.com", key=args.key)
+    print(f"perfcheck: {result.action} comment {result.comment_id} on {repository}#{number}"
+          + (f": {result.url}" if result.url else ""))
+    return EXIT_OK
+
+
+def _schema(args: argparse.Namespace) -> int:
+    from perfcheck.report.results import results_schema_text
+
+    sys.stdout.write(results_schema_text())
+    return EXIT_OK
 
 
 def _check(args: argparse.Namespace) -> int:
@@ -390,6 +485,7 @@ def _run(args: argparse.Namespace) -> int:
 _COMMANDS = {
     "inspect": _inspect, "peaks": _peaks, "formats": _formats, "arch": _arch, "occupancy": _occupancy,
     "check": _check, "baseline": _baseline, "peaks-measure": _peaks_measure, "run": _run,
+    "github": _github, "schema": _schema,
 }
 
 

@@ -137,6 +137,14 @@ def inferred_action(checks: Sequence[Check]) -> str | None:
 # --- the JSON results file -----------------------------------------------------------
 
 
+def results_schema_text() -> str:
+    """The published JSON Schema of the results file (``perfcheck schema results``),
+    shipped in the package as ``perfcheck/report/schemas/results.schema.json``."""
+    from importlib.resources import files
+
+    return files("perfcheck.report").joinpath("schemas/results.schema.json").read_text(encoding="utf-8")
+
+
 def _number(value: object) -> object:
     if value is None:
         return None
