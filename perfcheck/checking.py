@@ -173,10 +173,23 @@ def check(run: SuiteRun, expectations: Mapping[str, Sequence[str]] | None = None
         raise UsageError(f"suite {run.name!r} was not read (skipped: {run.settings.missing})")
     expectations = run.settings.expect if expectations is None else expectations
     checks = evaluate(run.name, expectations, run.analysis, run.baseline, tolerances=run.settings.tolerances)
+    checks = [_with_baseline(c, run.baseline) for c in checks]
     if run.settings.update_baseline:
         checks = [_accepted(c) for c in checks]
     run.checks.extend(checks)
     return checks
+
+
+def _with_baseline(check: Check, stored: "Baseline | None") -> Check:
+    """An absolute expectation still shows the stored baseline's value of its metric,
+    so a report can say 916 -> 818 GB/s (-10.7%) next to "hbm_bw >= 80% of peak"."""
+    if check.baseline is not None or stored is None or check.observed is None:
+        return check
+    entry = stored.kernels.get(check.kernel)
+    value = entry.metrics.get(check.metric) if entry is not None else None
+    if value is None or value != value:
+        return check
+    return replace(check, baseline=float(value))
 
 
 def _accepted(check: Check) -> Check:
@@ -264,7 +277,9 @@ def write_reports(runs: Sequence[SuiteRun], settings: Settings) -> dict[str, lis
 
     from perfcheck.report.markdown import markdown_summary, write_markdown, write_step_summary
 
-    text = markdown_summary(suites, analyses, baselines=statuses)
+    from perfcheck.report.markdown import ci_context
+
+    text = markdown_summary(suites, analyses, baselines=statuses, context=ci_context())
     if settings.markdown is not None:
         guarded("markdown", settings.markdown, lambda: write_markdown(settings.markdown, text))
     guarded("step-summary", Path("$GITHUB_STEP_SUMMARY"), lambda: write_step_summary(text))
@@ -299,7 +314,9 @@ def write_reports(runs: Sequence[SuiteRun], settings: Settings) -> dict[str, lis
         guarded("junit", settings.junit, lambda: write_junit(
             settings.junit, suites, analyses=analyses, baselines=statuses, properties=properties,
             flavour=settings.junit_flavour, attachments=attachments))
-    return {k: v for k, v in written.items() if v}
+    order = ["junit", "markdown", "step-summary", "json", "openmetrics", "roofline"]
+    return {k: written[k] for k in sorted(written, key=lambda k: order.index(k) if k in order else len(order))
+            if written[k]}
 
 
 def locate_sources(run: SuiteRun, config: Path | None) -> None:

@@ -204,7 +204,7 @@ def test_reports_are_written_before_a_failing_exit(tmp_path: Path) -> None:
     results = json.loads((out / "results.json").read_text())
     assert results["summary"]["failed"] == 8
     assert results["suites"]["before"]["baseline"]["action"] == "recorded"
-    assert (out / "summary.md").read_text().startswith("### perfcheck: 8 failed of 32 checks on AMD Instinct MI100")
+    assert (out / "summary.md").read_text().startswith("### ❌ perfcheck: 8 failed of 32 checks on AMD Instinct MI100")
     assert 'perfcheck_occupancy' in (out / "metrics.txt").read_text()
     for name in ("before", "after"):
         assert (out / "roofline" / f"{name}.png").stat().st_size > 10_000
@@ -218,7 +218,7 @@ def test_step_summary_is_appended_when_set(tmp_path: Path, monkeypatch) -> None:
     summary.write_text("earlier step\n")
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
     run = checking.run_suites(resolver(cli={}, env={}, config=CONFIG, cwd=tmp_path).settings(["after"]))
-    assert summary.read_text() == "earlier step\nperfcheck: 16 checks passed on AMD Instinct MI100\n"
+    assert summary.read_text().startswith("earlier step\n### ✅ perfcheck: 16 checks passed on AMD Instinct MI100\n")
     assert run.reports["step-summary"] == [summary]
 
 

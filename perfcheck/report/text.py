@@ -211,7 +211,8 @@ def report_lines(run: "Run") -> list[str]:
     from perfcheck.checking import display_path
 
     names = {"junit": "JUnit XML", "markdown": "Markdown summary", "step-summary": "GitHub step summary",
-             "json": "JSON results", "openmetrics": "OpenMetrics", "roofline": "roofline plots"}
+             "json": "JSON results", "openmetrics": "OpenMetrics", "roofline": "roofline plots",
+             "bencher": "Bencher metrics", "github-benchmark": "github-action-benchmark"}
     return [f"{names.get(kind, kind)}: {', '.join(display_path(p) for p in paths)}" for kind, paths in run.reports.items()]
 
 
