@@ -50,6 +50,10 @@ def _parser() -> argparse.ArgumentParser:
     inspect.add_argument("paths", nargs="+", metavar="PATH", help="profile file or tool output directory")
     inspect.add_argument("--format", metavar="NAME", help="reader to use (see `perfcheck formats`)")
     inspect.add_argument("--json", action="store_true", help="print JSON (values in base units) instead of a table")
+    inspect.add_argument("--kernel", metavar="PATTERN", help="only the kernels matching PATTERN (glob on the "
+                         "demangled name, or re:REGEX), as in expectations")
+    inspect.add_argument("--full-names", action="store_true", default=None,
+                         help="never cut kernel names (the default when the output is not a terminal)")
     inspect.add_argument(
         "--arch",
         metavar="NAME",
@@ -94,8 +98,11 @@ def _parser() -> argparse.ArgumentParser:
         "peak GIPS), each with its source.",
     )
     arch_sub = arch.add_subparsers(dest="arch_command", metavar="ACTION", parser_class=_Parser, required=True)
-    arch_sub.add_parser("list", help="list known arches and devices")
-    show = arch_sub.add_parser("show", help="show one arch or device")
+    arch_sub.add_parser("list", help="list known arches and devices",
+                        description="List the arch ids (gfx90a, sm_80, ...) and device names (mi250x, h100-sxm, ...) "
+                        "that --arch, `device =` and `perfcheck arch show` accept.")
+    show = arch_sub.add_parser("show", help="show one arch or device",
+                               description="Show the figures of one arch or device, each with its source.")
     show.add_argument("name", metavar="NAME", help="arch id (gfx942, sm_90) or device (mi300x, h100-sxm)")
     show.add_argument("--json", action="store_true", help="print JSON (base units)")
 
@@ -198,8 +205,10 @@ def _check_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _warn(oddities: Sequence[object]) -> None:
+    from perfcheck.report.text import printable
+
     for oddity in oddities:
-        print(f"perfcheck: warning: {oddity}", file=sys.stderr)
+        print(f"perfcheck: warning: {printable(oddity)}", file=sys.stderr)
 
 
 def _inspect(args: argparse.Namespace) -> int:
@@ -211,12 +220,34 @@ def _inspect(args: argparse.Namespace) -> int:
     peaks = read_peaks(args.peaks) if args.peaks else None
     analysis = analyse(args.paths, format=args.format, arch=args.arch, peaks=peaks)
     _warn(analysis.oddities)
+    if args.kernel:
+        analysis = _only_kernels(analysis, args.kernel)
     if args.json:
         json.dump(inspect_document(analysis), sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        print(inspect_text(analysis))
+        full = args.full_names or not sys.stdout.isatty()  # a pipe or a file gets whole names
+        print(inspect_text(analysis, width=None if full else 60))
     return EXIT_OK
+
+
+def _only_kernels(analysis, pattern: str):  # noqa: ANN001, ANN202 (Analysis, imported lazily)
+    """The analysis restricted to the kernels ``pattern`` matches; none is an error."""
+    import difflib
+    from dataclasses import replace
+
+    from perfcheck.errors import UsageError
+    from perfcheck.expect import match_kernels
+
+    names = [str(k) for k in analysis.kernels["kernel"]] if len(analysis.kernels) else []
+    matched = set(match_kernels(pattern, names))
+    if not matched:
+        close = difflib.get_close_matches(pattern, names, n=1)
+        hint = f" (closest: {close[0]!r})" if close else ""
+        raise UsageError(f"--kernel {pattern!r} matched no kernel of {len(names)}{hint}; "
+                         "patterns are globs on the whole name (use '*name*') or re:REGEX")
+    table = analysis.kernels[analysis.kernels["kernel"].astype(str).isin(matched)].reset_index(drop=True)
+    return replace(analysis, kernels=table)
 
 
 def _peaks(args: argparse.Namespace) -> int:
@@ -341,6 +372,12 @@ def _occupancy(args: argparse.Namespace) -> int:
     from perfcheck.arch.occupancy import occupancy
 
     target = lookup(args.arch)
+    largest = target.arch.max_workgroup_size
+    if args.block < 1 or (largest is not None and args.block > largest):
+        from perfcheck.errors import UsageError
+
+        raise UsageError(f"--block {args.block}: a workgroup/block on {target.arch.name} holds 1 to "
+                         f"{largest or 'the arch maximum of'} threads")
     result = occupancy(
         target.arch,
         args.block,

@@ -768,6 +768,12 @@ def resolver(
         path = Path(config).resolve()
     elif chosen is not None:
         path = chosen.value  # type: ignore[assignment]
+        if path.is_dir():  # --config DIR: its perfcheck.toml, or pyproject.toml with [tool.perfcheck]
+            found = next((path / n for n in (CONFIG_FILE, PYPROJECT) if has_perfcheck_table(path / n)), None)
+            if found is None:
+                raise ConfigError(chosen.origin, f"{_shown(path)!r} is a directory without {CONFIG_FILE} or "
+                                  f"{PYPROJECT} with [tool.perfcheck]: name the config file")
+            path = found
         if not path.is_file():
             raise ConfigError(chosen.origin, f"no such config file {_shown(path)!r}")
     else:
