@@ -289,3 +289,13 @@ def test_action_declares_the_inputs_and_outputs_it_uses() -> None:
         assert name in action["outputs"]
     install = action["runs"]["steps"][0]["run"]
     assert '"$GITHUB_ACTION_PATH"' in install and "pip install" in install
+
+
+def test_absolute_source_paths_are_made_relative_to_the_workspace(tmp_path, monkeypatch) -> None:
+    from dataclasses import replace
+
+    monkeypatch.chdir(tmp_path)
+    check = replace(FAILED_CHECK, source_file=str(tmp_path / "perf" / "perfcheck.toml"), source_line=3)
+    assert annotation(check).startswith("::error file=perf/perfcheck.toml,line=3,")
+    outside = replace(FAILED_CHECK, source_file="/elsewhere/perfcheck.toml", source_line=3)
+    assert annotation(outside).startswith("::error file=/elsewhere/perfcheck.toml,line=3,")

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from perfcheck.errors import PerfcheckError
 from perfcheck.model import ERROR, FAILED, Check
-from perfcheck.report.results import figures_line
+from perfcheck.report.results import figures_line, source_path
 
 # GitHub's limits (docs.github.com, "Workflow commands": annotations; "issue
 # comments": body length): 10 error annotations per step, 65,536 characters per body.
@@ -55,8 +55,9 @@ def _escape_property(text: str) -> str:
 def annotation(check: Check) -> str:
     """One ``::error`` workflow command for a failed or unevaluated check."""
     props = []
-    if check.source_file:
-        props.append(f"file={_escape_property(check.source_file)}")
+    where = source_path(check)
+    if where:
+        props.append(f"file={_escape_property(where)}")
         if check.source_line:
             props.append(f"line={check.source_line}")
     what = "could not be evaluated" if check.outcome == ERROR else "failed"

@@ -50,6 +50,7 @@ from perfcheck.report.results import (
     figures_line,
     inferred_action,
     observed_text,
+    source_path,
     write_atomic,
 )
 from perfcheck.report.units import format_value
@@ -77,12 +78,13 @@ def _classname(suite: str) -> str:
 
 def source_lines(check: Check) -> list[str]:
     """"declared at: FILE:LINE" and a Java-style frame for stack-trace readers."""
-    if not check.source_file:
+    source = source_path(check)
+    if not source:
         return []
-    where = check.source_file + (f":{check.source_line}" if check.source_line else "")
+    where = source + (f":{check.source_line}" if check.source_line else "")
     lines = [f"declared at: {where}"]
     if check.source_line:
-        folder, _, name = check.source_file.replace("\\", "/").rpartition("/")
+        folder, _, name = source.rpartition("/")
         package = ".".join(p for p in folder.split("/") if p not in ("", "."))
         if package:
             lines.append(f"at {package}.Expectation({name}:{check.source_line})")
@@ -161,7 +163,7 @@ FLAVOURS = ("xunit", "gitlab")
 def _testcase(parent: ET.Element, check: Check, flavour: str = "xunit", attachment: str | None = None) -> None:
     case = ET.SubElement(parent, "testcase", classname=_x(_classname(check.suite)), name=_x(case_name(check)), time="0")
     if flavour == "gitlab" and check.source_file:
-        case.set("file", _x(check.source_file))
+        case.set("file", _x(source_path(check)))
         if check.source_line:
             case.set("line", str(check.source_line))
     details = _x(check_details(check))
@@ -229,7 +231,7 @@ def junit_document(
             timestamp=stamp,
             hostname=_x(host),
         )
-        files = {c.source_file for c in checks if c.source_file}
+        files = {source_path(c) for c in checks if c.source_file}
         if len(files) == 1:  # junit-10.xsd allows file on <testsuite> only
             suite.set("file", _x(files.pop()))
         props = _suite_properties(checks, analyses.get(name), baselines.get(name), properties or {})
