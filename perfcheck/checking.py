@@ -293,10 +293,23 @@ def write_reports(runs: Sequence[SuiteRun], settings: Settings) -> dict[str, lis
         guarded("openmetrics", settings.openmetrics, lambda: write_openmetrics(settings.openmetrics, suites))
     attachments: dict[str, str] = {}  # suite -> its roofline PNG, attached to failing JUnit cases
     if settings.roofline is not None:
-        from perfcheck.report.roofline import plot_instruction_roofline, plot_roofline
+        from perfcheck.report.roofline import plot_instruction_roofline, plot_roofline, why_not_plotted
 
+        plotted: dict[tuple[object, ...], str] = {}  # inputs -> suite whose plot shows them
         for run in active:
             if run.analysis is None or not len(run.analysis.kernels):
+                continue
+            # pytest: tests that load the same profiles are one picture, drawn once
+            key = (tuple(sorted(str(p) for p in run.settings.profiles)), run.settings.arch,
+                   tuple(str(p) for p in run.settings.peaks))
+            if run.profile is None and run.settings.profiles and key in plotted:
+                if plotted[key] in attachments:
+                    attachments[run.name] = attachments[plotted[key]]
+                continue
+            plotted[key] = run.name
+            reason = why_not_plotted(run.analysis)
+            if reason is not None:
+                run.notices.append(f"suite {run.name!r}: no roofline plot: {reason}")
                 continue
             stem = settings.roofline / _slug(run.name)
             before = len(written.get("roofline", []))
