@@ -59,10 +59,24 @@ def _spread(run: "Run | None", suite: str, kernel: str) -> tuple[float | None, f
     return None, None
 
 
+# Bencher's limits: a benchmark name up to 1024 characters, a measure slug up to 64.
+MAX_BENCHMARK_CHARS = 1024
+
+
+def _benchmark_name(suite: str, kernel: str) -> str:
+    name = f"{suite}::{kernel}" if suite else kernel
+    if len(name) <= MAX_BENCHMARK_CHARS:
+        return name
+    import hashlib
+
+    digest = hashlib.sha1(name.encode("utf-8")).hexdigest()[:12]
+    return f"{name[: MAX_BENCHMARK_CHARS - 15]}...{digest}"
+
+
 def bencher_document(checks: Sequence[Check], run: "Run | None" = None) -> dict[str, dict[str, dict[str, float]]]:
     doc: dict[str, dict[str, dict[str, float]]] = {}
     for (suite, kernel, metric), check in sorted(_observed(checks).items()):
-        name = f"{suite}::{kernel}" if suite else kernel
+        name = _benchmark_name(suite, kernel)
         value = float(check.observed)  # type: ignore[arg-type]
         if metric == "duration":
             entry = {"value": value * 1e9}
@@ -71,7 +85,7 @@ def bencher_document(checks: Sequence[Check], run: "Run | None" = None) -> dict[
                 entry.update(lower_value=lo * 1e9, upper_value=hi * 1e9)
             doc.setdefault(name, {})["latency"] = entry
         else:
-            doc.setdefault(name, {})[metric.replace("_", "-")] = {"value": value}
+            doc.setdefault(name, {})[metric.replace("_", "-")[:64]] = {"value": value}
     return doc
 
 
