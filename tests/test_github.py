@@ -20,6 +20,7 @@ from perfcheck.report.github import annotation, annotations, marker_line, post_c
 
 ROOT = Path(__file__).resolve().parent.parent
 STENCIL = ROOT / "examples" / "stencil" / "perfcheck.toml"
+pytest_plugins = ["pytester"]
 
 
 def _line_of(path: Path, text: str, after: str) -> int:
@@ -299,3 +300,17 @@ def test_absolute_source_paths_are_made_relative_to_the_workspace(tmp_path, monk
     assert annotation(check).startswith("::error file=perf/perfcheck.toml,line=3,")
     outside = replace(FAILED_CHECK, source_file="/elsewhere/perfcheck.toml", source_line=3)
     assert annotation(outside).startswith("::error file=/elsewhere/perfcheck.toml,line=3,")
+
+
+def test_pytest_perf_in_github_actions_prints_annotations(pytester, monkeypatch) -> None:
+    """A plain `run: pytest --perf` step gets the annotations too, on the config line."""
+    config = STENCIL.read_text().replace('"results-before.csv"', f'"{STENCIL.parent / "results-before.csv"}"')
+    config = config.replace('"results-after.csv"', f'"{STENCIL.parent / "results-after.csv"}"')
+    config = config.replace('"machines/mulan-mi100.toml"', f'"{STENCIL.parent / "machines" / "mulan-mi100.toml"}"')
+    pytester.makefile(".toml", perfcheck=config)
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    result = pytester.runpytest("--perf", "--perf-baseline-dir", str(pytester.path / "b"), "-p", "no:randomly")
+    errors = [line for line in result.outlines if line.startswith("::error ")]
+    line = _line_of(STENCIL, "occupancy >= 40%", "suites.before.expect")
+    assert any(e.startswith(f"::error file=perfcheck.toml,line={line},") for e in errors), errors
