@@ -275,9 +275,7 @@ def write_reports(runs: Sequence[SuiteRun], settings: Settings) -> dict[str, lis
         paths = result if isinstance(result, list) else [result] if result is not None else []
         written.setdefault(kind, []).extend(Path(p) for p in paths)
 
-    from perfcheck.report.markdown import markdown_summary, write_markdown, write_step_summary
-
-    from perfcheck.report.markdown import ci_context
+    from perfcheck.report.markdown import ci_context, markdown_summary, write_markdown, write_step_summary
 
     text = markdown_summary(suites, analyses, baselines=statuses, context=ci_context())
     if settings.markdown is not None:

@@ -221,7 +221,9 @@ def _inspect(args: argparse.Namespace) -> int:
     analysis = analyse(args.paths, format=args.format, arch=args.arch, peaks=peaks)
     _warn(analysis.oddities)
     if args.kernel:
-        analysis = _only_kernels(analysis, args.kernel)
+        from perfcheck.expect import only_kernels
+
+        analysis = only_kernels(analysis, args.kernel)
     if args.json:
         json.dump(inspect_document(analysis), sys.stdout, indent=2)
         sys.stdout.write("\n")
@@ -229,25 +231,6 @@ def _inspect(args: argparse.Namespace) -> int:
         full = args.full_names or not sys.stdout.isatty()  # a pipe or a file gets whole names
         print(inspect_text(analysis, width=None if full else 60))
     return EXIT_OK
-
-
-def _only_kernels(analysis, pattern: str):  # noqa: ANN001, ANN202 (Analysis, imported lazily)
-    """The analysis restricted to the kernels ``pattern`` matches; none is an error."""
-    import difflib
-    from dataclasses import replace
-
-    from perfcheck.errors import UsageError
-    from perfcheck.expect import match_kernels
-
-    names = [str(k) for k in analysis.kernels["kernel"]] if len(analysis.kernels) else []
-    matched = set(match_kernels(pattern, names))
-    if not matched:
-        close = difflib.get_close_matches(pattern, names, n=1)
-        hint = f" (closest: {close[0]!r})" if close else ""
-        raise UsageError(f"--kernel {pattern!r} matched no kernel of {len(names)}{hint}; "
-                         "patterns are globs on the whole name (use '*name*') or re:REGEX")
-    table = analysis.kernels[analysis.kernels["kernel"].astype(str).isin(matched)].reset_index(drop=True)
-    return replace(analysis, kernels=table)
 
 
 def _peaks(args: argparse.Namespace) -> int:
@@ -445,21 +428,14 @@ def _github_step(run: "Run") -> None:
     """In GitHub Actions: annotations on the expectations' lines, and step outputs."""
     if os.environ.get("GITHUB_ACTIONS") != "true":
         return
-    from perfcheck.report.github import annotations, step_outputs
+    from perfcheck.report.github import annotations, run_outputs, step_outputs
 
     for line in annotations(run.checks):
         print(line)
     target = os.environ.get("GITHUB_OUTPUT")
     if target:
-        counts = run.counts()
-        values: dict[str, object] = {
-            "total": len(run.checks), "passed": counts["passed"], "failed": counts["failed"],
-            "errors": counts["error"], "recorded": counts["recorded"], "ok": str(run.exit_code == 0).lower(),
-        }
-        for kind, paths in run.reports.items():
-            values[f"{kind}-report"] = " ".join(str(p) for p in paths)
         with open(target, "a", encoding="utf-8") as handle:
-            handle.write(step_outputs(values))
+            handle.write(step_outputs(run_outputs(run)))
 
 
 def _github(args: argparse.Namespace) -> int:

@@ -362,6 +362,20 @@ def match_kernels(pattern: str, kernels: Sequence[str]) -> list[str]:
     return [k for k in kernels if regex.fullmatch(k)]
 
 
+def only_kernels(analysis: "Analysis", pattern: str) -> "Analysis":
+    """``analysis`` restricted to the kernels ``pattern`` matches (``inspect --kernel``);
+    a pattern that matches none is an error naming the closest kernel."""
+    names = [str(k) for k in analysis.kernels["kernel"]] if len(analysis.kernels) else []
+    matched = set(match_kernels(pattern, names))
+    if not matched:
+        close = difflib.get_close_matches(pattern, names, n=1)
+        hint = f" (closest: {close[0]!r})" if close else ""
+        raise UsageError(f"--kernel {pattern!r} matched no kernel of {len(names)}{hint}; "
+                         "patterns are globs on the whole name (use '*name*') or re:REGEX")
+    table = analysis.kernels[analysis.kernels["kernel"].astype(str).isin(matched)].reset_index(drop=True)
+    return replace(analysis, kernels=table)
+
+
 # --- evaluation ---------------------------------------------------------------------------
 
 # Per derived metric, the counter quantity it needs: for "collect ..." messages and

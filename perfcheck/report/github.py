@@ -24,10 +24,14 @@ import urllib.error
 import urllib.request
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from perfcheck.errors import PerfcheckError
-from perfcheck.model import ERROR, FAILED, Check
+from perfcheck.model import ERROR, FAILED, PASSED, RECORDED, Check
 from perfcheck.report.results import figures_line, source_path
+
+if TYPE_CHECKING:
+    from perfcheck.checking import Run
 
 # GitHub's limits (docs.github.com, "Workflow commands": annotations; "issue
 # comments": body length): 10 error annotations per step, 65,536 characters per body.
@@ -74,6 +78,18 @@ def annotations(checks: Sequence[Check], *, limit: int = MAX_ERROR_ANNOTATIONS) 
         lines.append(f"::warning title=perfcheck::{len(bad) - limit} more failed checks are not annotated "
                      "(GitHub shows 10 per step); the job summary lists them all")
     return lines
+
+
+def run_outputs(run: "Run") -> dict[str, object]:
+    """The action's outputs: counts, the verdict and every report's paths."""
+    counts = run.counts()
+    values: dict[str, object] = {
+        "total": len(run.checks), "passed": counts.get(PASSED, 0), "failed": counts.get(FAILED, 0),
+        "errors": counts.get(ERROR, 0), "recorded": counts.get(RECORDED, 0), "ok": str(run.exit_code == 0).lower(),
+    }
+    for kind, paths in run.reports.items():
+        values[f"{kind}-report"] = " ".join(str(p) for p in paths)
+    return values
 
 
 def step_outputs(values: Mapping[str, object]) -> str:
