@@ -47,8 +47,9 @@ def analyse(
 
     ``arch`` (an arch id or device name) wins over what the profile says; without
     either, metrics that need the hardware (occupancy, theoretical ceilings) are empty.
-    Without ``peaks``, the empirical peaks a tool wrote next to the profile (an
-    Omniperf workload's roofline.csv) are used; the ceilings say where each came from.
+    The empirical peaks a tool wrote next to the profile (an Omniperf workload's
+    roofline.csv) fill in every ceiling ``peaks`` does not give; the ceilings say
+    where each came from.
     """
     from perfcheck.ingest import open_profile
     from perfcheck.metrics.summary import metrics_want
@@ -56,12 +57,18 @@ def analyse(
     want = metrics_want()
     scans = [open_profile(path, format, want) for path in paths]  # lazy: nothing read yet
     sources = tuple(scan.source for scan in scans)
-    if peaks is None:
-        companions = [p for scan in scans for p in scan.companion_peaks]
-        if companions:
-            from perfcheck.ingest import read_peaks
+    companions = [p for scan in scans for p in scan.companion_peaks]
+    if companions:
+        from perfcheck.ingest import read_peaks
 
-            peaks = read_peaks(companions)
+        found = read_peaks(companions)
+        # Ceiling by ceiling: the user's peaks win where they give a figure, the
+        # workload's own (roofline.csv: L1, L2, LDS, MFMA) fill in the rest, so an
+        # HBM-only machine file does not drop the cache levels' ceilings. Each
+        # ceiling's source names the file its figure came from.
+        peaks = found if peaks is None else Peaks(
+            values={**found.values, **peaks.values}, details=peaks.details + found.details,
+            sources=peaks.sources + found.sources, oddities=peaks.oddities + found.oddities)
     # Oddities are collected as the chunks are consumed: a reader finds some only
     # once it has read its whole file.
     oddities: list[Oddity] = []

@@ -175,10 +175,23 @@ def check(run: SuiteRun, expectations: Mapping[str, Sequence[str]] | None = None
         raise UsageError(f"suite {run.name!r} was not read (skipped: {run.settings.missing})")
     expectations = run.settings.expect if expectations is None else expectations
     checks = evaluate(run.name, expectations, run.analysis, run.baseline, tolerances=run.settings.tolerances)
+    checks = [_with_baseline(c, run.baseline) for c in checks]
     if run.settings.update_baseline:
         checks = [_accepted(c) for c in checks]
     run.checks.extend(checks)
     return checks
+
+
+def _with_baseline(check: Check, stored: "Baseline | None") -> Check:
+    """An absolute expectation still shows the stored baseline's value of its metric,
+    so a report can say 916 -> 818 GB/s (-10.7%) next to "hbm_bw >= 80% of peak"."""
+    if check.baseline is not None or stored is None or check.observed is None:
+        return check
+    entry = stored.kernels.get(check.kernel)
+    value = entry.metrics.get(check.metric) if entry is not None else None
+    if value is None or value != value:
+        return check
+    return replace(check, baseline=float(value))
 
 
 def _accepted(check: Check) -> Check:
@@ -264,14 +277,9 @@ def write_reports(runs: Sequence[SuiteRun], settings: Settings) -> dict[str, lis
         paths = result if isinstance(result, list) else [result] if result is not None else []
         written.setdefault(kind, []).extend(Path(p) for p in paths)
 
-    if settings.junit is not None:
-        from perfcheck.report.junit import write_junit
+    from perfcheck.report.markdown import ci_context, markdown_summary, write_markdown, write_step_summary
 
-        guarded("junit", settings.junit, lambda: write_junit(
-            settings.junit, suites, analyses=analyses, baselines=statuses, properties=properties))
-    from perfcheck.report.markdown import markdown_summary, write_markdown, write_step_summary
-
-    text = markdown_summary(suites, analyses, baselines=statuses)
+    text = markdown_summary(suites, analyses, baselines=statuses, context=ci_context())
     if settings.markdown is not None:
         guarded("markdown", settings.markdown, lambda: write_markdown(settings.markdown, text))
     guarded("step-summary", Path("$GITHUB_STEP_SUMMARY"), lambda: write_step_summary(text))
@@ -283,25 +291,69 @@ def write_reports(runs: Sequence[SuiteRun], settings: Settings) -> dict[str, lis
         from perfcheck.report.openmetrics import write_openmetrics
 
         guarded("openmetrics", settings.openmetrics, lambda: write_openmetrics(settings.openmetrics, suites))
+    attachments: dict[str, str] = {}  # suite -> its roofline PNG, attached to failing JUnit cases
     if settings.roofline is not None:
-        from perfcheck.report.roofline import plot_instruction_roofline, plot_roofline
+        from perfcheck.report.roofline import plot_instruction_roofline, plot_roofline, why_not_plotted
 
+        plotted: dict[tuple[object, ...], str] = {}  # inputs -> suite whose plot shows them
         for run in active:
             if run.analysis is None or not len(run.analysis.kernels):
                 continue
+            # pytest: tests that load the same profiles are one picture, drawn once
+            key = (tuple(sorted(str(p) for p in run.settings.profiles)), run.settings.arch,
+                   tuple(str(p) for p in run.settings.peaks))
+            if run.profile is None and run.settings.profiles and key in plotted:
+                if plotted[key] in attachments:
+                    attachments[run.name] = attachments[plotted[key]]
+                continue
+            plotted[key] = run.name
+            reason = why_not_plotted(run.analysis)
+            if reason is not None:
+                run.notices.append(f"suite {run.name!r}: no roofline plot: {reason}")
+                continue
             stem = settings.roofline / _slug(run.name)
+            before = len(written.get("roofline", []))
             guarded("roofline", stem, lambda run=run, stem=stem: plot_roofline(
                 run.analysis, stem, suite=run.name, baseline=run.baseline))
+            png = next((p for p in written.get("roofline", [])[before:] if p.suffix == ".png"), None)
+            if png is not None:
+                attachments[run.name] = display_path(png)
             inst = settings.roofline / f"{_slug(run.name)}-instructions"
             guarded("roofline", inst, lambda run=run, inst=inst: plot_instruction_roofline(
                 run.analysis, inst, suite=run.name, baseline=run.baseline))
-    return {k: v for k, v in written.items() if v}
+    if settings.junit is not None:
+        from perfcheck.report.junit import write_junit
+
+        guarded("junit", settings.junit, lambda: write_junit(
+            settings.junit, suites, analyses=analyses, baselines=statuses, properties=properties,
+            flavour=settings.junit_flavour, attachments=attachments))
+    order = ["junit", "markdown", "step-summary", "json", "openmetrics", "roofline"]
+    return {k: written[k] for k in sorted(written, key=lambda k: order.index(k) if k in order else len(order))
+            if written[k]}
+
+
+def locate_sources(run: SuiteRun, config: Path | None) -> None:
+    """Give each check of a config-declared suite the config file and the line of its
+    expectation (CI annotations, JUnit ``file``/``line``); checks that already know
+    their source (``perf.expect`` in a test) keep it."""
+    if config is None or run.settings.origins.get("expect") == "expectations given":
+        return
+    from perfcheck.config import expectation_line
+
+    where = display_path(Path(config))
+    located = []
+    for c in run.checks:
+        if c.source_file is None:
+            c = replace(c, source_file=where, source_line=expectation_line(Path(config), run.name, c.pattern, c.expression))
+        located.append(c)
+    run.checks[:] = located
 
 
 def finish(runs: Sequence[SuiteRun], settings: Settings) -> Run:
     """Settle baselines (written only when ``settings.write_baselines``), then write
     every report; the caller exits with ``Run.exit_code`` after this returns."""
     for run in runs:
+        locate_sources(run, settings.config)
         settle_baseline(run, write=settings.write_baselines)
     return Run(list(runs), write_reports(runs, settings))
 

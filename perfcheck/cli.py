@@ -50,6 +50,10 @@ def _parser() -> argparse.ArgumentParser:
     inspect.add_argument("paths", nargs="+", metavar="PATH", help="profile file or tool output directory")
     inspect.add_argument("--format", metavar="NAME", help="reader to use (see `perfcheck formats`)")
     inspect.add_argument("--json", action="store_true", help="print JSON (values in base units) instead of a table")
+    inspect.add_argument("--kernel", metavar="PATTERN", help="only the kernels matching PATTERN (glob on the "
+                         "demangled name, or re:REGEX), as in expectations")
+    inspect.add_argument("--full-names", action="store_true", default=None,
+                         help="never cut kernel names (the default when the output is not a terminal)")
     inspect.add_argument(
         "--arch",
         metavar="NAME",
@@ -105,8 +109,11 @@ def _parser() -> argparse.ArgumentParser:
         "peak GIPS), each with its source.",
     )
     arch_sub = arch.add_subparsers(dest="arch_command", metavar="ACTION", parser_class=_Parser, required=True)
-    arch_sub.add_parser("list", help="list known arches and devices")
-    show = arch_sub.add_parser("show", help="show one arch or device")
+    arch_sub.add_parser("list", help="list known arches and devices",
+                        description="List the arch ids (gfx90a, sm_80, ...) and device names (mi250x, h100-sxm, ...) "
+                        "that --arch, `device =` and `perfcheck arch show` accept.")
+    show = arch_sub.add_parser("show", help="show one arch or device",
+                               description="Show the figures of one arch or device, each with its source.")
     show.add_argument("name", metavar="NAME", help="arch id (gfx942, sm_90) or device (mi300x, h100-sxm)")
     show.add_argument("--json", action="store_true", help="print JSON (base units)")
 
@@ -159,6 +166,26 @@ def _parser() -> argparse.ArgumentParser:
                         help="add this run to the stored baseline instead of replacing it "
                         "(repeated runs make timing decisions aware of run-to-run noise)")
 
+    gh = sub.add_parser("github", help="GitHub: post or update the pull request comment",
+                        description="GitHub integration used by the perfcheck action (action.yml).")
+    gh_sub = gh.add_subparsers(dest="github_command", metavar="ACTION", parser_class=_Parser, required=True)
+    comment = gh_sub.add_parser(
+        "comment",
+        help="post the Markdown summary as one sticky pull-request comment",
+        description="Create, or update in place, one comment on the pull request with the Markdown "
+        "summary (found again by a hidden marker, never duplicated). Uses GITHUB_TOKEN, GITHUB_REPOSITORY, "
+        "GITHUB_API_URL and the pull request of GITHUB_EVENT_PATH; outside a pull request it does nothing.",
+    )
+    comment.add_argument("--markdown", required=True, metavar="FILE", help="the summary (perfcheck check --markdown)")
+    comment.add_argument("--key", default="perfcheck", metavar="KEY",
+                         help="marker key: one comment per key (several configs in one workflow); default perfcheck")
+    comment.add_argument("--pr", type=int, metavar="N", help="pull request number (default: from the event)")
+    comment.add_argument("--repository", metavar="OWNER/NAME", help="default: $GITHUB_REPOSITORY")
+
+    schema = sub.add_parser("schema", help="print the JSON Schema of a perfcheck document",
+                            description="Print the published JSON Schema of `perfcheck check --json` results.")
+    schema.add_argument("document", choices=("results",), help="which document")
+
     from perfcheck.cli_run import add_parser as add_run_parser  # light: argparse only
 
     add_run_parser(sub)
@@ -182,11 +209,21 @@ def _check_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", metavar="FILE", help="write a JSON results file")
     parser.add_argument("--openmetrics", metavar="FILE", help="write a GitLab metrics report (OpenMetrics text)")
     parser.add_argument("--roofline", metavar="DIR", help="write roofline plots (PNG and SVG per suite) into DIR")
+    parser.add_argument("--bencher", metavar="FILE", help="write the observed values in Bencher Metric Format (JSON)")
+    parser.add_argument("--github-benchmark", metavar="FILE",
+                        help="write the observed values for github-action-benchmark (customSmallerIsBetter and "
+                        "customBiggerIsBetter: FILE gets the smaller-is-better metrics, FILE with -bigger before "
+                        "the suffix the bigger-is-better ones)")
+    parser.add_argument("--junit-flavour", choices=("xunit", "gitlab"), metavar="NAME",
+                        help="xunit (default: valid against Jenkins' junit-10.xsd, file on <testsuite>) or "
+                        "gitlab (also file and line on every <testcase>, as GitLab and GitHub test reporters read them)")
 
 
 def _warn(oddities: Sequence[object]) -> None:
+    from perfcheck.report.text import printable
+
     for oddity in oddities:
-        print(f"perfcheck: warning: {oddity}", file=sys.stderr)
+        print(f"perfcheck: warning: {printable(oddity)}", file=sys.stderr)
 
 
 def _inspect(args: argparse.Namespace) -> int:
@@ -198,11 +235,16 @@ def _inspect(args: argparse.Namespace) -> int:
     peaks = read_peaks(args.peaks) if args.peaks else None
     analysis = analyse(args.paths, format=args.format, arch=args.arch, peaks=peaks)
     _warn(analysis.oddities)
+    if args.kernel:
+        from perfcheck.expect import only_kernels
+
+        analysis = only_kernels(analysis, args.kernel)
     if args.json:
         json.dump(inspect_document(analysis), sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        print(inspect_text(analysis))
+        full = args.full_names or not sys.stdout.isatty()  # a pipe or a file gets whole names
+        print(inspect_text(analysis, width=None if full else 60))
     return EXIT_OK
 
 
@@ -328,6 +370,12 @@ def _occupancy(args: argparse.Namespace) -> int:
     from perfcheck.arch.occupancy import occupancy
 
     target = lookup(args.arch)
+    largest = target.arch.max_workgroup_size
+    if args.block < 1 or (largest is not None and args.block > largest):
+        from perfcheck.errors import UsageError
+
+        raise UsageError(f"--block {args.block}: a workgroup/block on {target.arch.name} holds 1 to "
+                         f"{largest or 'the arch maximum of'} threads")
     result = occupancy(
         target.arch,
         args.block,
@@ -362,6 +410,8 @@ def _run_checks(args: argparse.Namespace, *, update: bool | None) -> "Run":
 
     options: dict[str, object] = {k: getattr(args, k) for k in (
         "config", "arch", "peaks", "format", "baseline_dir", "junit", "markdown", "json", "openmetrics", "roofline")}
+    if getattr(args, "junit_flavour", None):
+        options["junit_flavour"] = args.junit_flavour
     options["update_baseline"] = update
     expect: dict[str, list[str]] = {}
     for pattern, text in args.expect or []:
@@ -374,8 +424,66 @@ def _run_checks(args: argparse.Namespace, *, update: bool | None) -> "Run":
     for suite_run in run.suites:
         _warn(suite_run.analysis.oddities if suite_run.analysis is not None else ())
         _warn(suite_run.notices)
+    _exports(args, run)
     print_run(run, out=sys.stdout, err=sys.stderr)
+    _github_step(run)
     return run
+
+
+def _exports(args: argparse.Namespace, run: "Run") -> None:
+    from perfcheck.report.exports import write_bencher, write_github_benchmark
+
+    if getattr(args, "bencher", None):
+        run.reports.setdefault("bencher", []).append(write_bencher(args.bencher, run))
+    if getattr(args, "github_benchmark", None):
+        run.reports.setdefault("github-benchmark", []).extend(write_github_benchmark(args.github_benchmark, run))
+
+
+def _github_step(run: "Run") -> None:
+    """In GitHub Actions: annotations on the expectations' lines, and step outputs."""
+    if os.environ.get("GITHUB_ACTIONS") != "true":
+        return
+    from perfcheck.report.github import annotations, run_outputs, step_outputs
+
+    for line in annotations(run.checks):
+        print(line)
+    target = os.environ.get("GITHUB_OUTPUT")
+    if target:
+        with open(target, "a", encoding="utf-8") as handle:
+            handle.write(step_outputs(run_outputs(run)))
+
+
+def _github(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from perfcheck.errors import UsageError
+    from perfcheck.report.github import post_comment, pull_request_number
+
+    number = args.pr or pull_request_number()
+    if number is None:
+        print("perfcheck: not a pull request: no comment posted", file=sys.stderr)
+        return EXIT_OK
+    repository = args.repository or os.environ.get("GITHUB_REPOSITORY")
+    token = os.environ.get("GITHUB_TOKEN")
+    if not repository or not token:
+        raise UsageError("perfcheck github comment needs GITHUB_REPOSITORY (or --repository) and GITHUB_TOKEN "
+                         "(env: GITHUB_TOKEN: ${{ github.token }}, with permissions: pull-requests: write)")
+    try:
+        body = Path(args.markdown).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot read the Markdown summary {args.markdown}: {exc.strerror or exc}") from None
+    result = post_comment(body, repository=repository, number=number, token=token,
+                          api_url=os.environ.get("GITHUB_API_URL") or "https://api.github.com", key=args.key)
+    print(f"perfcheck: {result.action} comment {result.comment_id} on {repository}#{number}"
+          + (f": {result.url}" if result.url else ""))
+    return EXIT_OK
+
+
+def _schema(args: argparse.Namespace) -> int:
+    from perfcheck.report.results import results_schema_text
+
+    sys.stdout.write(results_schema_text())
+    return EXIT_OK
 
 
 def _check(args: argparse.Namespace) -> int:
@@ -419,6 +527,7 @@ _COMMANDS = {
     "inspect": _inspect, "peaks": _peaks, "formats": _formats, "arch": _arch, "occupancy": _occupancy,
     "check": _check, "baseline": _baseline, "peaks-measure": _peaks_measure, "run": _run,
     "metrics": _metrics,
+    "github": _github, "schema": _schema,
 }
 
 

@@ -27,7 +27,7 @@ def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> ar
         "run directory (perfcheck-runs/ by default) that `perfcheck inspect` and `perfcheck check` read; "
         "its logs/ hold the command's output. With --launcher each rank writes its own outputs and the "
         "summary adds the ranks' spread per kernel (rank_imbalance = slowest rank / mean).",
-        epilog="Example: perfcheck run --profiler rocprofv3 --expect 'stencil*' 'hbm_bw >= 80%% of peak' -- ./app -n 1024",
+        epilog="Example: perfcheck run --profiler rocprofv3 --expect 'stencil*' 'hbm_bw >= 80% of peak' -- ./app -n 1024",
     )
     parser.add_argument("--profiler", choices=PROFILER_NAMES,
                         help="profiler to run (default: rocprofv3, rocprof or ncu, whichever is installed; "

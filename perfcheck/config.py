@@ -217,6 +217,13 @@ def _rank(raw: object, origin: str, base: Path) -> int:
 
 # Key -> converter. Every layer uses the same converters, so "5%" means the same on the
 # command line, in PERFCHECK_TOLERANCES and in the config file.
+def _flavour(raw: object, origin: str) -> str:
+    """junit_flavour: the JUnit shape (see perfcheck/report/junit.py)."""
+    if raw not in ("xunit", "gitlab"):
+        raise ConfigError(origin, f"expected \"xunit\" or \"gitlab\", not {raw!r}")
+    return str(raw)
+
+
 _CONVERT: dict[str, Callable[[object, str, Path], object]] = {
     "config": _path,
     "arch": _string,
@@ -236,6 +243,7 @@ _CONVERT: dict[str, Callable[[object, str, Path], object]] = {
     "json": _path,
     "openmetrics": _path,
     "roofline": _path,
+    "junit_flavour": lambda raw, origin, base: _flavour(raw, origin),
     # profiling a command instead of reading profiles (perfcheck.run)
     "command": _command,
     "profiler": _string,
@@ -246,7 +254,7 @@ _CONVERT: dict[str, Callable[[object, str, Path], object]] = {
 }
 # Keys a config file may set, at the top of [tool.perfcheck] and in a suite.
 GLOBAL_KEYS = ("arch", "peaks", "machine", "format", "baseline_dir", "tolerances", "aliases",
-               "junit", "markdown", "json", "openmetrics", "roofline",
+               "junit", "markdown", "json", "openmetrics", "roofline", "junit_flavour",
                "profiler", "launcher", "timeout", "runs_dir")
 SUITE_KEYS = ("profiles", "expect", "arch", "peaks", "machine", "format", "tolerances", "aliases", "skip_if_missing",
               "command", "profiler", "launcher", "timeout", "rank", "runs_dir")
@@ -258,6 +266,7 @@ ENVIRONMENT = {
     "FORMAT": "format", "BASELINE_DIR": "baseline_dir", "TOLERANCES": "tolerances",
     "UPDATE_BASELINE": "update_baseline", "SUITES": "suites", "JUNIT": "junit",
     "MARKDOWN": "markdown", "JSON": "json", "OPENMETRICS": "openmetrics", "ROOFLINE": "roofline",
+    "JUNIT_FLAVOUR": "junit_flavour",
     "PROFILER": "profiler", "LAUNCHER": "launcher", "TIMEOUT": "timeout", "RUNS_DIR": "runs_dir",
 }
 
@@ -425,6 +434,33 @@ def find_config(start: Path, stop: Path | None = None) -> Path | None:
     return None
 
 
+def expectation_line(path: Path, suite: str, pattern: str, expression: str) -> int | None:
+    """The 1-based line of the config file ``path`` where ``expression`` is declared for
+    kernel ``pattern`` in ``suite`` (for CI annotations and JUnit ``line``); None when
+    it is not found. tomllib keeps no positions, so this searches the text: the suite's
+    table, then the pattern's key, then the quoted expression (the first such line)."""
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return None
+    import re
+
+    header = re.compile(r"^\s*\[+\s*(?:tool\.perfcheck\.)?suites\.([\"']?)" + re.escape(suite) + r"\1\s*[.\]]")
+    start = next((i for i, line in enumerate(lines) if header.match(line)), 0)
+
+    def quoted(text: str) -> re.Pattern[str]:
+        return re.compile(r"([\"'])" + re.escape(text) + r"\1")
+
+    key = quoted(pattern)
+    at = next((i for i in range(start, len(lines)) if key.search(lines[i])), start)
+    wanted = quoted(expression)
+    for begin in (at, start, 0):
+        found = next((i for i in range(begin, len(lines)) if wanted.search(lines[i])), None)
+        if found is not None:
+            return found + 1
+    return None
+
+
 # --- resolved settings ----------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -497,6 +533,7 @@ class Settings:
     json: Path | None = None
     openmetrics: Path | None = None
     roofline: Path | None = None  # a directory: <suite>.png / .svg
+    junit_flavour: str = "xunit"  # "xunit" (junit-10.xsd valid) | "gitlab" (file/line on testcases)
     write_baselines: bool = True  # False in pytest-xdist workers: only the controller writes
     origins: Mapping[str, str] = field(default_factory=dict)
 
@@ -652,8 +689,10 @@ class Resolver:
             outputs[key] = value.value if value is not None else None  # type: ignore[assignment]
             if value is not None:
                 origins[key] = value.origin
+        flavour = self.get("junit_flavour")
         return Settings(suites=dict(suites), config=self.config.path if self.config else None,
-                        origins=origins, **outputs)  # type: ignore[arg-type]
+                        origins=origins, junit_flavour=str(flavour.value) if flavour is not None else "xunit",
+                        **outputs)  # type: ignore[arg-type]
 
 
 def _replace(settings: SuiteSettings, **changes: object) -> SuiteSettings:
@@ -743,6 +782,12 @@ def resolver(
         path = Path(config).resolve()
     elif chosen is not None:
         path = chosen.value  # type: ignore[assignment]
+        if path.is_dir():  # --config DIR: its perfcheck.toml, or pyproject.toml with [tool.perfcheck]
+            found = next((path / n for n in (CONFIG_FILE, PYPROJECT) if has_perfcheck_table(path / n)), None)
+            if found is None:
+                raise ConfigError(chosen.origin, f"{_shown(path)!r} is a directory without {CONFIG_FILE} or "
+                                  f"{PYPROJECT} with [tool.perfcheck]: name the config file")
+            path = found
         if not path.is_file():
             raise ConfigError(chosen.origin, f"no such config file {_shown(path)!r}")
     else:

@@ -565,6 +565,17 @@ def no_match_message(pattern: str, kernels: Sequence[str]) -> str:
     return message
 
 
+def only_kernels(analysis: "Analysis", pattern: str) -> "Analysis":
+    """``analysis`` restricted to the kernels ``pattern`` matches (``inspect --kernel``);
+    a pattern that matches none is an error naming the closest kernel."""
+    names = [str(k) for k in analysis.kernels["kernel"]] if len(analysis.kernels) else []
+    matched = set(match_kernels(pattern, names))
+    if not matched:
+        raise UsageError(f"--kernel: {no_match_message(pattern, names)}")
+    table = analysis.kernels[analysis.kernels["kernel"].astype(str).isin(matched)].reset_index(drop=True)
+    return replace(analysis, kernels=table)
+
+
 # --- evaluation ---------------------------------------------------------------------------
 
 # Per derived metric, the counter quantity it needs: for "collect ..." messages and

@@ -116,6 +116,11 @@ class Check:
     message: str  # one line, values formatted with units
     baseline: float | None = None  # the stored baseline value, when origin == "baseline"
     detail: str = ""  # optional: the statistics behind a baseline decision, the ceiling used, ...
+    # Where the expectation was declared: the config file and the line of the
+    # expectation, or the test file and line of ``perf.expect`` (CI annotations,
+    # JUnit ``file``/``line``); None when unknown (``--expect`` on the command line).
+    source_file: str | None = None
+    source_line: int | None = None
 
     @property
     def passed(self) -> bool:

@@ -647,3 +647,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     for line in baseline_lines(run) + report_lines(run):
         terminalreporter.write_line(f"perfcheck: {line}")
     terminalreporter.write_line(f"perfcheck: {totals(run)}", bold=True)
+    if os.environ.get("GITHUB_ACTIONS") == "true":  # annotations on the expectations' lines
+        from perfcheck.report.github import annotations
+
+        for line in annotations(run.checks):
+            terminalreporter.write_line(line)

@@ -204,7 +204,7 @@ def test_reports_are_written_before_a_failing_exit(tmp_path: Path) -> None:
     results = json.loads((out / "results.json").read_text())
     assert results["summary"]["failed"] == 8
     assert results["suites"]["before"]["baseline"]["action"] == "recorded"
-    assert (out / "summary.md").read_text().startswith("### perfcheck: 8 failed of 32 checks on AMD Instinct MI100")
+    assert (out / "summary.md").read_text().startswith("### ❌ perfcheck: 8 failed of 32 checks on AMD Instinct MI100")
     assert 'perfcheck_occupancy' in (out / "metrics.txt").read_text()
     for name in ("before", "after"):
         assert (out / "roofline" / f"{name}.png").stat().st_size > 10_000
@@ -218,7 +218,7 @@ def test_step_summary_is_appended_when_set(tmp_path: Path, monkeypatch) -> None:
     summary.write_text("earlier step\n")
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
     run = checking.run_suites(resolver(cli={}, env={}, config=CONFIG, cwd=tmp_path).settings(["after"]))
-    assert summary.read_text() == "earlier step\nperfcheck: 16 checks passed on AMD Instinct MI100\n"
+    assert summary.read_text().startswith("earlier step\n### ✅ perfcheck: 16 checks passed on AMD Instinct MI100\n")
     assert run.reports["step-summary"] == [summary]
 
 
@@ -240,3 +240,23 @@ def test_skipped_suite_passes_with_a_notice(tmp_path: Path) -> None:
     assert run.suites[0].action == "skipped"
     assert "absent" in run.suites[0].notices[0]
     assert totals(run) == "1 suite(s) skipped"
+
+
+def test_one_roofline_per_set_of_profiles_and_a_reason_instead_of_an_empty_plot(tmp_path: Path) -> None:
+    """pytest: tests that load the same profile (each an ad-hoc suite) get one plot,
+    not one each; a suite with nothing to place writes none and says why."""
+    from dataclasses import replace
+
+    settings = resolver(cli={"arch": "mi100", "roofline": str(tmp_path / "roof"), "junit": str(tmp_path / "j.xml")},
+                        env={}, discover=False, cwd=tmp_path).settings(
+        ["t1"], profiles=[EXAMPLE / "results-before.csv"], expect={"*": ["occupancy >= 40%"]})
+    first = settings.suites["t1"]
+    trace = replace(first, name="trace", profiles=(EXAMPLE / "kernel_trace.csv",))
+    suites = {"t1": first, "t2": replace(first, name="t2"), "trace": trace}
+    runs = [checking.evaluate_suite(s) for s in suites.values()]
+    run = checking.finish(runs, replace(settings, suites=suites))
+    pngs = sorted(p.name for p in run.reports["roofline"] if p.suffix == ".png")
+    assert pngs == ["t1-instructions.png", "t1.png"]
+    assert any("suite 'trace': no roofline plot: no kernel has flops and byte counts" in n for n in runs[2].notices)
+    junit = (tmp_path / "j.xml").read_text()
+    assert junit.count("[[ATTACHMENT|") == sum(c.outcome == FAILED for r in runs[:2] for c in r.checks)

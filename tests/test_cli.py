@@ -62,7 +62,7 @@ def test_unknown_format_name(cli) -> None:
 def test_wrong_format_named(cli) -> None:
     # A kernel trace is not a peaks file: the peaks readers all refuse it.
     line = one_line_error(cli("peaks", EXAMPLE))
-    assert "not a peaks format" in line
+    assert "not a peaks file" in line and "`perfcheck inspect`" in line
 
 
 def test_usage_error_exit_code() -> None:

@@ -233,7 +233,7 @@ def test_reports_from_pytest(pytester) -> None:
     doc = json.loads((out / "results.json").read_text())
     module = "test_reports_from_pytest"  # makepyfile names the file after this test
     assert sorted(doc["suites"]) == ["after", "before", f"{module}.test_after", f"{module}.test_before", "timing"]
-    assert (out / "summary.md").read_text().startswith("### perfcheck: ")
+    assert (out / "summary.md").read_text().startswith("### ❌ perfcheck: ")
     assert (out / "roof" / "after.svg").is_file()
     if XSD.exists():
         xmlschema = pytest.importorskip("xmlschema")

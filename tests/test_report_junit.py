@@ -185,3 +185,52 @@ def test_schema_check_can_fail(report: Path) -> None:
     ET.SubElement(ET.SubElement(case, "properties"), "property", name="observed", value="2.936 ms")
     with pytest.raises(xmlschema.XMLSchemaValidationError):
         xmlschema.XMLSchema(str(XSD)).validate(ET.tostring(root, encoding="unicode"))
+
+
+def _sourced(check: Check, line: int) -> Check:
+    from dataclasses import replace
+
+    return replace(check, source_file="examples/stencil/perfcheck.toml", source_line=line)
+
+
+def test_where_the_expectation_is_declared(tmp_path: Path) -> None:
+    """mikepenz/action-junit-report: file from <testsuite file>, line from the last
+    ' FILE:N' in the failure text; dorny/test-reporter: a Java frame whose package is
+    the file's folders. Without them both guessed 'out/roofline/before.svg:1' from the
+    classname perfcheck.before."""
+    suites = {"before": [_sourced(FAILED_CHECK, 26), _sourced(PASSED_CHECK, 27)]}
+    path = write_junit(tmp_path / "j.xml", suites, attachments={"before": "out/roofline/before.png"})
+    root = ET.parse(path).getroot()
+    suite = root.find("testsuite")
+    assert suite.get("file") == "examples/stencil/perfcheck.toml"
+    failed = _cases(root)[case_name(FAILED_CHECK)]
+    text = failed.find("failure").text
+    assert "declared at: examples/stencil/perfcheck.toml:26" in text
+    assert "\nat examples.stencil.Expectation(perfcheck.toml:26)" in text
+    import re
+
+    # mikepenz's own pattern: ` [^ ]*{file}.*?:\d+`, last match
+    found = re.findall(r" [^ ]*examples/stencil/perfcheck\.toml.*?:\d+", text)
+    assert found[-1].endswith(":26")
+    # dorny's java-junit frame pattern
+    assert any(re.match(r"^at (.*)\((.*):(\d+)\)$", line) for line in text.splitlines())
+    # GitLab shows [[ATTACHMENT|...]] from a failing case's system-out; passed cases get none
+    assert failed.find("system-out").text == "[[ATTACHMENT|out/roofline/before.png]]"
+    passed = _cases(root)[case_name(PASSED_CHECK)]
+    assert "ATTACHMENT" not in passed.find("system-out").text
+    assert failed.get("file") is None  # not in junit-10.xsd
+    if XSD.exists():
+        xmlschema = pytest.importorskip("xmlschema")
+        xmlschema.XMLSchema(str(XSD)).validate(str(path))
+
+
+def test_gitlab_flavour_puts_file_and_line_on_each_testcase(tmp_path: Path) -> None:
+    suites = {"before": [_sourced(FAILED_CHECK, 26), _sourced(PASSED_CHECK, 27), ERROR_CHECK]}
+    path = write_junit(tmp_path / "j.xml", suites, flavour="gitlab")
+    cases = _cases(ET.parse(path).getroot())
+    assert (cases[case_name(FAILED_CHECK)].get("file"), cases[case_name(FAILED_CHECK)].get("line")) == (
+        "examples/stencil/perfcheck.toml", "26")
+    assert cases[case_name(PASSED_CHECK)].get("line") == "27"
+    assert cases[case_name(ERROR_CHECK)].get("file") is None
+    with pytest.raises(ValueError):
+        write_junit(tmp_path / "k.xml", suites, flavour="surefire")

@@ -47,58 +47,145 @@ def analyses() -> dict:
     return {"stencil": analyse([STENCIL], arch="mi100")}
 
 
+def _render(text: str) -> str:
+    """GitHub-flavoured Markdown as GitHub renders tables (markdown-it-py, CommonMark
+    plus the GFM table rule); raw HTML stays enabled, as on GitHub, so a name that
+    would render as HTML shows up as an element here."""
+    markdown_it = pytest.importorskip("markdown_it")
+    return markdown_it.MarkdownIt("commonmark", {"html": True}).enable("table").render(text)
+
+
+def _table_rows(html: str) -> list[list[str]]:
+    import re
+
+    rows = []
+    for row in re.findall(r"<tr>(.*?)</tr>", html, flags=re.S):
+        rows.append(re.findall(r"<t[dh][^>]*>(.*?)</t[dh]>", row, flags=re.S))
+    return rows
+
+
 def test_quiet_when_nothing_changed(analyses) -> None:
     text = markdown_summary({"stencil": [PASS_BW, PASS_OCC]}, analyses)
-    assert text == "perfcheck: 2 checks passed on AMD Instinct MI100\n"
+    lines = text.splitlines()
+    assert lines[0] == "### ✅ perfcheck: 2 checks passed on AMD Instinct MI100"
+    # no failure table: every check is behind a collapsed <details>
+    assert lines[2] == "<details>" and "<summary>All 2 checks</summary>" in text
+    assert text.count("<table>") == 0 and text.count("| ✅ |") == 2
 
 
 def test_new_baseline_is_announced_with_its_file(analyses) -> None:
     text = markdown_summary(
         {"stencil": [PASS_BW, RECORDED_REDUCE]}, analyses,
-        baselines={"stencil": BaselineStatus("baselines/stencil/amd-instinct-mi100.json", "recorded")},
+        baselines={"stencil": BaselineStatus("baselines/stencil/mi100_gfx908_rocprof.json", "recorded")},
     )
     lines = text.splitlines()
-    assert lines[0] == "perfcheck: 2 checks passed on AMD Instinct MI100; new baseline values were written"
-    assert lines[2] == (
-        "- suite `stencil`: baseline recorded in `baselines/stencil/amd-instinct-mi100.json` (1 value); "
-        "review it like code before committing"
-    )
-    assert "<summary>All 2 checks</summary>" in text
-    assert "| recorded | stencil | `void hipcub::DeviceReduceKernel<float, 256>(float const*, float*, int)` |" in text
+    assert lines[0] == "### ✅ perfcheck: 2 checks passed on AMD Instinct MI100; new baseline values were written"
+    assert ("🆕 baseline recorded in `baselines/stencil/mi100_gfx908_rocprof.json` (1 value); "
+            "review it like code before committing") in lines
+    assert "| 🆕 | `void hipcub::DeviceReduceKernel<float, 256>(float const*, float*, int)` |" in text
 
 
 def test_loud_when_a_check_failed(analyses) -> None:
-    suites = {"stencil": [PASS_BW, FAIL_DURATION, ERROR_PATTERN, RECORDED_REDUCE]}
-    text = markdown_summary(suites, analyses)
+    text = markdown_summary({"stencil": [PASS_BW, FAIL_DURATION, ERROR_PATTERN, PASS_OCC]}, analyses)
     lines = text.splitlines()
-    assert lines[0] == "### perfcheck: 1 failed and 1 could not be evaluated of 4 checks on AMD Instinct MI100"
-    failed_at = lines.index("**Failed**")
-    assert lines[failed_at + 2] == "| suite | kernel | expectation | observed | expected | baseline | change |"
-    assert lines[failed_at + 4] == (
-        "| stencil | `OECloverDagFBCGPU` | `duration <= baseline + 5%` | 2.936 ms | &lt;= 2.804 ms | 2.67 ms | +10.0% |"
-    )
-    errors_at = lines.index("**Could not be evaluated**")
-    # a pipe in a kernel pattern is escaped so the table keeps its columns
-    assert lines[errors_at + 4] == (
-        "| stencil | `Nope\\|*` | `occupancy >= 40%` | pattern 'Nope\\|*' matched no kernel of 5 |"
-    )
-    assert failed_at < errors_at < lines.index("<details>")
-    assert "<summary>All 4 checks</summary>" in lines
-    assert lines[-1] == "</details>"
-    detail_rows = [line for line in lines[lines.index("<details>"):] if line.startswith("| ")]
-    assert len(detail_rows) == 2 + 4  # header, alignment, one row per check
-    assert detail_rows[3].startswith("| **FAIL** | stencil | `OECloverDagFBCGPU` |")
+    assert lines[0] == "### ❌ perfcheck: 1 failed and 1 could not be evaluated of 4 checks on AMD Instinct MI100"
+    header = lines.index("|  | kernel | expectation | observed vs expected | baseline (change) | of peak / limiter |")
+    assert lines[header + 2].startswith(
+        "| ❌ | `OECloverDagFBCGPU` | `duration <= baseline + 5%` | 2.936 ms vs \\<= 2.804 ms | 2.67 ms (+10.0%) |")
+    assert lines[header + 3].startswith("| ⚠️ | `Nope\\|*` | `occupancy >= 40%` | pattern \\'Nope\\|\\*\\' matched no kernel of 5 |")
+    assert header < lines.index("<details>")
+    html = _render(text)
+    rows = _table_rows(html)
+    assert all(len(r) == 6 for r in rows)  # six columns, every row
+    assert "<summary>All 4 checks</summary>" in html
+
+
+def test_every_metric_with_a_baseline_gets_its_change_and_its_peak(analyses) -> None:
+    from dataclasses import replace
+
+    dropped = replace(PASS_BW, observed=818e9, baseline=916e9, outcome=FAILED)
+    text = markdown_summary({"stencil": [dropped, replace(PASS_OCC, kernel="EOCloverFBCGPU")]}, analyses)
+    assert "| 916 GB/s (−10.7%) |" in text
+    occ_row = next(line for line in text.splitlines() if "`occupancy >= 40%`" in line)
+    assert occ_row.endswith("| limited by lds |")
+
+
+def test_percent_of_which_peak() -> None:
+    from perfcheck.ingest import read_peaks
+
+    before = ROOT / "examples" / "stencil" / "results-before.csv"
+    analysis = analyse([before], arch="mi100", peaks=read_peaks([ROOT / "examples" / "stencil" / "machines" / "mulan-mi100.toml"]))
+    kernel = str(analysis.kernels["kernel"].iloc[0])
+    check = Check("before", kernel, "*", "hbm_bw >= 80% of peak", "hbm_bw", ">=", 4.8e11, 8.6e11, "B/s", FAILED,
+                  "expectation", "m")
+    text = markdown_summary({"before": [check]}, {"before": analysis})
+    row = next(line for line in text.splitlines() if line.startswith("| ❌"))
+    assert row.endswith("% of empirical 1.075 TB/s |"), row
+
+
+def test_ci_context_links_the_run_and_names_the_refs() -> None:
+    github = markdown.ci_context({
+        "GITHUB_ACTIONS": "true", "GITHUB_SERVER_URL": "https://github.com", "GITHUB_REPOSITORY": "o/r",
+        "GITHUB_RUN_ID": "123", "GITHUB_BASE_REF": "main", "GITHUB_HEAD_REF": "faster", "GITHUB_SHA": "abcdef1234567890",
+    })
+    line = github.line()
+    assert line == "base `main` ← head `faster` · commit `abcdef123456` · [run 123](https://github.com/o/r/actions/runs/123)"
+    gitlab = markdown.ci_context({"GITLAB_CI": "true", "CI_JOB_URL": "https://gitlab.example/g/p/-/jobs/9",
+                                  "CI_JOB_ID": "9", "CI_COMMIT_REF_NAME": "topic"})
+    assert gitlab.line() == "ref `topic` · [job 9](https://gitlab.example/g/p/-/jobs/9)"
+    assert markdown.ci_context({}).line() is None
+    text = markdown_summary({"s": [FAIL_DURATION]}, context=github)
+    assert '<a href="https://github.com/o/r/actions/runs/123">run 123</a>' in _render(text)
+
+
+HOSTILE = [
+    "k\r| injected | row |",
+    "<img src=x onerror=alert(1)>kernel",
+    "<script>alert(1)</script>",
+    "name with `backticks` and **stars** and [link](http://x)",
+    "esc\x1b[31mred\x1b[0m and \x00nul and \u202eevil",
+    "line\nbreak\u2028sep",
+    "{lambda(int)#1}::operator()<T|U>",
+]
+
+
+def test_no_kernel_or_device_name_breaks_a_row_or_renders_html(analyses) -> None:
+    checks = [Check("s", name, name, "duration <= 1 ms", "duration", "<=", 0.002, 0.001, "s", FAILED,
+                    "expectation", f"{name} took 2 ms") for name in HOSTILE]
+    errors = [Check("s", name, name, "duration <= 1 ms", "duration", "<=", None, None, "s", ERROR,
+                    "expectation", f"pattern {name} matched nothing") for name in HOSTILE]
+    text = markdown_summary({"s": checks + errors})
+    for line in text.splitlines():
+        assert "\r" not in line and "\x1b" not in line and "\x00" not in line and "\u202e" not in line
+    html = _render(text)
+    assert "<img" not in html and "<script" not in html and "<a href=\"http://x\"" not in html
+    assert "<strong>" not in html
+    rows = _table_rows(html)
+    assert rows and all(len(r) == 6 for r in rows), [r for r in rows if len(r) != 6]
+    # failed table + details: one row per check each, plus headers
+    assert len(rows) == 2 * (len(checks) + len(errors)) + 2
+
+
+def test_never_longer_than_github_allows() -> None:
+    many = [Check("s", f"kernel_{i}_" + "x" * 150, "k*", "duration <= 1 ms", "duration", "<=", 0.002, 0.001, "s",
+                  FAILED if i % 3 else PASSED, "expectation", "m") for i in range(3000)]
+    text = markdown_summary({"s": many})
+    assert len(text) <= markdown.MAX_CHARS
+    assert "more failed checks, left out to stay within GitHub's 65,536 characters" in text
+    assert text.splitlines()[0] == "### ❌ perfcheck: 2000 failed of 3000 checks on unknown device"
+    rows = _table_rows(_render(text))
+    assert rows and all(len(r) == 6 for r in rows)
 
 
 def test_many_checks_are_cut_in_details() -> None:
-    many = [PASS_BW] * (markdown.MAX_DETAIL_ROWS + 5) + [FAIL_DURATION]
+    many = [PASS_BW] * (markdown.MAX_DETAIL_ROWS + 6) + [FAIL_DURATION]
     text = markdown_summary({"stencil": many})
-    assert f"... and 6 more (see the JSON results file)." in text
-    assert text.splitlines()[0] == f"### perfcheck: 1 failed of {markdown.MAX_DETAIL_ROWS + 6} checks on unknown device"
+    assert "… and 7 more (see the JSON results file)." in text
+    assert text.splitlines()[0] == f"### ❌ perfcheck: 1 failed of {markdown.MAX_DETAIL_ROWS + 7} checks on unknown device"
 
 
 def test_no_checks() -> None:
-    assert markdown_summary({}) == "perfcheck: no checks ran on unknown device\n"
+    assert markdown_summary({}) == "### perfcheck: no checks ran on unknown device\n"
 
 
 def test_step_summary_appends_when_set(tmp_path: Path) -> None:

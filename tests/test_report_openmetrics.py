@@ -37,7 +37,7 @@ EXPECTED = """\
 perfcheck_duration_seconds{suite="stencil",kernel="OECloverDagFBCGPU"} 0.002936
 # TYPE perfcheck_flop_rate gauge
 # HELP perfcheck_flop_rate perfcheck: flop_rate of each checked kernel, in FLOP/s
-perfcheck_flop_rate{suite="gemm",kernel="void gemm_v0<float>(T1 *, \\"x\\" \\\\ y)"} 1859700093826.5728
+perfcheck_flop_rate{suite="gemm",kernel="void gemm_v0<float>(T1 *, %22x%22 %5C y)"} 1859700093826.5728
 # TYPE perfcheck_hbm_bw_bytes_per_second gauge
 # UNIT perfcheck_hbm_bw_bytes_per_second bytes_per_second
 # HELP perfcheck_hbm_bw_bytes_per_second perfcheck: hbm_bw of each checked kernel, in B/s
@@ -90,7 +90,8 @@ def test_names_and_labels() -> None:
     assert metric_name("occupancy_pct", "%") == "perfcheck_occupancy_percent"
     assert metric_name("l2-hit.rate", "%") == "perfcheck_l2_hit_rate_percent"
     assert metric_name("ai_hbm", "FLOP/B") == "perfcheck_ai_hbm"
-    assert escape_label('a"b\\c\nd') == 'a\\"b\\\\c\\nd'
+    assert escape_label('a"b\\c\nd') == "a%22b%5Cc%0Ad"
+    assert escape_label("{lambda(int)#1}") == "{lambda(int)%231}"
 
 
 def test_write_is_atomic(tmp_path: Path) -> None:
@@ -105,3 +106,57 @@ def test_no_checks_is_still_a_complete_exposition() -> None:
         "# HELP perfcheck_checks perfcheck: number of checks per suite and outcome\n"
         "# EOF\n"
     )
+
+
+HOSTILE = [
+    "void Kokkos::Impl::cuda_parallel_launch_local_memory<Kokkos::Impl::ParallelFor<main::{lambda(int)#1}, Kokkos::RangePolicy<>>>",
+    "RAJA::policy::cuda::impl::forall_cuda_kernel<256ul, 1ul, RAJA::Iterators::numeric_iterator<long, long, long*>, main::'lambda'(int)#2>",
+    'say "hi" and \'bye\'',
+    "back\\slash \\n not a newline",
+    "new\nline\rand\x1b[31mESC\x00",
+    "percent 100% {braces} [brackets] $HOME `tick` \u00e9\u4e2d",
+    "x" * 5000,
+    "x" * 4999 + "y",
+]
+
+
+def _gitlab_parse(text: str) -> dict[str, str]:
+    """A model of GitLab's metrics parser (lib/gitlab/ci/parsers/metrics/generic.rb):
+    per non-blank line, drop everything from '#' on, split like a shell (Ruby's
+    Shellwords; Python's shlex in POSIX mode follows the same quoting rules), first
+    word is the name, second the value. An unbalanced quote raises there (and GitLab
+    drops the report): here too."""
+    import shlex
+
+    metrics = {}
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        words = shlex.split(re.sub(r"#.*$", "", line))
+        if not words or len(words) < 2:
+            continue
+        metrics[words[0]] = words[1]
+    return metrics
+
+
+def test_gitlab_parser_reads_every_sample_whatever_the_kernel_name() -> None:
+    from urllib.parse import unquote
+
+    suites = {"s#1": [_check(name, "duration <= 1 ms", "duration", 0.001 + i, "s", suite="s#1")
+                      for i, name in enumerate(HOSTILE)]}
+    text = openmetrics_text(suites)
+    parsed = _gitlab_parse(text)
+    durations = {k: v for k, v in parsed.items() if k.startswith("perfcheck_duration_seconds")}
+    # one metric per kernel, each with its own value: nothing cut, merged or dropped
+    assert sorted(float(v) for v in durations.values()) == [0.001 + i for i in range(len(HOSTILE))]
+    for line in text.splitlines():
+        assert "#" not in line or line.startswith("# "), line
+        assert len(line) < 600
+    # the encoding is reversible for names that are not shortened
+    labels = re.findall(r'kernel="([^"]*)"', text)
+    decoded = {unquote(v) for v in labels}
+    for name in HOSTILE[:6]:
+        assert name in decoded
+    # still OpenMetrics
+    for line in text.splitlines():
+        assert _SAMPLE.match(line) or _META.match(line), line

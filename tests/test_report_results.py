@@ -123,6 +123,7 @@ def test_results_document(stencil, tmp_path: Path) -> None:
         "observed": 0.002936, "reference": 0.00267 * 1.05, "unit": "s", "outcome": "failed", "origin": "baseline",
         "message": "duration 2.936 ms (+10.0%) vs baseline 2.67 ms; expected <= baseline + 5% = 2.804 ms",
         "baseline": 0.00267, "detail": "median ratio 1.0996, 95% CI [1.091, 1.108]", "passed": False,
+        "source_file": None, "source_line": None,
         "change_pct": pytest.approx(9.962546816479),
     }
     assert suite["checks"][2]["observed"] is None and suite["checks"][2]["passed"] is False
@@ -151,3 +152,29 @@ def test_report_modules_import_nothing_heavy() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert out.stdout.strip() == "[]"
+
+
+def test_results_validate_against_the_published_schema(stencil, tmp_path: Path) -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads(results.results_schema_text())
+    jsonschema.Draft202012Validator.check_schema(schema)
+    path = write_results(tmp_path / "results.json", {"stencil": checks(), "empty": []}, analyses={"stencil": stencil},
+                         baselines={"stencil": results.BaselineStatus("baselines/stencil/x.json", "compared")})
+    doc = json.loads(path.read_text())
+    jsonschema.validate(doc, schema)
+    # the schema is strict enough to catch a broken document
+    doc["suites"]["stencil"]["checks"][0]["outcome"] = "maybe"
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(doc, schema)
+    del doc["summary"]
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(doc, schema)
+
+
+def test_schema_command_prints_the_shipped_schema(capsys) -> None:
+    from perfcheck.cli import main
+
+    assert main(["schema", "results"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["title"] == "perfcheck check results"
+    assert printed == json.loads(results.results_schema_text())

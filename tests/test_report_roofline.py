@@ -120,20 +120,17 @@ def test_baseline_arrows_from_stored_metrics(gemm, tmp_path: Path) -> None:
     assert old.intensity == pytest.approx(new.intensity)
     assert old.rate == pytest.approx(new.rate / 1.25)
     written = plot_roofline(gemm, tmp_path / "gemm", suite="gemm", baseline=stored)
-    assert "baseline → current (hollow marker: baseline)" in _svg_texts(written[1])
+    # the stored run was slower: the kernel got faster, a green arrow
+    assert "baseline → current, faster (hollow marker: baseline)" in _svg_texts(written[1])
     assert baseline_moves(gemm, None) == []
 
 
 def test_vcopy_has_no_flops_but_an_instruction_roofline(vcopy, tmp_path: Path) -> None:
     assert roofline_points(vcopy) == []
-    written = plot_roofline(vcopy, tmp_path / "vcopy", suite="vcopy")
-    texts = _svg_texts(written[1])
-    assert "not plotted: vecCopy (0 flops)" in texts
-    assert "no kernel has flops and byte counts to place here" in texts
-    # roofline.csv's measured ceilings, every memory level labelled
-    for label in ("HBM 1.389 TB/s (empirical)", "L2 5.03 TB/s (empirical)", "L1 9.242 TB/s (empirical)",
-                  "LDS 18.13 TB/s (empirical)", "FP64 20.31 TFLOP/s (empirical)", "FP32 21 TFLOP/s (empirical)"):
-        assert label in texts
+    # no empty plot: nothing is written, and the reason is given instead
+    assert plot_roofline(vcopy, tmp_path / "vcopy", suite="vcopy") == []
+    assert not (tmp_path / "vcopy.png").exists()
+    assert roofline.why_not_plotted(vcopy) == "no kernel has flops and byte counts (vecCopy (0 flops))"
 
     points = {p.level: p for p in instruction_points(vcopy)}
     assert sorted(points) == ["HBM", "L1", "L2"]
@@ -147,6 +144,10 @@ def test_vcopy_has_no_flops_but_an_instruction_roofline(vcopy, tmp_path: Path) -
     texts = _svg_texts(inst[1])
     assert "Instruction roofline: suite vcopy on MI200 (gfx90a)" in texts
     assert any("no peak instruction rate" in t for t in texts)
+    # roofline.csv's measured ceilings, every memory level labelled
+    for label in ("HBM 1.389 TB/s (empirical)", "L2 5.03 TB/s (empirical)", "L1 9.242 TB/s (empirical)",
+                  "LDS 18.13 TB/s (empirical)"):
+        assert label in texts
 
 
 def test_stencil_trace_has_no_counters(tmp_path: Path) -> None:
@@ -155,11 +156,9 @@ def test_stencil_trace_has_no_counters(tmp_path: Path) -> None:
     stencil = analyse([STENCIL], arch="mi100")
     assert plot_instruction_roofline(stencil, tmp_path / "inst") == []
     assert list(tmp_path.iterdir()) == []
-    written = plot_roofline(stencil, tmp_path / "stencil", suite="stencil")
-    texts = _svg_texts(written[1])
-    assert "HBM 1.229 TB/s (theoretical)" in texts
-    assert "FP64 11.5 TFLOP/s (theoretical)" in texts and "FP32 23.1 TFLOP/s (theoretical)" in texts
-    assert any(t.startswith("not plotted: OECloverDagFBCGPU (no flops counted)") for t in texts)
+    assert plot_roofline(stencil, tmp_path / "stencil", suite="stencil") == []
+    assert list(tmp_path.iterdir()) == []
+    assert roofline.why_not_plotted(stencil).startswith("no kernel has flops and byte counts (OECloverDagFBCGPU (no flops counted)")
 
 
 def test_short_names() -> None:
@@ -190,3 +189,80 @@ def test_crowded_suite_shares_tags_and_names_what_is_left_out(gemm, tmp_path: Pa
     assert "1, 2" in texts and "3" in texts and "10" in texts and "11" not in texts
     assert "1  variant_00<float>  (9%)" in texts
     assert "(2 shorter kernels not shown)" in texts
+
+
+def _arrows(svg: Path) -> list[tuple[str, float]]:
+    """(colour, length in pt) of every arrow shaft in the SVG (matplotlib writes an
+    annotation's arrow as a quadratic path stroked in the arrow's colour, then its head)."""
+    import re
+
+    text = svg.read_text()
+    out = []
+    for colour in (roofline.ARROW_BETTER, roofline.ARROW_WORSE):
+        pattern = r'<path d="M ([\d.-]+) ([\d.-]+) \nQ [\d.-]+ [\d.-]+ ([\d.-]+) ([\d.-]+) \n" style="fill: none; stroke: '
+        for match in re.finditer(pattern + colour, text):
+            x0, y0, x1, y1 = map(float, match.groups())
+            out.append((colour, ((x1 - x0) ** 2 + (y1 - y0) ** 2) ** 0.5))
+    return out
+
+
+@pytest.mark.parametrize("factor, colour", [(1.05, roofline.ARROW_WORSE), (1 / 1.05, roofline.ARROW_BETTER)])
+def test_five_percent_change_draws_a_visible_arrow(gemm, tmp_path: Path, factor: float, colour: str) -> None:
+    """A 5% change moves a point ~3 px on this log axis: the arrow is lengthened to
+    stay visible, coloured by direction (the stored run was faster: slower now, red)."""
+    stored_kernels = gemm.kernels.copy()
+    stored_kernels["flop_rate"] = stored_kernels["flop_rate"] * factor
+    stored = bl.from_analysis("gemm", dataclasses.replace(gemm, kernels=stored_kernels))
+    written = plot_roofline(gemm, tmp_path / "gemm", suite="gemm", baseline=stored)
+    arrows = _arrows(written[1])
+    assert len(arrows) == 6 and {c for c, _ in arrows} == {colour}
+    assert min(length for _, length in arrows) >= 12  # pt; the move itself is ~2 pt
+    what = "slower" if colour == roofline.ARROW_WORSE else "faster"
+    assert f"baseline → current, {what} (hollow marker: baseline)" in _svg_texts(written[1])
+
+
+def test_unchanged_kernels_get_no_arrow(gemm, tmp_path: Path) -> None:
+    stored = bl.from_analysis("gemm", gemm)
+    written = plot_roofline(gemm, tmp_path / "gemm", suite="gemm", baseline=stored)
+    assert _arrows(written[1]) == []
+
+
+def test_flat_roofs_span_every_levels_ridge(gemm) -> None:
+    """Hierarchical roofline: the compute roof starts at the fastest level's ridge, so
+    L1's and L2's ridges lie on it, not only HBM's."""
+    from matplotlib.figure import Figure
+
+    peaks = Peaks(values={"hbm_bw": 1.36e12, "l2_bw": 4.5e12, "l1_bw": 14e12, "flop_rate_fp32": 18.9e12},
+                  details=(), sources=(Source("ert.json", "ert-json", "ert"),))
+    analysis = analyse([profile(GEMM)], arch="a100", peaks=peaks)
+    drawn = [r for r in roofs(analysis) if r.name in ("hbm_bw", "l2_bw", "l1_bw", "flop_rate_fp32")]
+    fig = Figure()
+    ax = fig.add_subplot(1, 1, 1)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    limits = (1e-5, 1e3, 1e7, 1e15)
+    ax.set_xlim(*limits[:2])
+    ax.set_ylim(*limits[2:])
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    roofline._draw_roofs(ax, drawn, limits, 1.0, roofline._Labeller(ax, renderer, []))
+    flat = [line for line in ax.get_lines() if line.get_ydata()[0] == line.get_ydata()[1] == 18.9e12]
+    assert flat and flat[0].get_xdata()[0] == pytest.approx(18.9e12 / 14e12)  # the L1 ridge
+
+
+def test_config_peaks_merge_with_the_workloads_roofline_csv() -> None:
+    """A machine file with only HBM bandwidth does not drop roofline.csv's L1/L2/LDS
+    ceilings: the user's figure wins where it has one, each ceiling names its file."""
+    machine = ROOT / "examples" / "stencil" / "machines" / "mulan-mi100.toml"
+    from perfcheck.ingest import read_peaks
+
+    merged = analyse([profile(VCOPY)], peaks=read_peaks([machine]))
+    own = analyse([profile(VCOPY)])
+    assert merged.ceilings["hbm_bw"].value == pytest.approx(1.07546e12)
+    assert "mixbench" in merged.ceilings["hbm_bw"].source or "mulan" in merged.ceilings["hbm_bw"].source
+    for level in ("l2_bw", "l1_bw", "lds_bw"):
+        assert merged.ceilings[level].value == own.ceilings[level].value
+        assert merged.ceilings[level].source.startswith("roofline.csv")
+    levels = {p.level for p in instruction_points(merged)}
+    assert levels == {"HBM", "L2", "L1"}

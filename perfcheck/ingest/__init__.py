@@ -77,6 +77,15 @@ def detect(path: Path, kind: str) -> Format:
     for fmt in candidates:
         if fmt.sniff(sniff):
             return fmt
+    # A file of the other kind (a mixbench log given to `inspect`, a profile given
+    # as peaks) is a common mix-up: say what it is and where it belongs.
+    other = next((f for f in FORMATS if f.kind != kind and f.sniff(sniff)), None)
+    if other is not None:
+        where = ("use `perfcheck peaks` or `peaks =` in the config (`--peaks` on the command line)"
+                 if other.kind == "peaks" else "use `perfcheck inspect` or a suite's `profiles =`")
+        what = other.description.split(" (")[0].split(" ->")[0].split(":")[0]
+        wanted = {"profile": "a profile", "peaks": "a peaks file"}.get(kind, kind)
+        raise InputError(path, f"this is a {what} ({other.kind}, format {other.name}), not {wanted}: {where}")
     raise UnknownFormatError(path, [f.name for f in candidates], kind=kind)
 
 

@@ -30,6 +30,8 @@ empirical figure wins where both exist; the theoretical one stays available on
 
 from __future__ import annotations
 
+import math
+
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -123,7 +125,11 @@ def _empirical_source(name: str, value: float, peaks: "Peaks") -> str:
     one reported figure is exactly the peak, which one it was."""
     unit = ceiling_unit(name)
     matches = [d for d in peaks.details if d.value == value and d.unit == unit]
-    files = sorted({Path(d.source).name for d in matches} or {Path(s.path).name for s in peaks.sources})
+    near = matches
+    if not near:  # a peak derived from several figures: the file whose figure is closest
+        same = [d for d in peaks.details if d.unit == unit and d.value > 0]
+        near = [min(same, key=lambda d: abs(math.log(d.value / value)))] if same else []
+    files = sorted({Path(d.source).name for d in near} or {Path(s.path).name for s in peaks.sources})
     where = ", ".join(files) or "peaks"
     what = matches[0].name if len(matches) == 1 else "measured"
     return f"{where} ({name}: {what})"

@@ -12,6 +12,21 @@ Shaped for three readers at once:
   expected, baseline, each with its unit), the text repeats the check's own
   message and every figure, and passed/recorded cases carry the figures in
   <system-out> so a reader can see by how much they passed.
+
+Where the expectation was declared (``Check.source_file``/``source_line``):
+
+* flavour "xunit" (default, valid against junit-10.xsd, which allows ``file`` on
+  <testsuite> but nothing on <testcase>): the suite's ``file`` is the config file,
+  and the failure text says ``declared at: perfcheck.toml:24`` (mikepenz/
+  action-junit-report takes the file from <testsuite file> and the line from the
+  last `` FILE:N`` in the failure text) and ``at dir.Expectation(perfcheck.toml:24)``
+  (dorny/test-reporter's java-junit reader takes a Java frame whose package is the
+  file's directories). Without a file those readers guess one from the classname.
+* flavour "gitlab": also ``file`` and ``line`` on every <testcase> (GitLab's test
+  report and mikepenz read them); not valid against junit-10.xsd.
+
+A failing case of a suite with a roofline plot carries ``[[ATTACHMENT|path]]`` in
+its <system-out>, which GitLab's test report shows as the case's screenshot.
 """
 
 from __future__ import annotations
@@ -35,6 +50,7 @@ from perfcheck.report.results import (
     figures_line,
     inferred_action,
     observed_text,
+    source_path,
     write_atomic,
 )
 from perfcheck.report.units import format_value
@@ -60,6 +76,21 @@ def _classname(suite: str) -> str:
     return f"perfcheck.{suite}" if suite else "perfcheck"
 
 
+def source_lines(check: Check) -> list[str]:
+    """"declared at: FILE:LINE" and a Java-style frame for stack-trace readers."""
+    source = source_path(check)
+    if not source:
+        return []
+    where = source + (f":{check.source_line}" if check.source_line else "")
+    lines = [f"declared at: {where}"]
+    if check.source_line:
+        folder, _, name = source.rpartition("/")
+        package = ".".join(p for p in folder.split("/") if p not in ("", "."))
+        if package:
+            lines.append(f"at {package}.Expectation({name}:{check.source_line})")
+    return lines
+
+
 def check_details(check: Check) -> str:
     """Every figure of a check, one per line, human units first and base units after
     (the body of a failure, or the <system-out> of a passed case)."""
@@ -83,6 +114,7 @@ def check_details(check: Check) -> str:
     if check.baseline is not None:
         raw += f" baseline={check.baseline!r}"
     lines.append(f"base units:  {raw} unit={check.unit or '-'}")
+    lines += source_lines(check)
     return "\n".join(lines)
 
 
@@ -125,17 +157,32 @@ def _suite_properties(
     return props
 
 
-def _testcase(parent: ET.Element, check: Check) -> None:
+FLAVOURS = ("xunit", "gitlab")
+
+
+def _testcase(parent: ET.Element, check: Check, flavour: str = "xunit", attachment: str | None = None) -> None:
     case = ET.SubElement(parent, "testcase", classname=_x(_classname(check.suite)), name=_x(case_name(check)), time="0")
+    if flavour == "gitlab" and check.source_file:
+        case.set("file", _x(source_path(check)))
+        if check.source_line:
+            case.set("line", str(check.source_line))
     details = _x(check_details(check))
+    if check.outcome in (FAILED, ERROR) and attachment:
+        # GitLab reads [[ATTACHMENT|path]] from a case's system-out (its own line)
+        out = ET.SubElement(case, "system-out")
+        out.text = _x(f"[[ATTACHMENT|{attachment}]]")
     if check.outcome == FAILED:
         kind = "perfcheck.regression" if check.origin == "baseline" else "perfcheck.expectation"
         failure = ET.SubElement(case, "failure", type=kind, message=_x(figures_line(check)))
         failure.text = details
+        case.remove(failure)  # junit-10.xsd: <failure> before <system-out>
+        case.insert(0, failure)
     elif check.outcome == ERROR:
         # No figures to show: the message says what went wrong and what to do.
         error = ET.SubElement(case, "error", type="perfcheck.error", message=_x(check.message))
         error.text = details
+        case.remove(error)
+        case.insert(0, error)
     elif check.outcome == RECORDED:
         out = ET.SubElement(case, "system-out")
         out.text = _x(f"baseline recorded (no stored baseline to compare with): {figures_line(check)}\n\n{check_details(check)}")
@@ -151,6 +198,8 @@ def junit_document(
     baselines: Mapping[str, BaselineStatus] | None = None,
     properties: Mapping[str, str] | None = None,
     timestamp: datetime | None = None,
+    flavour: str = "xunit",
+    attachments: Mapping[str, str] | None = None,
 ) -> ET.Element:
     """The <testsuites> element. ``properties`` (e.g. the CI job, the config file)
     are repeated in every <testsuite>: junit-10.xsd has no <properties> on <testsuites>."""
@@ -182,13 +231,16 @@ def junit_document(
             timestamp=stamp,
             hostname=_x(host),
         )
+        files = {source_path(c) for c in checks if c.source_file}
+        if len(files) == 1:  # junit-10.xsd allows file on <testsuite> only
+            suite.set("file", _x(files.pop()))
         props = _suite_properties(checks, analyses.get(name), baselines.get(name), properties or {})
         if props:
             holder = ET.SubElement(suite, "properties")
             for key, value in props:
                 ET.SubElement(holder, "property", name=_x(key), value=_x(value))
         for check in checks:
-            _testcase(suite, check)
+            _testcase(suite, check, flavour, (attachments or {}).get(name))
     return root
 
 
@@ -205,7 +257,13 @@ def write_junit(
     analyses: Mapping[str, "Analysis"] | None = None,
     baselines: Mapping[str, BaselineStatus] | None = None,
     properties: Mapping[str, str] | None = None,
+    flavour: str = "xunit",
+    attachments: Mapping[str, str] | None = None,
 ) -> Path:
-    """Write the JUnit XML report atomically; returns the path."""
-    text = junit_xml(suites, analyses=analyses, baselines=baselines, properties=properties)
+    """Write the JUnit XML report atomically; returns the path. ``attachments``:
+    suite -> image path (relative to the job's directory) for failing cases."""
+    if flavour not in FLAVOURS:
+        raise ValueError(f"unknown JUnit flavour {flavour!r}")
+    text = junit_xml(suites, analyses=analyses, baselines=baselines, properties=properties,
+                     flavour=flavour, attachments=attachments)
     return write_atomic(path, text)

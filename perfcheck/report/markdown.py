@@ -1,51 +1,92 @@
 """Markdown summary for $GITHUB_STEP_SUMMARY, a PR comment or a GitLab note.
 
-Quiet when nothing changed: one line. Loud when a check failed or could not be
-evaluated: the failures first (what was observed, what was expected, the
-baseline and the change), then every check in a collapsed <details>. New
-baselines are worth a reviewer's look, so they get a short notice of their own.
+What a reviewer reads, top to bottom:
+
+* a headline with a status icon, the counts and the device;
+* base and head refs and a link to the CI run (GitHub: ``GITHUB_SERVER_URL/
+  GITHUB_REPOSITORY/actions/runs/GITHUB_RUN_ID``; GitLab: ``CI_JOB_URL``);
+* per suite, the checks that failed or could not be evaluated, then new baselines,
+  then every check in a collapsed <details>. Each row: a status icon, the kernel, the
+  expectation, observed vs expected, the change against the stored baseline (for
+  every metric the baseline has, not only baseline-relative expectations), and
+  the percentage of which peak, or the occupancy limiter. Six columns at most, so
+  the table fits GitHub's 1012 px column without scrolling; long kernel names are
+  shortened in the middle (the JSON results and JUnit carry the full name).
+
+Everything taken from a profile (kernel and device names) is escaped: no control
+character can split a row, no HTML renders, no Markdown emphasis or link forms.
+The text never exceeds GitHub's 65,536 characters (a comment body's limit, and
+the step summary's per-step display): the passed rows go first, then failed rows
+beyond those that fit, and the summary says how many were left out.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from perfcheck.model import ERROR, FAILED, PASSED, RECORDED, Check
 from perfcheck.report.results import (
     BaselineStatus,
-    baseline_text,
-    change_text,
+    change_pct,
     count_outcomes,
+    device_label,
     devices_label,
     expected_text,
     observed_text,
     write_atomic,
 )
+from perfcheck.report.units import format_value
 
 if TYPE_CHECKING:
     from perfcheck.analysis import Analysis
 
-# GitHub caps a step summary at 1 MiB; a suite over thousands of kernels would
-# not fit, and nobody reads past a few hundred rows (the JSON file has them all).
+# GitHub's limit on a comment body and on what a step summary shows (docs.github.com:
+# "job summaries": 1 MiB per step, but a PR comment takes 65,536 characters).
+MAX_CHARS = 65536
+# Nobody reads past a few hundred rows (the JSON file has them all).
 MAX_DETAIL_ROWS = 400
+MAX_NAME_CHARS = 72
 
-_OUTCOME_LABEL = {PASSED: "pass", RECORDED: "recorded", FAILED: "**FAIL**", ERROR: "**ERROR**"}
+ICON = {PASSED: "✅", FAILED: "❌", ERROR: "⚠️", RECORDED: "🆕"}
+
+# C0/C1 controls, DEL, line and paragraph separators, and the bidi overrides that
+# reorder what a reviewer sees: none may reach a table row.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+# ASCII punctuation with a meaning in Markdown or HTML, backslash-escaped in plain cells
+_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+!|~&\"'$])")
+
+
+def _clean(text: str) -> str:
+    return re.sub(r" {2,}", " ", _CONTROL.sub(" ", str(text))).strip()
 
 
 def _cell(text: str) -> str:
-    """Plain table cell: one line, no column breaks, no accidental HTML."""
-    return text.replace("\n", " ").replace("|", "\\|").replace("<", "&lt;")
+    """Plain table cell: one line, every Markdown/HTML character escaped."""
+    return _SPECIAL.sub(r"\\\1", _clean(text))
 
 
-def _code(text: str) -> str:
-    """Kernel names and expressions as code spans: C++ signatures are full of
-    ``<``, ``*`` and ``_`` that Markdown would eat. GFM splits table cells on ``|``
-    even inside a code span unless it is escaped."""
-    text = text.replace("\n", " ").replace("`", "'").replace("|", "\\|")
-    return f"`{text}`"
+def _shorten(text: str, width: int = MAX_NAME_CHARS) -> str:
+    if len(text) <= width:
+        return text
+    keep = (width - 1) // 2
+    return f"{text[:keep]}…{text[-keep:]}"
+
+
+def _code(text: str, width: int | None = None) -> str:
+    """Kernel names and expressions as code spans: C++ signatures are full of ``<``, ``*``
+    and ``_`` that Markdown would eat; a code span shows them verbatim and renders no
+    HTML. A backtick cannot close it early (replaced by a look-alike), and GFM splits
+    table cells on ``|`` even inside a code span unless it is escaped."""
+    text = _clean(text).replace("`", "ˋ")
+    if width is not None:
+        text = _shorten(text, width)
+    text = text.replace("|", "\\|")
+    return f"`{text}`" if text else "` `"
 
 
 def _row(cells: Sequence[str]) -> str:
@@ -53,76 +94,191 @@ def _row(cells: Sequence[str]) -> str:
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[int] = ()) -> list[str]:
-    align = ["---:" if i in right else "---" for i in range(len(header))]
+    align = ["---:" if i in right else ":---:" if h == "" else "---" for i, h in enumerate(header)]
     return [_row(header), _row(align), *(_row(r) for r in rows)]
 
 
-def _suite_cell(check: Check) -> str:
-    return _cell(check.suite or "-")
+# --- where the run happened -------------------------------------------------------------
 
 
-def _figure_cells(check: Check) -> list[str]:
+@dataclass(frozen=True)
+class CiContext:
+    """Base and head refs and a link to the CI run, from the CI's environment."""
+
+    base: str | None = None
+    head: str | None = None
+    sha: str | None = None
+    run_url: str | None = None
+    run_label: str = "run"
+
+    def line(self) -> str | None:
+        bits = []
+        if self.base and self.head:
+            bits.append(f"base {_code(self.base)} ← head {_code(self.head)}")
+        elif self.head:
+            bits.append(f"ref {_code(self.head)}")
+        if self.sha:
+            bits.append(f"commit {_code(self.sha[:12])}")
+        if self.run_url and re.match(r"^https?://[^\s()<>]+$", self.run_url):
+            bits.append(f"[{self.run_label}]({self.run_url})")
+        return " · ".join(bits) or None
+
+
+def ci_context(environ: Mapping[str, str] | None = None) -> CiContext:
+    """GitHub Actions (GITHUB_*) or GitLab CI (CI_*) variables; empty elsewhere."""
+    env = os.environ if environ is None else environ
+    if env.get("GITHUB_ACTIONS") == "true" or env.get("GITHUB_RUN_ID"):
+        url = None
+        if env.get("GITHUB_SERVER_URL") and env.get("GITHUB_REPOSITORY") and env.get("GITHUB_RUN_ID"):
+            url = f"{env['GITHUB_SERVER_URL'].rstrip('/')}/{env['GITHUB_REPOSITORY']}/actions/runs/{env['GITHUB_RUN_ID']}"
+        return CiContext(base=env.get("GITHUB_BASE_REF") or None,
+                         head=env.get("GITHUB_HEAD_REF") or env.get("GITHUB_REF_NAME") or None,
+                         sha=env.get("GITHUB_SHA") or None, run_url=url,
+                         run_label=f"run {env['GITHUB_RUN_ID']}" if env.get("GITHUB_RUN_ID") else "run")
+    if env.get("GITLAB_CI") == "true" or env.get("CI_JOB_URL"):
+        return CiContext(base=env.get("CI_MERGE_REQUEST_TARGET_BRANCH_NAME") or None,
+                         head=env.get("CI_MERGE_REQUEST_SOURCE_BRANCH_NAME") or env.get("CI_COMMIT_REF_NAME") or None,
+                         sha=env.get("CI_COMMIT_SHA") or None, run_url=env.get("CI_JOB_URL") or None,
+                         run_label=f"job {env['CI_JOB_ID']}" if env.get("CI_JOB_ID") else "job")
+    return CiContext()
+
+
+# --- cells ----------------------------------------------------------------------------------
+
+# metric -> (the kernel-table column with its percentage, the ceiling it is a percentage of)
+_PERCENT_OF = {"flop_rate": ("roofline_pct", None), "gips": ("gips_pct", "gips")}
+
+
+def _kernel_rows(analysis: "Analysis | None") -> dict[str, dict[str, object]]:
+    if analysis is None or not len(analysis.kernels):
+        return {}
+    return {str(r["kernel"]): r for r in analysis.kernels.to_dict("records")}
+
+
+def _number(value: object) -> float | None:
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return None if number != number else number
+
+
+def _peak_cell(check: Check, row: Mapping[str, object] | None, analysis: "Analysis | None") -> str:
+    """"44.9% of empirical 1.075 TB/s", "limited by lds", or "-"."""
+    if row is None:
+        return "-"
+    metric = check.metric
+    if metric in ("occupancy_pct", "achieved_occupancy_pct", "vgpr", "agpr", "sgpr", "registers",
+                  "lds_per_workgroup", "scratch_per_thread"):
+        limiter = row.get("occupancy_limiter")
+        if isinstance(limiter, str) and limiter:
+            return f"limited by {_cell(limiter)}"
+        return "-"
+    column, ceiling_name = _PERCENT_OF.get(metric, (f"{metric}_pct", metric))
+    if metric == "duration":  # where the time goes: the kernel's main-memory bandwidth position
+        column, ceiling_name = ("hbm_bw_pct", "hbm_bw") if "hbm_bw_pct" in row else ("mem_bw_pct", "mem_bw")
+    pct = _number(row.get(column))
+    if pct is None:
+        return "-"
+    ceilings = analysis.ceilings if analysis is not None else {}
+    ceiling = ceilings.get(ceiling_name) if ceiling_name else None
+    prefix = f"{ceiling_name} " if metric == "duration" else ""
+    if column == "roofline_pct":
+        roof = row.get("roofline_ceiling")
+        return f"{pct:.1f}% of roofline" + (f" ({_cell(str(roof))})" if isinstance(roof, str) and roof else "")
+    if ceiling is None:
+        return f"{prefix}{pct:.1f}% of peak"
+    return f"{prefix}{pct:.1f}% of {ceiling.kind} {_cell(format_value(ceiling.value, ceiling.unit))}"
+
+
+def _observed_cell(check: Check) -> str:
+    if check.outcome == ERROR:
+        return _cell(check.message)
+    expected = expected_text(check)
+    if expected == "-":
+        return _cell(observed_text(check))
+    return f"{_cell(observed_text(check))} vs {_cell(expected)}"
+
+
+def _change_cell(check: Check) -> str:
+    if check.baseline is None:
+        return "-"
+    base = _cell(format_value(check.baseline, check.unit))
+    change = change_pct(check)
+    if change is None:
+        return base
+    return f"{base} ({'+' if change >= 0 else '−'}{abs(change):.1f}%)"
+
+
+HEADER = ["", "kernel", "expectation", "observed vs expected", "baseline (change)", "of peak / limiter"]
+
+
+def _rows(checks: Sequence[Check], analysis: "Analysis | None") -> list[list[str]]:
+    rows = _kernel_rows(analysis)
     return [
-        _cell(observed_text(check)),
-        _cell(expected_text(check)),
-        _cell(baseline_text(check)),
-        _cell(change_text(check)),
-    ]
-
-
-def _failures(checks: Sequence[Check]) -> list[str]:
-    rows = [
-        [_suite_cell(c), _code(c.kernel), _code(c.expression), *_figure_cells(c)]
+        [ICON.get(c.outcome, c.outcome), _code(c.kernel, MAX_NAME_CHARS), _code(c.expression),
+         _observed_cell(c), _change_cell(c), _peak_cell(c, rows.get(c.kernel), analysis)]
         for c in checks
-        if c.outcome == FAILED
     ]
-    if not rows:
-        return []
-    header = ["suite", "kernel", "expectation", "observed", "expected", "baseline", "change"]
-    return ["**Failed**", "", *_table(header, rows, right=(3, 4, 5, 6)), ""]
 
 
-def _errors(checks: Sequence[Check]) -> list[str]:
-    rows = [
-        [_suite_cell(c), _code(c.kernel), _code(c.expression), _cell(c.message)]
-        for c in checks
-        if c.outcome == ERROR
-    ]
-    if not rows:
-        return []
-    return ["**Could not be evaluated**", "", *_table(["suite", "kernel", "expectation", "problem"], rows), ""]
+# --- the document --------------------------------------------------------------------------
 
 
-def _all_checks(checks: Sequence[Check]) -> list[str]:
-    shown = checks[:MAX_DETAIL_ROWS]
-    rows = [
-        [_OUTCOME_LABEL.get(c.outcome, c.outcome), _suite_cell(c), _code(c.kernel), _code(c.expression), *_figure_cells(c)]
-        for c in shown
-    ]
-    header = ["outcome", "suite", "kernel", "expectation", "observed", "expected", "baseline", "change"]
-    lines = [
-        "<details>",
-        f"<summary>All {len(checks)} checks</summary>",
-        "",
-        *_table(header, rows, right=(4, 5, 6, 7)),
-    ]
-    if len(checks) > len(shown):
-        lines += ["", f"... and {len(checks) - len(shown)} more (see the JSON results file)."]
-    return [*lines, "", "</details>"]
+def _headline(checks: Sequence[Check], device: str, recorded: bool) -> str:
+    counts = count_outcomes(checks)
+    where = _cell(device)
+    if not checks:
+        return f"### perfcheck: no checks ran on {where}"
+    if counts["ok"]:
+        tail = "; new baseline values were written" if recorded else ""
+        return f"### {ICON[PASSED]} perfcheck: {counts['total']} checks passed on {where}{tail}"
+    bad = [f"{counts[FAILED]} failed"] if counts[FAILED] else []
+    bad += [f"{counts[ERROR]} could not be evaluated"] if counts[ERROR] else []
+    icon = ICON[FAILED] if counts[FAILED] else ICON[ERROR]
+    return f"### {icon} perfcheck: {' and '.join(bad)} of {counts['total']} checks on {where}"
 
 
-def _recorded_notice(suites: Mapping[str, Sequence[Check]], baselines: Mapping[str, BaselineStatus]) -> list[str]:
-    lines = []
-    for name, checks in suites.items():
-        recorded = sum(c.outcome == RECORDED for c in checks)
-        status = baselines.get(name)
-        if not recorded and not (status is not None and status.action == "updated"):
-            continue
-        where = f" in `{status.path}`" if status is not None and status.path else ""
-        verb = "updated" if status is not None and status.action == "updated" else "recorded"
-        what = f"{recorded} value{'s' if recorded != 1 else ''}" if recorded else "all values"
-        lines.append(f"- suite {_code(name or '-')}: baseline {verb}{where} ({what}); review it like code before committing")
-    return lines
+def _baseline_notice(name: str, checks: Sequence[Check], status: BaselineStatus | None) -> str | None:
+    recorded = sum(c.outcome == RECORDED for c in checks)
+    if not recorded and not (status is not None and status.action == "updated"):
+        return None
+    where = f" in {_code(status.path)}" if status is not None and status.path else ""
+    verb = "updated" if status is not None and status.action == "updated" else "recorded"
+    what = f"{recorded} value{'s' if recorded != 1 else ''}" if recorded else "all values"
+    return f"{ICON[RECORDED]} baseline {verb}{where} ({what}); review it like code before committing"
+
+
+def _suite_section(name: str, checks: Sequence[Check], analysis: "Analysis | None",
+                   status: BaselineStatus | None, several: bool, bad_limit: int, detail_limit: int) -> tuple[list[str], int, int]:
+    """Lines of one suite; returns (lines, bad rows left out, detail rows left out)."""
+    lines: list[str] = []
+    counts = count_outcomes(checks)
+    if several:
+        state = ICON[PASSED] if counts["ok"] else ICON[FAILED] if counts[FAILED] else ICON[ERROR]
+        lines += [f"#### {state} suite {_code(name or '-')} on {_cell(device_label(analysis))}: "
+                  f"{counts[PASSED] + counts[RECORDED]} of {counts['total']} passed", ""]
+    bad = [c for c in checks if c.outcome in (FAILED, ERROR)]
+    shown_bad = bad[:bad_limit]
+    if shown_bad:
+        lines += [*_table(HEADER, _rows(shown_bad, analysis)), ""]
+    if len(bad) > len(shown_bad):
+        lines += [f"… and {len(bad) - len(shown_bad)} more failed checks, left out to stay within GitHub's "
+                  "65,536 characters (the JSON results and the job log list them all).", ""]
+    notice = _baseline_notice(name, checks, status)
+    if notice:
+        lines += [notice, ""]
+    shown = list(checks[:detail_limit])
+    if shown:
+        lines += ["<details>", f"<summary>All {len(checks)} checks{' of ' + _cell(name) if several else ''}</summary>", "",
+                  *_table(HEADER, _rows(shown, analysis)), ""]
+        if len(checks) > len(shown):
+            lines += [f"… and {len(checks) - len(shown)} more (see the JSON results file).", ""]
+        lines += ["</details>", ""]
+    elif checks:
+        lines += [f"All {len(checks)} checks are in the JSON results file (left out here to stay within "
+                  "GitHub's 65,536 characters).", ""]
+    return lines, len(bad) - len(shown_bad), len(checks) - len(shown)
 
 
 def markdown_summary(
@@ -130,29 +286,38 @@ def markdown_summary(
     analyses: Mapping[str, "Analysis"] | None = None,
     *,
     baselines: Mapping[str, BaselineStatus] | None = None,
+    context: CiContext | None = None,
+    limit: int = MAX_CHARS,
 ) -> str:
-    """The summary text (ends with a newline)."""
+    """The summary text (ends with a newline, at most ``limit`` characters)."""
+    analyses = analyses or {}
     baselines = baselines or {}
     checks = [c for cs in suites.values() for c in cs]
-    counts = count_outcomes(checks)
-    device = devices_label(analyses)
-    recorded = _recorded_notice(suites, baselines)
+    recorded = any(_baseline_notice(n, cs, baselines.get(n)) for n, cs in suites.items())
+    head = [_headline(checks, devices_label(analyses), recorded), ""]
+    where = (context or CiContext()).line()
+    if where:
+        head += [where, ""]
     if not checks:
-        return f"perfcheck: no checks ran on {device}\n"
-    if counts["ok"] and not recorded:
-        return f"perfcheck: {counts['total']} checks passed on {device}\n"
-    if counts["ok"]:
-        head = f"perfcheck: {counts['total']} checks passed on {device}; new baseline values were written"
-        return "\n".join([head, "", *recorded, "", *_all_checks(checks)]) + "\n"
-    bad = [f"{counts[FAILED]} failed"] if counts[FAILED] else []
-    bad += [f"{counts[ERROR]} could not be evaluated"] if counts[ERROR] else []
-    lines = [f"### perfcheck: {' and '.join(bad)} of {counts['total']} checks on {device}", ""]
-    lines += _failures(checks)
-    lines += _errors(checks)
-    if recorded:
-        lines += ["**Baselines**", "", *recorded, ""]
-    lines += _all_checks(checks)
-    return "\n".join(lines) + "\n"
+        return "\n".join(head).rstrip() + "\n"
+    several = len(suites) > 1
+    bad_limit, detail_limit = len(checks), MAX_DETAIL_ROWS
+    while True:
+        body: list[str] = []
+        for name, cs in suites.items():
+            section, _, _ = _suite_section(name, cs, analyses.get(name), baselines.get(name), several,
+                                           bad_limit, detail_limit)
+            body += section
+        text = "\n".join(head + body).rstrip() + "\n"
+        if len(text) <= limit:
+            return text
+        # too long: fewer passed rows first, then fewer failed rows
+        if detail_limit > 0:
+            detail_limit //= 2
+        elif bad_limit > 0:
+            bad_limit //= 2
+        else:
+            return text[: limit - 2].rstrip() + "\n"
 
 
 def write_markdown(path: str | Path, text: str) -> Path:

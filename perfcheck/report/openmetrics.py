@@ -46,9 +46,31 @@ def metric_name(metric: str, unit: str) -> str:
     return f"perfcheck_{base}"
 
 
+# GitLab's metrics parser (lib/gitlab/ci/parsers/metrics/generic.rb) is not an
+# OpenMetrics parser: per line it deletes everything from the first "#" on, splits
+# the rest like a shell (Ruby's Shellwords: quotes and backslashes are syntax) and
+# takes the first word as the metric's name and the second as its value. A "#" in a
+# kernel name ("{lambda(int)#1}", Kokkos, RAJA, SYCL, Thrust) therefore cuts the line,
+# and an unbalanced quote raises, which drops the whole report. Label values are
+# therefore written from a safe alphabet: printable ASCII except # " ' \\ % ` $ and
+# anything else percent-encoded as UTF-8 (%23 for #, %22 for ", %25 for %); the text
+# decodes with urllib.parse.unquote. Names longer than MAX_LABEL_CHARS keep their
+# start and end around a short hash, so two long names stay apart.
+_SAFE_LABEL = re.compile(r"[^ !&()*+,\-./0-9:;<=>?@A-Z\[\]^_a-z{|}~]")
+MAX_LABEL_CHARS = 200
+
+
 def escape_label(value: str) -> str:
-    """Label values are double-quoted: backslash, quote and newline are escaped."""
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    """A label value GitLab's line parser and an OpenMetrics parser read the same way
+    (no quote, backslash, # or control character survives; see above)."""
+    encoded = _SAFE_LABEL.sub(lambda m: "".join(f"%{b:02X}" for b in m.group(0).encode("utf-8")), value)
+    if len(encoded) > MAX_LABEL_CHARS:
+        import hashlib
+
+        digest = hashlib.sha1(value.encode("utf-8")).hexdigest()[:10]
+        keep = (MAX_LABEL_CHARS - len(digest) - 8) // 2
+        encoded = f"{encoded[:keep]}...~{digest}~...{encoded[-keep:]}"
+    return encoded
 
 
 def _value(value: float) -> str:

@@ -116,6 +116,20 @@ def figures_line(check: Check) -> str:
     return text
 
 
+def source_path(check: Check) -> str | None:
+    """Where the expectation was declared, as CI tools want it: relative to the working
+    directory (the repository root in CI) when inside it, with forward slashes."""
+    if not check.source_file:
+        return None
+    path = Path(check.source_file)
+    if path.is_absolute():
+        try:
+            path = path.resolve().relative_to(Path.cwd().resolve())
+        except (ValueError, OSError):
+            pass
+    return path.as_posix()
+
+
 def count_outcomes(checks: Iterable[Check]) -> dict[str, int | bool]:
     counts = {PASSED: 0, FAILED: 0, RECORDED: 0, ERROR: 0}
     total = 0
@@ -135,6 +149,14 @@ def inferred_action(checks: Sequence[Check]) -> str | None:
 
 
 # --- the JSON results file -----------------------------------------------------------
+
+
+def results_schema_text() -> str:
+    """The published JSON Schema of the results file (``perfcheck schema results``),
+    shipped in the package as ``perfcheck/report/schemas/results.schema.json``."""
+    from importlib.resources import files
+
+    return files("perfcheck.report").joinpath("schemas/results.schema.json").read_text(encoding="utf-8")
 
 
 def _number(value: object) -> object:

@@ -387,13 +387,14 @@ class _Labeller:
 
 def _draw_roofs(ax: Any, drawn: Sequence[Roof], limits: tuple[float, float, float, float], scale: float,
                 labeller: _Labeller) -> None:
-    """Flat roofs start where the slowest memory roof meets them; sloped roofs end
-    at the highest compute roof (the usual hierarchical drawing)."""
+    """Flat roofs start where the fastest memory roof meets them, so every level's
+    ridge lies on them (L1 and LDS ridges sit left of HBM's); sloped roofs end at
+    the highest compute roof (the usual hierarchical drawing)."""
     xmin, xmax, ymin, ymax = limits
     flat = [r for r in drawn if not r.sloped]
     slopes = sorted((r for r in drawn if r.sloped), key=lambda r: r.value)
     top = max((v for r in flat for v in (r.value, r.theoretical) if v), default=None)
-    slowest = min((v for r in slopes for v in (r.value, r.theoretical) if v), default=None)
+    fastest = max((v for r in slopes for v in (r.value, r.theoretical) if v), default=None)
     p0, p1 = ax.transData.transform((xmin, ymin)), ax.transData.transform((xmin * 10, ymin * 10))
     angle = math.degrees(math.atan2(p1[1] - p0[1], p1[0] - p0[0]))
 
@@ -403,7 +404,7 @@ def _draw_roofs(ax: Any, drawn: Sequence[Roof], limits: tuple[float, float, floa
             end = min(top / value, xmax) if top else xmax
             xs, ys = [xmin, end], [value * xmin / scale, value * end / scale]
         else:
-            start = max(value / slowest, xmin) if slowest else xmin
+            start = max(value / fastest, xmin) if fastest else xmin
             xs, ys = [start, xmax], [value / scale, value / scale]
         ax.plot(xs, ys, **style)
         # Labels keep off other roofs' lines too: the line as a row of small obstacles.
@@ -447,6 +448,33 @@ def _baseline_points(baseline: Any, mode: _Mode, kernels: Sequence[str]) -> dict
             for point in _row_points(metrics, mode, kernel, 0.0):
                 out[(kernel, point.level)] = point
     return out
+
+
+# A change of a few percent moves a point by a few pixels on a log axis: the arrow is
+# drawn at least this long (display px, past the marker's edge), above the markers,
+# green when the kernel got faster, red when slower.
+MIN_ARROW_PX = 26.0
+MIN_CHANGE = 0.005
+ARROW_BETTER, ARROW_WORSE = "#1a9850", "#d73027"
+
+
+def _arrow(ax: Any, start: tuple[float, float], end: tuple[float, float], radius: float, color: str) -> None:
+    """An arrow from ``start`` to the edge of the marker at ``end`` (display px),
+    lengthened backwards along its direction when the move is too short to see."""
+    (sx, sy), (ex, ey) = start, end
+    dx, dy = ex - sx, ey - sy
+    length = math.hypot(dx, dy)
+    if length < 1e-6:
+        return
+    ux, uy = dx / length, dy / length
+    wanted = radius + MIN_ARROW_PX
+    if length < wanted:
+        sx, sy = ex - ux * wanted, ey - uy * wanted
+    tail = ax.transData.inverted().transform((sx, sy))
+    head = ax.transData.inverted().transform((ex - ux * (radius + 1), ey - uy * (radius + 1)))
+    ax.annotate("", xy=tuple(head), xytext=tuple(tail), zorder=7,
+                arrowprops={"arrowstyle": "-|>,head_length=0.7,head_width=0.35", "color": color, "lw": 2.0,
+                            "shrinkA": 0, "shrinkB": 0})
 
 
 def _plain_tick(value: float, _pos: object = None) -> str:
@@ -549,7 +577,7 @@ def _plot(analysis: "Analysis", path_stem: str | Path, mode: _Mode, suite: str, 
     colors = {k: f"C{i % 10}" for i, k in enumerate(kernels)}
     markers = dict(_LEVEL_STYLE.values())
     obstacles = []
-    moved = False
+    moved: set[str] = set()
     _number_tags(ax, points, kernels, colors, scale)
     for kernel in kernels:
         mine = sorted((p for p in points if p.kernel == kernel), key=lambda p: p.intensity)
@@ -565,14 +593,15 @@ def _plot(analysis: "Analysis", path_stem: str | Path, mode: _Mode, suite: str, 
             old = before.get((kernel, p.level))
             if old is None:
                 continue
+            change = p.rate / old.rate - 1.0 if old.rate > 0 else 0.0
             ox, oy = ax.transData.transform((old.intensity, old.rate / scale))
-            if math.hypot(ox - px, oy - py) < 4:  # unchanged: no arrow to draw
-                continue
-            moved = True
+            if abs(change) < MIN_CHANGE and abs(p.intensity / old.intensity - 1.0) < MIN_CHANGE:
+                continue  # unchanged within 0.5%: no arrow
+            moved.add(ARROW_BETTER if change >= 0 else ARROW_WORSE)
             ax.scatter([old.intensity], [old.rate / scale], s=area, marker=markers[p.level], facecolors="none",
                        edgecolors=colors[kernel], linewidths=1.0, zorder=4)
-            ax.annotate("", xy=(p.intensity, p.rate / scale), xytext=(old.intensity, old.rate / scale), zorder=4,
-                        arrowprops={"arrowstyle": "-|>", "color": colors[kernel], "lw": 1.2, "shrinkA": 5, "shrinkB": 7})
+            _arrow(ax, (ox, oy), (px, py), math.sqrt(area) / 2 * fig.dpi / 72,
+                   ARROW_BETTER if change >= 0 else ARROW_WORSE)
             obstacles.append((ox, oy, math.sqrt(area) / 2 * fig.dpi / 72 + 2))
     if not points:
         # Lower right: below every roof, where ceiling labels never go.
@@ -602,9 +631,10 @@ def _plot(analysis: "Analysis", path_stem: str | Path, mode: _Mode, suite: str, 
         line_handles.append(Line2D([], [], ls="-", color=_ROOF_COLOR, lw=1.8, label="empirical ceiling (measured)"))
     if kinds - {EMPIRICAL}:
         line_handles.append(Line2D([], [], ls="--", color=_ROOF_COLOR, lw=1.3, label="theoretical ceiling (datasheet)"))
-    if moved:
-        line_handles.append(Line2D([], [], ls="-", color="#555555", marker=">", markersize=5,
-                                   label="baseline \u2192 current (hollow marker: baseline)"))
+    for color, what in ((ARROW_BETTER, "faster"), (ARROW_WORSE, "slower")):
+        if color in moved:
+            line_handles.append(Line2D([], [], ls="-", color=color, lw=2.0, marker=">", markersize=6,
+                                       label=f"baseline \u2192 current, {what} (hollow marker: baseline)"))
     _legends(ax, renderer, [
         ("kernels (share of kernel time; marker area \u221d share)", kernel_handles, 1),
         ("memory level of each point", level_handles, max(len(level_handles), 1)),
@@ -635,14 +665,27 @@ def _plot(analysis: "Analysis", path_stem: str | Path, mode: _Mode, suite: str, 
     return written
 
 
+def why_not_plotted(analysis: "Analysis", *, instructions: bool = False) -> str | None:
+    """Why a plot would be empty (then it is not written), or None."""
+    mode = _INST if instructions else _FLOP
+    points, missing, _ = _points(analysis, mode)
+    if points:
+        return None
+    shown = "; ".join(missing[:3]) + (f"; and {len(missing) - 3} more" if len(missing) > 3 else "")
+    return f"no kernel has {mode.work} and byte counts" + (f" ({shown})" if shown else "")
+
+
 def plot_roofline(analysis: "Analysis", path_stem: str | Path, *, suite: str = "", baseline: Any = None) -> list[Path]:
-    """Write ``<path_stem>.png`` and ``<path_stem>.svg``; returns both paths.
+    """Write ``<path_stem>.png`` and ``<path_stem>.svg``; returns both paths, or none
+    when no kernel can be placed (``why_not_plotted`` says why).
 
     ``baseline``: a ``perfcheck.baseline.Baseline`` (anything with
     ``kernels[name].metrics`` holding flops, flop_rate and the level bytes); each
     kernel found there gets an arrow from its stored position. Kernels without
     FLOPs or byte counts are named under the plot.
     """
+    if why_not_plotted(analysis) is not None:
+        return []
     return _plot(analysis, path_stem, _FLOP, suite, baseline)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -32,8 +33,20 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]], right: set[int]
     return "\n".join([line(header), line(["-" * w for w in widths]), *(line(r) for r in rows)])
 
 
-def _shorten(name: str, width: int = 60) -> str:
-    return name if len(name) <= width else name[: width - 3] + "..."
+# What a terminal would act on: ESC (colour, cursor and title sequences), the other
+# C0/C1 controls, DEL, and the bidi overrides that reorder a line. A name taken from a
+# profile is shown with them escaped (\x1b), never interpreted.
+_TERMINAL_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: object) -> str:
+    """``text`` with control characters written as escapes: safe to print."""
+    return _TERMINAL_CONTROL.sub(lambda m: m.group(0).encode("unicode_escape").decode("ascii"), str(text))
+
+
+def _shorten(name: str, width: int | None = 60) -> str:
+    name = printable(name)
+    return name if width is None or len(name) <= width else name[: width - 3] + "..."
 
 
 def describe_sources(sources: Sequence[Source]) -> str:
@@ -46,7 +59,7 @@ def describe_sources(sources: Sequence[Source]) -> str:
             bits.append(" ".join(b for b in (s.device, f"({s.arch})" if s.arch else None) if b))
         if s.rank is not None:
             bits.append(f"rank {s.rank}")
-        lines.append(f"{s.path}: {', '.join(bits)}")
+        lines.append(printable(f"{s.path}: {', '.join(bits)}"))
     return "\n".join(lines)
 
 
@@ -82,16 +95,18 @@ METRIC_COLUMNS = [
 ]
 
 
-def kernel_table(summary: pd.DataFrame, columns: Sequence[tuple[str, str]] = SUMMARY_COLUMNS) -> str:
+def kernel_table(summary: pd.DataFrame, columns: Sequence[tuple[str, str]] = SUMMARY_COLUMNS,
+                 *, width: int | None = 60) -> str:
+    """``width``: kernel names longer than this are cut (None: full names)."""
     present = [(c, h) for c, h in columns if c in summary.columns and summary[c].notna().any()]
     header = ["kernel", *(h for _, h in present)]
     rows = []
     for record in summary.to_dict("records"):
-        cells = [_shorten(str(record["kernel"]))]
+        cells = [_shorten(str(record["kernel"]), width)]
         for col, _ in present:
             value = record[col]
             if isinstance(value, str):
-                cells.append(value)
+                cells.append(printable(value))
                 continue
             cells.append(format_value(None if pd.isna(value) else value, metric_unit(col)))
         rows.append(cells)
@@ -167,7 +182,8 @@ def metrics_text(infos: Sequence["MetricInfo"]) -> str:
     return "\n".join(lines)
 
 
-def inspect_text(analysis: "Analysis") -> str:
+def inspect_text(analysis: "Analysis", *, width: int | None = 60) -> str:
+    """``width``: cut kernel names to it (a terminal); None: full names (a pipe, a file)."""
     parts = [describe_sources(analysis.sources)]
     target = analysis.target
     if target is not None:
@@ -187,10 +203,10 @@ def inspect_text(analysis: "Analysis") -> str:
     if not len(table):
         parts.append("no kernel dispatches in this profile")
         return "\n".join(parts)
-    parts.append(kernel_table(table))
+    parts.append(kernel_table(table, width=width))
     if any(c in table.columns and table[c].notna().any() for c, _ in METRIC_COLUMNS):
         parts.append("")
-        parts.append(kernel_table(table, METRIC_COLUMNS))
+        parts.append(kernel_table(table, METRIC_COLUMNS, width=width))
     return "\n".join(parts)
 
 
@@ -213,8 +229,8 @@ def checks_table(checks: Sequence["Check"], *, kernel_width: int = 40) -> list[s
 
     header = ["suite", "kernel", "expectation", "observed", "expected", "baseline", "outcome"]
     rows = [
-        [c.suite, _shorten_middle(c.kernel, kernel_width), c.expression, observed_text(c), expected_text(c),
-         baseline_text(c), _LABEL.get(c.outcome, c.outcome)]
+        [printable(c.suite), _shorten_middle(printable(c.kernel), kernel_width), printable(c.expression),
+         observed_text(c), expected_text(c), baseline_text(c), _LABEL.get(c.outcome, c.outcome)]
         for c in checks
     ]
     return _table(header, rows, right={3, 4, 5}).splitlines()
@@ -222,7 +238,7 @@ def checks_table(checks: Sequence["Check"], *, kernel_width: int = 40) -> list[s
 
 def problems(checks: Sequence["Check"]) -> list[str]:
     """One line per failed or errored check, with its message."""
-    return [f"{_LABEL[c.outcome]} {c.suite + ': ' if c.suite else ''}{c.kernel} [{c.expression}]: {c.message}"
+    return [printable(f"{_LABEL[c.outcome]} {c.suite + ': ' if c.suite else ''}{c.kernel} [{c.expression}]: {c.message}")
             for c in checks if not c.passed]
 
 
@@ -250,7 +266,8 @@ def report_lines(run: "Run") -> list[str]:
     from perfcheck.checking import display_path
 
     names = {"junit": "JUnit XML", "markdown": "Markdown summary", "step-summary": "GitHub step summary",
-             "json": "JSON results", "openmetrics": "OpenMetrics", "roofline": "roofline plots"}
+             "json": "JSON results", "openmetrics": "OpenMetrics", "roofline": "roofline plots",
+             "bencher": "Bencher metrics", "github-benchmark": "github-action-benchmark"}
     return [f"{names.get(kind, kind)}: {', '.join(display_path(p) for p in paths)}" for kind, paths in run.reports.items()]
 
 
