@@ -79,7 +79,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from perfcheck import __version__
-from perfcheck.atomicfile import write_atomic
+from perfcheck.atomicfile import STALE_TEMP_SECONDS, clean_stale_temps, write_atomic  # noqa: F401
 from perfcheck.errors import InputError, UsageError
 from perfcheck.schema import metric_unit
 
@@ -250,6 +250,36 @@ def mismatch(baseline: Baseline, fingerprint: Mapping[str, str]) -> str | None:
         return None
     where = baseline.path or "the baseline"
     return f"{where} was recorded on another machine or profiler ({', '.join(diffs)}); not compared"
+
+
+def fingerprint_changes(old: Mapping[str, str], new: Mapping[str, str]) -> str:
+    """``tool_version '1.0.0' -> '1.1.0', arch 'gfx90a' -> 'gfx942'``: the fields that
+    differ between a stored baseline's fingerprint and this run's ("" when none)."""
+    keys = [k for k in FINGERPRINT_KEYS if k in old or k in new]
+    keys += sorted(k for k in set(old) | set(new) if k not in FINGERPRINT_KEYS)
+    return ", ".join(
+        f"{k} {old.get(k, _UNKNOWN)!r} \u2192 {new.get(k, _UNKNOWN)!r}"
+        for k in keys if old.get(k, _UNKNOWN) != new.get(k, _UNKNOWN)
+    )
+
+
+def nearest_other(baseline_dir: str | Path, suite: str, fingerprint: Mapping[str, str]) -> Baseline | None:
+    """Of the suite's baselines recorded under other fingerprints, the one that differs
+    from ``fingerprint`` in the fewest fields (a profiler update: only tool_version),
+    to say what changed; unreadable ones are passed over."""
+    best: tuple[int, str, Baseline] | None = None
+    for path in other_baselines(baseline_dir, suite, fingerprint):
+        try:
+            found = load(path)
+        except InputError:
+            continue
+        if found is None:
+            continue
+        keys = set(found.fingerprint) | set(fingerprint)
+        score = sum(found.fingerprint.get(k, _UNKNOWN) != fingerprint.get(k, _UNKNOWN) for k in keys)
+        if best is None or (score, str(path)) < best[:2]:
+            best = (score, str(path), found)
+    return best[2] if best is not None else None
 
 
 def other_baselines(baseline_dir: str | Path, suite: str, fingerprint: Mapping[str, str]) -> list[Path]:
@@ -503,41 +533,6 @@ def render(baseline: Baseline) -> str:
     return _dump(_to_json(baseline)) + "\n"
 
 
-_TEMP_RE = re.compile(r"^\.(?P<name>.+)\.(?P<pid>\d+)\.[A-Za-z0-9_]+\.tmp$")
-STALE_TEMP_SECONDS = 600.0
-
-
-def _pid_alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OSError):
-        return True  # exists but not ours, or the platform cannot tell: leave it
-    return True
-
-
-def _clean_stale_temps(folder: Path, name: str) -> None:
-    """Remove temp files an interrupted write left next to ``name``: their writer
-    is dead (this host) or they are older than STALE_TEMP_SECONDS (another host on a
-    shared file system). A live writer's temp file is never touched."""
-    import time
-
-    now = time.time()
-    for path in folder.glob(f".{name}.*.tmp"):
-        match = _TEMP_RE.match(path.name)
-        if match is None or match["name"] != name:
-            continue
-        try:
-            stale = not _pid_alive(int(match["pid"])) or now - path.stat().st_mtime > STALE_TEMP_SECONDS
-            if stale:
-                path.unlink()
-        except OSError:
-            pass  # gone already, or not ours to remove
-
-
 def write(path: str | Path, baseline: Baseline) -> bool:
     """Write ``baseline`` to ``path`` atomically: a temp file in the same directory,
     flushed and fsync-ed, then ``os.replace`` (and the directory fsync-ed), so a
@@ -548,14 +543,14 @@ def write(path: str | Path, baseline: Baseline) -> bool:
     ``load`` and ``baselines/*/*.json`` globs never see them."""
     path = Path(path)
     text = render(baseline)
+    # Killed writers' temp files go first, also when this write changes nothing.
+    clean_stale_temps(path.parent)
     try:
         if path.read_text(encoding="utf-8") == text:
             return False
     except (OSError, UnicodeDecodeError):
         pass
     try:
-        if path.parent.is_dir():
-            _clean_stale_temps(path.parent, path.name)
         write_atomic(path, text)
     except OSError as exc:
         raise InputError(path, f"cannot write the baseline ({exc.strerror or exc})") from None
@@ -837,3 +832,47 @@ def compare(
     else:
         passed, verdict = True, "beyond the allowance but within the noise: not a clear regression"
     return Decision(passed, reference, observed, stored, f"{said} ({ci}; {basis}): {verdict}", change, interval, clear)
+
+
+# ------------------------------------------------------------------ what an update changed
+
+
+@dataclass(frozen=True)
+class MetricChange:
+    metric: str
+    old: float | None  # None: the old baseline had no value
+    new: float | None  # None: this run has none
+
+
+@dataclass(frozen=True)
+class KernelChange:
+    """What rewriting a baseline changes for one kernel: ``added``, ``removed`` or
+    ``changed`` (``metrics``: the watched metrics that moved; ``others``: how many
+    further metrics moved, left out so the account stays readable)."""
+
+    kernel: str
+    status: str
+    metrics: tuple[MetricChange, ...] = ()
+    others: int = 0
+
+
+def changes(old: Baseline | None, new: Baseline, watched: Mapping[str, Sequence[str]] | None = None) -> list[KernelChange]:
+    """Per kernel and metric, old -> new, of replacing ``old`` by ``new`` (for the review
+    of the baseline diff). ``watched``: kernel -> the metrics its checks use; those are
+    listed one by one (every changed metric when None), the rest only counted."""
+    before = old.kernels if old is not None else {}
+    out: list[KernelChange] = []
+    for kernel in sorted(set(before) | set(new.kernels)):
+        if kernel not in before:
+            out.append(KernelChange(kernel, "added"))
+            continue
+        if kernel not in new.kernels:
+            out.append(KernelChange(kernel, "removed"))
+            continue
+        a, b = before[kernel].metrics, new.kernels[kernel].metrics
+        moved = [m for m in sorted(set(a) | set(b)) if a.get(m) != b.get(m)]
+        shown = moved if watched is None else [m for m in moved if m in watched.get(kernel, ())]
+        if moved:
+            out.append(KernelChange(kernel, "changed", tuple(MetricChange(m, a.get(m), b.get(m)) for m in shown),
+                                    len(moved) - len(shown)))
+    return out

@@ -24,7 +24,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from perfcheck.model import ERROR, FAILED, RECORDED, Check
+from perfcheck.model import ERROR, FAILED, RECORDED, XFAILED, Check
 from perfcheck.report.results import (
     BaselineStatus,
     baseline_text,
@@ -136,6 +136,10 @@ def _testcase(parent: ET.Element, check: Check) -> None:
         # No figures to show: the message says what went wrong and what to do.
         error = ET.SubElement(case, "error", type="perfcheck.error", message=_x(check.message))
         error.text = details
+    elif check.outcome == XFAILED:
+        # As pytest's own junitxml writes an xfailed test: skipped, type pytest.xfail.
+        skipped = ET.SubElement(case, "skipped", type="pytest.xfail", message=_x(f"xfailed: {figures_line(check)}"))
+        skipped.text = details
     elif check.outcome == RECORDED:
         out = ET.SubElement(case, "system-out")
         out.text = _x(f"baseline recorded (no stored baseline to compare with): {figures_line(check)}\n\n{check_details(check)}")
@@ -177,7 +181,7 @@ def junit_document(
             tests=str(counts["total"]),
             failures=str(counts[FAILED]),
             errors=str(counts[ERROR]),
-            skipped="0",
+            skipped=str(counts.get(XFAILED, 0)),
             time="0",
             timestamp=stamp,
             hostname=_x(host),

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from perfcheck.model import ERROR, FAILED, PASSED, RECORDED, Check
+from perfcheck.model import ERROR, FAILED, PASSED, RECORDED, XFAILED, XPASSED, Check
 from perfcheck.report.results import (
     BaselineStatus,
     baseline_text,
@@ -32,7 +32,8 @@ if TYPE_CHECKING:
 # not fit, and nobody reads past a few hundred rows (the JSON file has them all).
 MAX_DETAIL_ROWS = 400
 
-_OUTCOME_LABEL = {PASSED: "pass", RECORDED: "recorded", FAILED: "**FAIL**", ERROR: "**ERROR**"}
+_OUTCOME_LABEL = {PASSED: "pass", RECORDED: "recorded", FAILED: "**FAIL**", ERROR: "**ERROR**",
+                  XFAILED: "xfail", XPASSED: "xpass"}
 
 
 def _cell(text: str) -> str:
@@ -139,10 +140,12 @@ def markdown_summary(
     recorded = _recorded_notice(suites, baselines)
     if not checks:
         return f"perfcheck: no checks ran on {device}\n"
+    # Expected failures (pytest xfail) are counted as pytest counts them, not as passes.
+    expected = "".join(f", {counts[k]} {k}" for k in (XFAILED, XPASSED) if counts.get(k))
     if counts["ok"] and not recorded:
-        return f"perfcheck: {counts['total']} checks passed on {device}\n"
+        return f"perfcheck: {counts['total']} checks passed{expected} on {device}\n"
     if counts["ok"]:
-        head = f"perfcheck: {counts['total']} checks passed on {device}; new baseline values were written"
+        head = f"perfcheck: {counts['total']} checks passed{expected} on {device}; new baseline values were written"
         return "\n".join([head, "", *recorded, "", *_all_checks(checks)]) + "\n"
     bad = [f"{counts[FAILED]} failed"] if counts[FAILED] else []
     bad += [f"{counts[ERROR]} could not be evaluated"] if counts[ERROR] else []
