@@ -581,7 +581,11 @@ class Perf:
         if not expectations:
             pytest.fail("perf.expect(pattern, 'metric >= value', ...) needs at least one expectation", pytrace=False)
         problem = None
-        caller = sys._getframe(1)  # the test's perf.expect(...) line: where the expectation is written
+        # The test's perf.expect(...) (or perf.run(..., expect=...)) line: where the
+        # expectation is written, for CI annotations.
+        caller = sys._getframe(1)
+        while caller.f_back is not None and caller.f_globals.get("__name__") == __name__:
+            caller = caller.f_back
         source = (caller.f_code.co_filename, caller.f_lineno)
         node = self._request.node
         self._run.record_command = self._state.record_command(self._state.target(Path(node.path), node.name))

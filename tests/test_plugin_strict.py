@@ -284,3 +284,13 @@ def test_junitxml_failure_message_names_the_peak(pytester: pytest.Pytester) -> N
     messages = [f.get("message") for f in failures]
     assert messages == [f"FAILED: {EO} [hbm_bw >= 80% of peak]: hbm_bw 483.1 GB/s (44.9% of peak); "
                         "expected >= 860.4 GB/s = 80% of empirical hbm_bw 1.075 TB/s"]
+
+
+@pytest.mark.usefixtures("local_run")
+def test_fixture_checks_carry_the_line_of_their_expect_call(pytester: pytest.Pytester) -> None:
+    path = pytester.makepyfile(test_k=TIMING_TEST)
+    out = pytester.path / "results.json"
+    pytester.runpytest("--perf", f"--perf-json={out}").assert_outcomes(passed=1)
+    (check,) = [c for suite in json.loads(out.read_text())["suites"].values() for c in suite["checks"]]
+    assert check["source_file"] == str(path)
+    assert path.read_text().splitlines()[check["source_line"] - 1].strip().startswith('perf.expect("EOCloverFBCGPU*"')
