@@ -200,7 +200,7 @@ def _strict_reason(run: SuiteRun) -> str:
 
     where = display_path(run.baseline_path) if run.baseline_path is not None else "the baseline"
     command = run.record_command or record_command(run.settings)
-    strict = f"strict baselines ({run.settings.origin('strict_baseline')})"
+    strict = f"strict baselines: {run.settings.origin('strict_baseline')}"
     if run.baseline is None and run.previous is not None:
         changed = baselines.fingerprint_changes(run.previous.fingerprint, run.fingerprint) or "a different fingerprint"
         old = display_path(Path(run.previous.path)) if run.previous.path else "the stored baseline"

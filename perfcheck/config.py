@@ -301,7 +301,7 @@ def ci_default_layer(env: Mapping[str, str]) -> Layer:
     layer = Layer("ci")
     value = env.get("CI")
     if value is not None and value.strip().lower() in _TRUE:
-        layer.values["strict_baseline"] = Value(True, f"CI={value.strip()} (environment)")
+        layer.values["strict_baseline"] = Value(True, f"CI={value.strip()}")
     return layer
 
 
