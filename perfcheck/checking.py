@@ -361,6 +361,12 @@ def settle_baselines(runs: Sequence[SuiteRun], *, write: bool = True) -> None:
             groups.setdefault(Path(run.baseline_path), []).append(run)
     if not write:
         return
+    # Temp files killed writers left anywhere under the baseline directories (other
+    # suites' folders, machines/): a run that writes baselines leaves none behind.
+    for folder in {Path(r.settings.baseline_dir) for r in runs if not r.skipped}:
+        if folder.is_dir():
+            for sub in [folder, *(d for d in folder.iterdir() if d.is_dir())]:
+                clean_stale_temps(sub)
     for path, group in groups.items():
         clean_stale_temps(path.parent)
         fresh = [r.fresh for r in group if r.fresh is not None]

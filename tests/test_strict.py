@@ -292,8 +292,10 @@ def _dead_pid() -> int:
 def test_killed_writers_temp_files_go_when_nothing_changes(cli, tmp_path: Path) -> None:
     assert cli("baseline", "update", "--config", CONFIG, "--suite", "after", "--baseline-dir", tmp_path).code == 0
     folder = (tmp_path / AFTER).parent
+    (tmp_path / "before").mkdir()
     stale = [folder / f".mi100_gfx908_rocprof.json.{_dead_pid()}.0badc0de.tmp",
-             folder / f".other-machine.json.{_dead_pid()}.12345678.tmp"]
+             folder / f".other-machine.json.{_dead_pid()}.12345678.tmp",
+             tmp_path / "before" / f".mi100_gfx908_rocprof.json.{_dead_pid()}.87654321.tmp"]
     for path in stale:
         path.write_text('{"format_version": 1, "kern')  # what a killed writer leaves
     live = folder / f".mi100_gfx908_rocprof.json.{os.getpid()}.aaaaaaaa.tmp"
