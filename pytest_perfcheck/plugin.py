@@ -72,7 +72,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--perf-strict-baseline", action="store_true", dest="perf_strict_baseline", default=None,
                     help="a missing or re-fingerprinted baseline is an error, never recorded "
                     "(default: on when CI is set to a true value)")
-    group.addoption("--perf-no-strict-baseline", action="store_false", dest="perf_strict_baseline",
+    group.addoption("--perf-no-strict-baseline", action="store_false", dest="perf_strict_baseline", default=None,
                     help="record a missing baseline even in CI (the first run records, and says so)")
     for name, text in _OUTPUTS.items():
         group.addoption(f"--perf-{name}", metavar="FILE", help=text)
