@@ -15,6 +15,9 @@ API (what ``expect``, ``checking``, the CLI and the pytest plugin call)::
                                                        # this machine's baseline only, else warnings
     other_baselines(baseline_dir, suite, fingerprint) -> list[Path]  # same suite, other machines
     mismatch(baseline, fingerprint) -> str | None      # why a baseline must not be compared
+    fingerprint_changes(old, new) -> str               # "tool_version '1.0' -> '1.1'" (arrows)
+    nearest_other(baseline_dir, suite, fingerprint) -> Baseline | None  # closest other machine's
+    changes(old, new, watched) -> list[KernelChange]   # what an update changes, per kernel and metric
     load(path) -> Baseline | None                      # None when absent; InputError(file:line)
     from_analysis(suite, analysis) -> Baseline         # runs=1
     merge(old, new) -> Baseline                        # accumulate repeated runs (same machine)
@@ -69,7 +72,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -79,7 +81,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from perfcheck import __version__
-from perfcheck.atomicfile import STALE_TEMP_SECONDS, clean_stale_temps, write_atomic  # noqa: F401
+from perfcheck.atomicfile import clean_stale_temps, write_atomic
 from perfcheck.errors import InputError, UsageError
 from perfcheck.schema import metric_unit
 
@@ -538,8 +540,8 @@ def write(path: str | Path, baseline: Baseline) -> bool:
     flushed and fsync-ed, then ``os.replace`` (and the directory fsync-ed), so a
     reader or a killed writer sees the old complete file or the new one, never a
     part. Returns False and leaves the file (and its mtime) alone when it already
-    holds exactly this text. Temp files of killed writers are removed on the next
-    write to the same file; they are named ``.<file>.<pid>.<random>.tmp``, so
+    holds exactly this text. Temp files of killed writers in the folder are
+    removed first, also when nothing changes; they are named ``.<file>.<pid>.<random>.tmp``, so
     ``load`` and ``baselines/*/*.json`` globs never see them."""
     path = Path(path)
     text = render(baseline)
