@@ -10,10 +10,17 @@ and the directory fsynced so the rename itself survives a crash.
 from __future__ import annotations
 
 import os
+import re
 import secrets
+import time
 from pathlib import Path
 
 TEMP_SUFFIX = ".tmp"
+# ``.<name>.<pid>.<random>.tmp``, as temp_name makes them.
+TEMP_RE = re.compile(r"^\.(?P<name>.+)\.(?P<pid>\d+)\.[A-Za-z0-9_]+\.tmp$")
+# A temp file this old is abandoned even if its pid is alive (another host on a
+# shared file system, or a pid reused since): no write takes ten minutes.
+STALE_TEMP_SECONDS = 600.0
 
 
 def temp_name(path: Path) -> Path:
@@ -55,3 +62,38 @@ def write_atomic(path: str | Path, data: str | bytes) -> Path:
     finally:
         os.close(dir_fd)
     return target
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError):
+        return True  # exists but not ours, or the platform cannot tell: leave it
+    return True
+
+
+def clean_stale_temps(folder: str | Path, name: str | None = None) -> list[Path]:
+    """Remove the temp files killed writers left in ``folder`` (of ``name`` only, when
+    given): their pid is dead on this host, or they are older than
+    STALE_TEMP_SECONDS. A live writer's temp file is never touched. Returns what was
+    removed."""
+    removed: list[Path] = []
+    folder = Path(folder)
+    if not folder.is_dir():
+        return removed
+    now = time.time()
+    for path in folder.glob(f".*{TEMP_SUFFIX}"):
+        match = TEMP_RE.match(path.name)
+        if match is None or (name is not None and match["name"] != name):
+            continue
+        try:
+            if not _pid_alive(int(match["pid"])) or now - path.stat().st_mtime > STALE_TEMP_SECONDS:
+                path.unlink()
+                removed.append(path)
+        except OSError:
+            pass  # gone already, or not ours to remove
+    return removed

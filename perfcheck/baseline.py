@@ -15,6 +15,9 @@ API (what ``expect``, ``checking``, the CLI and the pytest plugin call)::
                                                        # this machine's baseline only, else warnings
     other_baselines(baseline_dir, suite, fingerprint) -> list[Path]  # same suite, other machines
     mismatch(baseline, fingerprint) -> str | None      # why a baseline must not be compared
+    fingerprint_changes(old, new) -> str               # "tool_version '1.0' -> '1.1'" (arrows)
+    nearest_other(baseline_dir, suite, fingerprint) -> Baseline | None  # closest other machine's
+    changes(old, new, watched) -> list[KernelChange]   # what an update changes, per kernel and metric
     load(path) -> Baseline | None                      # None when absent; InputError(file:line)
     from_analysis(suite, analysis) -> Baseline         # runs=1
     merge(old, new) -> Baseline                        # accumulate repeated runs (same machine)
@@ -69,7 +72,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -79,7 +81,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from perfcheck import __version__
-from perfcheck.atomicfile import write_atomic
+from perfcheck.atomicfile import clean_stale_temps, write_atomic
 from perfcheck.errors import InputError, UsageError
 from perfcheck.kernelkey import KernelMap
 from perfcheck.schema import metric_unit
@@ -263,6 +265,36 @@ def mismatch(baseline: Baseline, fingerprint: Mapping[str, str]) -> str | None:
         return None
     where = baseline.path or "the baseline"
     return f"{where} was recorded on another machine or profiler ({', '.join(diffs)}); not compared"
+
+
+def fingerprint_changes(old: Mapping[str, str], new: Mapping[str, str]) -> str:
+    """``tool_version '1.0.0' -> '1.1.0', arch 'gfx90a' -> 'gfx942'``: the fields that
+    differ between a stored baseline's fingerprint and this run's ("" when none)."""
+    keys = [k for k in FINGERPRINT_KEYS if k in old or k in new]
+    keys += sorted(k for k in set(old) | set(new) if k not in FINGERPRINT_KEYS)
+    return ", ".join(
+        f"{k} {old.get(k, _UNKNOWN)!r} \u2192 {new.get(k, _UNKNOWN)!r}"
+        for k in keys if old.get(k, _UNKNOWN) != new.get(k, _UNKNOWN)
+    )
+
+
+def nearest_other(baseline_dir: str | Path, suite: str, fingerprint: Mapping[str, str]) -> Baseline | None:
+    """Of the suite's baselines recorded under other fingerprints, the one that differs
+    from ``fingerprint`` in the fewest fields (a profiler update: only tool_version),
+    to say what changed; unreadable ones are passed over."""
+    best: tuple[int, str, Baseline] | None = None
+    for path in other_baselines(baseline_dir, suite, fingerprint):
+        try:
+            found = load(path)
+        except InputError:
+            continue
+        if found is None:
+            continue
+        keys = set(found.fingerprint) | set(fingerprint)
+        score = sum(found.fingerprint.get(k, _UNKNOWN) != fingerprint.get(k, _UNKNOWN) for k in keys)
+        if best is None or (score, str(path)) < best[:2]:
+            best = (score, str(path), found)
+    return best[2] if best is not None else None
 
 
 def other_baselines(baseline_dir: str | Path, suite: str, fingerprint: Mapping[str, str]) -> list[Path]:
@@ -516,59 +548,24 @@ def render(baseline: Baseline) -> str:
     return _dump(_to_json(baseline)) + "\n"
 
 
-_TEMP_RE = re.compile(r"^\.(?P<name>.+)\.(?P<pid>\d+)\.[A-Za-z0-9_]+\.tmp$")
-STALE_TEMP_SECONDS = 600.0
-
-
-def _pid_alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OSError):
-        return True  # exists but not ours, or the platform cannot tell: leave it
-    return True
-
-
-def _clean_stale_temps(folder: Path, name: str) -> None:
-    """Remove temp files an interrupted write left next to ``name``: their writer
-    is dead (this host) or they are older than STALE_TEMP_SECONDS (another host on a
-    shared file system). A live writer's temp file is never touched."""
-    import time
-
-    now = time.time()
-    for path in folder.glob(f".{name}.*.tmp"):
-        match = _TEMP_RE.match(path.name)
-        if match is None or match["name"] != name:
-            continue
-        try:
-            stale = not _pid_alive(int(match["pid"])) or now - path.stat().st_mtime > STALE_TEMP_SECONDS
-            if stale:
-                path.unlink()
-        except OSError:
-            pass  # gone already, or not ours to remove
-
-
 def write(path: str | Path, baseline: Baseline) -> bool:
     """Write ``baseline`` to ``path`` atomically: a temp file in the same directory,
     flushed and fsync-ed, then ``os.replace`` (and the directory fsync-ed), so a
     reader or a killed writer sees the old complete file or the new one, never a
     part. Returns False and leaves the file (and its mtime) alone when it already
-    holds exactly this text. Temp files of killed writers are removed on the next
-    write to the same file; they are named ``.<file>.<pid>.<random>.tmp``, so
+    holds exactly this text. Temp files of killed writers in the folder are
+    removed first, also when nothing changes; they are named ``.<file>.<pid>.<random>.tmp``, so
     ``load`` and ``baselines/*/*.json`` globs never see them."""
     path = Path(path)
     text = render(baseline)
+    # Killed writers' temp files go first, also when this write changes nothing.
+    clean_stale_temps(path.parent)
     try:
         if path.read_text(encoding="utf-8") == text:
             return False
     except (OSError, UnicodeDecodeError):
         pass
     try:
-        if path.parent.is_dir():
-            _clean_stale_temps(path.parent, path.name)
         write_atomic(path, text)
     except OSError as exc:
         raise InputError(path, f"cannot write the baseline ({exc.strerror or exc})") from None
@@ -850,3 +847,47 @@ def compare(
     else:
         passed, verdict = True, "beyond the allowance but within the noise: not a clear regression"
     return Decision(passed, reference, observed, stored, f"{said} ({ci}; {basis}): {verdict}", change, interval, clear)
+
+
+# ------------------------------------------------------------------ what an update changed
+
+
+@dataclass(frozen=True)
+class MetricChange:
+    metric: str
+    old: float | None  # None: the old baseline had no value
+    new: float | None  # None: this run has none
+
+
+@dataclass(frozen=True)
+class KernelChange:
+    """What rewriting a baseline changes for one kernel: ``added``, ``removed`` or
+    ``changed`` (``metrics``: the watched metrics that moved; ``others``: how many
+    further metrics moved, left out so the account stays readable)."""
+
+    kernel: str
+    status: str
+    metrics: tuple[MetricChange, ...] = ()
+    others: int = 0
+
+
+def changes(old: Baseline | None, new: Baseline, watched: Mapping[str, Sequence[str]] | None = None) -> list[KernelChange]:
+    """Per kernel and metric, old -> new, of replacing ``old`` by ``new`` (for the review
+    of the baseline diff). ``watched``: kernel -> the metrics its checks use; those are
+    listed one by one (every changed metric when None), the rest only counted."""
+    before = old.kernels if old is not None else {}
+    out: list[KernelChange] = []
+    for kernel in sorted(set(before) | set(new.kernels)):
+        if kernel not in before:
+            out.append(KernelChange(kernel, "added"))
+            continue
+        if kernel not in new.kernels:
+            out.append(KernelChange(kernel, "removed"))
+            continue
+        a, b = before[kernel].metrics, new.kernels[kernel].metrics
+        moved = [m for m in sorted(set(a) | set(b)) if a.get(m) != b.get(m)]
+        shown = moved if watched is None else [m for m in moved if m in watched.get(kernel, ())]
+        if moved:
+            out.append(KernelChange(kernel, "changed", tuple(MetricChange(m, a.get(m), b.get(m)) for m in shown),
+                                    len(moved) - len(shown)))
+    return out

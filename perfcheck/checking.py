@@ -23,7 +23,18 @@ Baseline actions, per suite:
 * ``fingerprint-mismatch``: the file at this machine's path was recorded on other
   hardware or another profiler version: not compared, not overwritten (warned);
 * ``none``: nothing to compare and nothing asked for a baseline; ``skipped``: the
-  suite's profiles are absent and it says ``skip_if_missing``.
+  suite's profiles are absent and it says ``skip_if_missing``;
+* ``missing``: strict baselines (``CI`` set, ``--strict-baseline``, ``strict_baseline =
+  true``): there was none for this machine, nothing was recorded, and every
+  baseline-relative check is an ERROR naming the file looked for, the fingerprint
+  fields that differ from the nearest stored baseline, and the command that records
+  it. A fingerprint mismatch and a kernel or metric the stored baseline lacks are
+  ERRORs too. Recording stays an explicit act (``perfcheck baseline update``,
+  ``--update-baseline``, ``--perf-update-baseline``), as ``jest --ci`` never writes a
+  snapshot.
+
+Several runs may share one baseline file (pytest tests with the same ``suite=``):
+``finish`` writes it once, with the kernels of all of them.
 """
 
 from __future__ import annotations
@@ -43,7 +54,7 @@ if TYPE_CHECKING:
     from perfcheck.model import Peaks, Profile
 
 COMPARED, RECORDED_ACTION, UPDATED = "compared", "recorded", "updated"
-MISMATCH, NONE, SKIPPED = "fingerprint-mismatch", "none", "skipped"
+MISMATCH, NONE, SKIPPED, MISSING = "fingerprint-mismatch", "none", "skipped", "missing"
 
 
 @dataclass
@@ -59,6 +70,13 @@ class SuiteRun:
     notices: list[str] = field(default_factory=list)  # warnings for the user (stderr, pytest summary)
     merge: bool = False  # update by merging this run into the stored baseline (repeated runs)
     profile: "Profile | None" = None  # measured in memory (perf.measure) instead of read from files
+    fingerprint: dict[str, str] = field(default_factory=dict)  # this run's machine and profiler
+    # The baseline on file before this run, even when not compared (recorded on another
+    # machine or profiler version: the nearest such): for messages and update diffs.
+    previous: "Baseline | None" = None
+    record_command: str | None = None  # what records or updates this baseline (strict messages)
+    fresh: "Baseline | None" = None  # what settle_baseline would write (finish writes it)
+    changes: list = field(default_factory=list)  # baseline.KernelChange of an update or recording
 
     @property
     def name(self) -> str:
@@ -141,34 +159,87 @@ def prepare(suite: SuiteSettings, profile: "Profile | None" = None) -> SuiteRun:
     if suite.arch is None and arch is not None:
         run.notices.append(f"suite {suite.name!r}: GPU {arch!r} from the machine file (no device set)")
     fingerprint = baselines.fingerprint(analysis)
+    run.fingerprint = fingerprint
     run.baseline_path = baselines.baseline_path(suite.baseline_dir, suite.name, fingerprint)
     stored = baselines.load(run.baseline_path)
     if stored is not None and getattr(suite, "aliases", None):
         stored = stored.renamed(suite.aliases)  # renamed kernels keep their baseline
     if stored is not None and (why := baselines.mismatch(stored, fingerprint)):
         run.action = MISMATCH
+        run.previous = stored
         run.notices.append(f"suite {suite.name!r}: {why}")
     elif stored is None:
         others = baselines.other_baselines(suite.baseline_dir, suite.name, fingerprint)
         if others:
+            run.previous = baselines.nearest_other(suite.baseline_dir, suite.name, fingerprint)
             run.notices.append(
                 f"suite {suite.name!r}: no baseline for this machine ({_fingerprint_text(fingerprint)}); "
                 f"not compared with those of other machines: {', '.join(p.name for p in others)}"
             )
     else:
-        run.baseline = stored
+        run.baseline = run.previous = stored
         run.action = COMPARED
     return run
+
+
+def record_command(settings: SuiteSettings) -> str:
+    """The command that records or updates a suite's baseline, when the caller did not
+    say (the CLI and the plugin pass the exact one)."""
+    import shlex
+
+    argv = ["perfcheck", "baseline", "update"]
+    if settings.config_file is not None:
+        argv += ["--config", display_path(settings.config_file)]
+    argv += ["--suite", settings.name]
+    return shlex.join(argv)
+
+
+def _strict_reason(run: SuiteRun) -> str:
+    """Why a baseline-relative check has nothing to compare with, for a strict run: the
+    file looked for, what differs from the nearest stored baseline (old \u2192 new), how
+    to record it. One line."""
+    from perfcheck import baseline as baselines
+
+    where = display_path(run.baseline_path) if run.baseline_path is not None else "the baseline"
+    command = run.record_command or record_command(run.settings)
+    strict = f"strict baselines: {run.settings.origin('strict_baseline')}"
+    if run.baseline is None and run.previous is not None:
+        changed = baselines.fingerprint_changes(run.previous.fingerprint, run.fingerprint) or "a different fingerprint"
+        old = display_path(Path(run.previous.path)) if run.previous.path else "the stored baseline"
+        return (f"no baseline for this machine at {where}; {old} was recorded with another fingerprint "
+                f"({changed}); not compared, not recorded ({strict}); if the change is intended, "
+                f"update it with `{command}` and commit it")
+    if run.baseline is None:
+        return (f"no baseline at {where}; not recorded ({strict}); record it with `{command}`, "
+                f"review and commit it")
+    return f"{where} lacks it; not recorded ({strict}); update it with `{command}` and commit it"
+
+
+def _refused(run: SuiteRun, check: Check) -> Check:
+    """A check that would record a baseline value, in a strict run: an ERROR."""
+    if check.origin != "baseline" or check.outcome != RECORDED:
+        return check
+    from perfcheck.report.results import observed_text
+
+    what = "" if run.baseline is None else (
+        f"no baseline for kernel {check.kernel!r}: " if check.kernel not in run.baseline.kernels
+        else f"the baseline has no {check.metric}: ")
+    return replace(check, outcome=ERROR,
+                   message=f"{check.metric} {observed_text(check)}: {what}{_strict_reason(run)}")
 
 
 def _fingerprint_text(fingerprint: Mapping[str, str]) -> str:
     return ", ".join(f"{k} {v}" for k, v in fingerprint.items())
 
 
-def check(run: SuiteRun, expectations: Mapping[str, Sequence[str]] | None = None) -> list[Check]:
+def check(run: SuiteRun, expectations: Mapping[str, Sequence[str]] | None = None, *,
+          source: tuple[str, int] | None = None) -> list[Check]:
     """Evaluate ``expectations`` (default: the suite's) and add the checks to ``run``.
     With update_baseline, a baseline-relative failure is accepted: the new value
-    becomes the baseline, and the check says what changed."""
+    becomes the baseline, and the check says what changed. With strict_baseline
+    (and no update), a value that would be recorded is an ERROR instead.
+    ``source``: (file, line) where ``expectations`` were written (a test's
+    ``perf.expect`` call); a config suite's come from its file."""
     from perfcheck.expect import evaluate
 
     if run.analysis is None:
@@ -178,6 +249,9 @@ def check(run: SuiteRun, expectations: Mapping[str, Sequence[str]] | None = None
     checks = [_with_baseline(c, run.baseline) for c in checks]
     if run.settings.update_baseline:
         checks = [_accepted(c) for c in checks]
+    elif run.settings.strict_baseline:
+        checks = [_refused(run, c) for c in checks]
+    checks = [_located(run.settings, c, source) for c in checks]
     run.checks.extend(checks)
     return checks
 
@@ -194,15 +268,26 @@ def _with_baseline(check: Check, stored: "Baseline | None") -> Check:
     return replace(check, baseline=float(value))
 
 
+def _located(settings: SuiteSettings, check: Check, source: tuple[str, int] | None) -> Check:
+    if source is not None:
+        return replace(check, source_file=str(source[0]), source_line=int(source[1]))
+    line = settings.expect_lines.get(check.pattern, {}).get(check.expression)
+    if settings.config_file is None:
+        return check
+    return replace(check, source_file=str(settings.config_file), source_line=line)
+
+
 def _accepted(check: Check) -> Check:
     if check.origin != "baseline" or check.outcome != FAILED:
         return check
     return replace(check, outcome=RECORDED, message=f"{check.message} (accepted: baseline updated)")
 
 
-def evaluate_suite(suite: SuiteSettings) -> SuiteRun:
-    """``prepare`` + ``check`` with the suite's own expectations."""
+def evaluate_suite(suite: SuiteSettings, *, record_command: str | None = None) -> SuiteRun:
+    """``prepare`` + ``check`` with the suite's own expectations. ``record_command``:
+    the command that records this suite's baseline, for strict-baseline messages."""
     run = prepare(suite)
+    run.record_command = record_command
     if not run.skipped:
         check(run)
     return run
@@ -211,7 +296,8 @@ def evaluate_suite(suite: SuiteSettings) -> SuiteRun:
 # --- baselines ---------------------------------------------------------------------------------
 
 def settle_baseline(run: SuiteRun, *, write: bool = True) -> None:
-    """Set ``run.action`` and write the baseline file when this run records or updates it."""
+    """Set ``run.action`` and ``run.fresh`` (the baseline this run records or updates),
+    and write it when ``write`` (``finish`` writes the runs sharing a file together)."""
     if run.skipped or run.analysis is None or run.baseline_path is None:
         return
     from perfcheck import baseline as baselines
@@ -230,8 +316,16 @@ def settle_baseline(run: SuiteRun, *, write: bool = True) -> None:
         if not any(c.origin == "baseline" for c in run.checks):
             run.action = NONE
             return
+        if run.settings.strict_baseline:  # its checks are errors that say how to record it
+            run.action = MISSING
+            return
         fresh = baselines.from_analysis(run.name, run.analysis)
         run.action = RECORDED_ACTION
+        # Loud: nothing was compared, and a CI run would have refused this.
+        run.notices.append(
+            f"suite {run.name!r}: no baseline at {display_path(run.baseline_path)}: RECORDED this run's values "
+            f"as the new baseline, nothing was compared (with CI set or --strict-baseline this is an error); "
+            f"review it and commit it")
     else:
         run.action = COMPARED
         new = sorted({c.kernel for c in run.checks if c.outcome == RECORDED and c.kernel not in run.baseline.kernels})
@@ -240,11 +334,68 @@ def settle_baseline(run: SuiteRun, *, write: bool = True) -> None:
             kernels = {**run.baseline.kernels, **{k: current.kernels[k] for k in new if k in current.kernels}}
             fresh = replace(run.baseline, kernels=kernels)
             run.notices.append(f"suite {run.name!r}: added {len(new)} new kernel(s) to the baseline: {', '.join(new)}")
+    run.fresh = fresh
     if fresh is not None and write:
-        try:
-            baselines.write(run.baseline_path, fresh)
-        except OSError as exc:
-            raise UsageError(f"cannot write baseline {run.baseline_path}: {exc.strerror or exc}") from None
+        _write_baseline(run.baseline_path, fresh, [run])
+
+
+def _watched(runs: Sequence[SuiteRun]) -> dict[str, list[str]]:
+    watched: dict[str, list[str]] = {}
+    for run in runs:
+        for c in run.checks:
+            if c.metric not in watched.setdefault(c.kernel, []):
+                watched[c.kernel].append(c.metric)
+    return watched
+
+
+def _write_baseline(path: Path, fresh: "Baseline", runs: Sequence[SuiteRun]) -> None:
+    from perfcheck import baseline as baselines
+
+    if any(r.action == UPDATED for r in runs):  # what the review of the diff should look at
+        previous = next((r.previous for r in runs if r.previous is not None), None)
+        found = baselines.changes(previous, fresh, _watched(runs))
+        for r in runs:
+            r.changes = found
+    try:
+        baselines.write(path, fresh)
+    except OSError as exc:
+        raise UsageError(f"cannot write baseline {path}: {exc.strerror or exc}") from None
+
+
+def settle_baselines(runs: Sequence[SuiteRun], *, write: bool = True) -> None:
+    """``settle_baseline`` for every run, then one write per baseline file: runs that
+    share a file (pytest tests with the same ``suite=``, serially or under
+    pytest-xdist) are written together, every run's kernels kept (later runs win for a
+    kernel they both measured). Killed writers' temp files in the folders are removed."""
+    from perfcheck.atomicfile import clean_stale_temps
+
+    groups: dict[Path, list[SuiteRun]] = {}
+    for run in runs:
+        settle_baseline(run, write=False)
+        if run.baseline_path is not None and not run.skipped:
+            groups.setdefault(Path(run.baseline_path), []).append(run)
+    if not write:
+        return
+    # Temp files killed writers left anywhere under the baseline directories (other
+    # suites' folders, machines/): a run that writes baselines leaves none behind.
+    for folder in {Path(r.settings.baseline_dir) for r in runs if not r.skipped}:
+        if folder.is_dir():
+            for sub in [folder, *(d for d in folder.iterdir() if d.is_dir())]:
+                clean_stale_temps(sub)
+    for path, group in groups.items():
+        clean_stale_temps(path.parent)
+        fresh = [r.fresh for r in group if r.fresh is not None]
+        if not fresh:
+            continue
+        kernels: dict = {}
+        for baseline in fresh:
+            kernels.update(baseline.kernels)
+        combined = replace(fresh[-1], kernels=kernels)
+        if len(fresh) > 1:
+            kept = [r for r in group if r.baseline is not None and r.fresh is None]
+            for r in kept:  # a run that compared without adding kernels: the stored ones stay
+                combined = replace(combined, kernels={**r.baseline.kernels, **combined.kernels})
+        _write_baseline(path, combined, group)
 
 
 # --- reports -----------------------------------------------------------------------------------
@@ -332,29 +483,10 @@ def write_reports(runs: Sequence[SuiteRun], settings: Settings) -> dict[str, lis
             if written[k]}
 
 
-def locate_sources(run: SuiteRun, config: Path | None) -> None:
-    """Give each check of a config-declared suite the config file and the line of its
-    expectation (CI annotations, JUnit ``file``/``line``); checks that already know
-    their source (``perf.expect`` in a test) keep it."""
-    if config is None or run.settings.origins.get("expect") == "expectations given":
-        return
-    from perfcheck.config import expectation_line
-
-    where = display_path(Path(config))
-    located = []
-    for c in run.checks:
-        if c.source_file is None:
-            c = replace(c, source_file=where, source_line=expectation_line(Path(config), run.name, c.pattern, c.expression))
-        located.append(c)
-    run.checks[:] = located
-
-
 def finish(runs: Sequence[SuiteRun], settings: Settings) -> Run:
     """Settle baselines (written only when ``settings.write_baselines``), then write
     every report; the caller exits with ``Run.exit_code`` after this returns."""
-    for run in runs:
-        locate_sources(run, settings.config)
-        settle_baseline(run, write=settings.write_baselines)
+    settle_baselines(runs, write=settings.write_baselines)
     return Run(list(runs), write_reports(runs, settings))
 
 

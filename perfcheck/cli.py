@@ -151,6 +151,9 @@ def _parser() -> argparse.ArgumentParser:
     _check_options(check)
     check.add_argument("--update-baseline", action="store_true", default=None,
                        help="rewrite the baselines from this run (baseline-relative failures are accepted)")
+    check.add_argument("--strict-baseline", action=argparse.BooleanOptionalAction, default=None,
+                       help="a missing or re-fingerprinted baseline is an error, never recorded (default: on when "
+                       "CI is set to a true value; PERFCHECK_STRICT_BASELINE, config strict_baseline)")
 
     base = sub.add_parser("baseline", help="manage stored baselines",
                           description="Baselines are JSON files under the baseline directory, one per suite and machine.")
@@ -413,11 +416,12 @@ def _run_checks(args: argparse.Namespace, *, update: bool | None) -> "Run":
     if getattr(args, "junit_flavour", None):
         options["junit_flavour"] = args.junit_flavour
     options["update_baseline"] = update
+    options["strict_baseline"] = getattr(args, "strict_baseline", None)
     expect: dict[str, list[str]] = {}
     for pattern, text in args.expect or []:
         expect.setdefault(pattern, []).append(text)
     settings = resolver(cli=options).settings(args.suite, profiles=args.paths or None, expect=expect or None)
-    runs = [evaluate_suite(suite) for suite in settings.suites.values()]
+    runs = [evaluate_suite(suite, record_command=_record_command(args, name)) for name, suite in settings.suites.items()]
     for suite_run in runs:
         suite_run.merge = bool(getattr(args, "merge", False))
     run = finish(runs, settings)  # every report is written here, before the exit status
@@ -486,6 +490,18 @@ def _schema(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _record_command(args: argparse.Namespace, suite: str) -> str:
+    """This invocation as ``perfcheck baseline update ...`` (named in strict-baseline
+    errors): the same options, for the one suite when suites come from the config."""
+    import shlex
+
+    argv = [a for a in getattr(args, "perfcheck_argv", []) if a not in ("--strict-baseline", "--no-strict-baseline")]
+    rest = argv[argv.index("check") + 1:] if "check" in argv else argv
+    if not args.paths and not args.expect and not args.suite:
+        rest += ["--suite", suite]
+    return shlex.join(["perfcheck", "baseline", "update", *rest])
+
+
 def _check(args: argparse.Namespace) -> int:
     return _run_checks(args, update=args.update_baseline).exit_code
 
@@ -544,6 +560,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.command:
         parser.print_help()
         return EXIT_INPUT
+    args.perfcheck_argv = argv
     try:
         return _COMMANDS[args.command](args)
     except PerfcheckError as exc:

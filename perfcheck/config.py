@@ -83,6 +83,8 @@ class Value:
 def _string(raw: object, origin: str, base: Path) -> str:
     if not isinstance(raw, str) or not raw.strip():
         raise ConfigError(origin, f"expected a non-empty string, not {raw!r}")
+    if "\0" in raw:  # no file name or setting can hold one; the OS would refuse it later, less clearly
+        raise ConfigError(origin, f"contains a NUL byte: {raw[:60]!r}")
     return raw.strip()
 
 
@@ -91,14 +93,26 @@ def _strings(raw: object, origin: str, base: Path, *, sep: str = ",") -> tuple[s
         raw = [part for part in raw.split(sep) if part.strip()]
     if not isinstance(raw, (list, tuple)) or not all(isinstance(x, str) and x.strip() for x in raw):
         raise ConfigError(origin, f"expected a list of strings, not {raw!r}")
-    return tuple(x.strip() for x in raw)
+    return tuple(_string(x, origin, base) for x in raw)
+
+
+# Linux limits (limits.h): NAME_MAX bytes per component, PATH_MAX bytes in all. A longer
+# path fails in the OS with ENAMETOOLONG wherever it is first touched (stat, open).
+NAME_MAX, PATH_MAX = 255, 4096
 
 
 def _path(raw: object, origin: str, base: Path) -> Path:
     if isinstance(raw, Path):
         raw = str(raw)
     path = Path(_string(raw, origin, base)).expanduser()
-    return path if path.is_absolute() else (base / path).resolve()
+    path = path if path.is_absolute() else (base / path).resolve()
+    encoded = os.fsencode(path)
+    longest = max((len(os.fsencode(part)) for part in path.parts), default=0)
+    if len(encoded) >= PATH_MAX or longest > NAME_MAX:
+        what = f"a name of {longest} bytes (at most {NAME_MAX})" if longest > NAME_MAX else \
+            f"{len(encoded)} bytes (at most {PATH_MAX - 1})"
+        raise ConfigError(origin, f"path too long: {what}: {str(raw)[:40]!r}...")
+    return path
 
 
 def _paths(raw: object, origin: str, base: Path) -> tuple[Path, ...]:
@@ -195,6 +209,8 @@ def _command(raw: object, origin: str, base: Path) -> tuple[str, ...]:
         raise ConfigError(origin, f"expected a command string or a list of arguments, not {raw!r}")
     if not argv:
         raise ConfigError(origin, "the command is empty")
+    if any("\0" in a for a in argv):  # exec refuses it ("embedded null byte")
+        raise ConfigError(origin, "the command contains a NUL byte")
     return tuple(argv)
 
 
@@ -234,6 +250,7 @@ _CONVERT: dict[str, Callable[[object, str, Path], object]] = {
     "tolerances": _tolerances,
     "aliases": _aliases,
     "update_baseline": _bool,
+    "strict_baseline": _bool,
     "suites": _strings,
     "profiles": _paths,
     "expect": _expect,
@@ -253,18 +270,19 @@ _CONVERT: dict[str, Callable[[object, str, Path], object]] = {
     "runs_dir": _path,
 }
 # Keys a config file may set, at the top of [tool.perfcheck] and in a suite.
-GLOBAL_KEYS = ("arch", "peaks", "machine", "format", "baseline_dir", "tolerances", "aliases",
+GLOBAL_KEYS = ("arch", "peaks", "machine", "format", "baseline_dir", "tolerances", "aliases", "strict_baseline",
                "junit", "markdown", "json", "openmetrics", "roofline", "junit_flavour",
                "profiler", "launcher", "timeout", "runs_dir")
 SUITE_KEYS = ("profiles", "expect", "arch", "peaks", "machine", "format", "tolerances", "aliases", "skip_if_missing",
               "command", "profiler", "launcher", "timeout", "rank", "runs_dir")
 # Written names that mean a canonical key ("device = mi100" is "arch": lookup takes both).
-_SYNONYMS = {"device": "arch", "baseline-dir": "baseline_dir", "skip-if-missing": "skip_if_missing"}
+_SYNONYMS = {"device": "arch", "baseline-dir": "baseline_dir", "skip-if-missing": "skip_if_missing",
+             "strict-baseline": "strict_baseline"}
 # PERFCHECK_<NAME> -> key. Other PERFCHECK_* variables (PERFCHECK_DEBUG, ...) belong to others.
 ENVIRONMENT = {
     "CONFIG": "config", "ARCH": "arch", "DEVICE": "arch", "PEAKS": "peaks", "MACHINE": "machine",
     "FORMAT": "format", "BASELINE_DIR": "baseline_dir", "TOLERANCES": "tolerances",
-    "UPDATE_BASELINE": "update_baseline", "SUITES": "suites", "JUNIT": "junit",
+    "UPDATE_BASELINE": "update_baseline", "STRICT_BASELINE": "strict_baseline", "SUITES": "suites", "JUNIT": "junit",
     "MARKDOWN": "markdown", "JSON": "json", "OPENMETRICS": "openmetrics", "ROOFLINE": "roofline",
     "JUNIT_FLAVOUR": "junit_flavour",
     "PROFILER": "profiler", "LAUNCHER": "launcher", "TIMEOUT": "timeout", "RUNS_DIR": "runs_dir",
@@ -292,6 +310,20 @@ class Layer:
         return layer
 
 
+def ci_default_layer(env: Mapping[str, str]) -> Layer:
+    """The defaults that depend on where perfcheck runs: with ``CI`` set to a true
+    value (GitHub Actions, GitLab CI, Buildkite, CircleCI, Travis, Azure Pipelines
+    and most others set CI=true), baselines are strict: a missing or re-fingerprinted
+    baseline is an error, never a silent new recording (as ``jest --ci`` never
+    writes a snapshot). Below every other layer: ``--no-strict-baseline``,
+    PERFCHECK_STRICT_BASELINE=0 or ``strict_baseline = false`` still opt out."""
+    layer = Layer("ci")
+    value = env.get("CI")
+    if value is not None and value.strip().lower() in _TRUE:
+        layer.values["strict_baseline"] = Value(True, f"CI={value.strip()}")
+    return layer
+
+
 def environment_layer(env: Mapping[str, str], base: Path) -> Layer:
     raw = {}
     names = {}
@@ -312,6 +344,7 @@ class ConfigFile:
     path: Path
     table: Mapping[str, object]
     prefix: str
+    text: str = ""  # the file's text: tomllib keeps no positions, expectation_lines finds them
 
     @property
     def display(self) -> str:
@@ -337,6 +370,50 @@ class ConfigFile:
     def suite_names(self) -> list[str]:
         return list(self.suites_table())
 
+    def expectation_lines(self, suite: str) -> dict[str, dict[str, int]]:
+        """{pattern: {expectation: 1-based line}} of a suite's expectations, for reports
+        that point at them (pytest's JUnit, GitHub annotations). tomllib keeps no
+        positions, so the text is searched: the suite's first table header, then each
+        pattern's key, then the expectation as a TOML string after it. Not found: the
+        pattern's line, else the header's; absent when the suite has no header."""
+        body = self.suites_table().get(suite, {})
+        expect = body.get("expect", {}) if isinstance(body, Mapping) else {}
+        if not isinstance(expect, Mapping) or not self.text:
+            return {}
+        lines = self.text.splitlines()
+        keys = {suite, f'"{suite}"', f"'{suite}'"}
+        prefix = f"{self.prefix}.suites." if self.prefix else "suites."
+        start = None
+        for number, line in enumerate(lines):
+            head = line.strip().lstrip("[").split("]", 1)[0].replace(" ", "")
+            if line.strip().startswith("[") and head.startswith(prefix):
+                rest = head[len(prefix):]
+                if any(rest == k or rest.startswith(k + ".") for k in keys):
+                    start = number
+                    break
+        if start is None:
+            return {}
+
+        def find(needles: Sequence[str], frm: int) -> int | None:
+            for number in range(frm, len(lines)):
+                if any(n in lines[number] for n in needles):
+                    return number
+            return None
+
+        out: dict[str, dict[str, int]] = {}
+        for pattern, texts in expect.items():
+            texts = [texts] if isinstance(texts, str) else texts
+            if not isinstance(texts, (list, tuple)):
+                continue
+            at = find([f"{_json_quote(pattern)}", f"'{pattern}'", f"{pattern} ="], start)
+            frm = at if at is not None else start
+            out[str(pattern)] = {}
+            for text in texts:
+                if isinstance(text, str):
+                    hit = find([_json_quote(text), f"'{text}'"], frm)
+                    out[str(pattern)][text] = (hit if hit is not None else frm) + 1
+        return out
+
     def suites_table(self) -> Mapping[str, Mapping[str, object]]:
         suites = self.table.get("suites", {})
         if not isinstance(suites, Mapping):
@@ -357,6 +434,12 @@ class ConfigFile:
             _check_keys(body, SUITE_KEYS, origin)
             layer.suites[name] = Layer.from_mapping("config", body, origin, base).values
         return layer
+
+
+def _json_quote(text: str) -> str:
+    import json
+
+    return json.dumps(text, ensure_ascii=False)
 
 
 def _toml_key(key: str | None) -> str:
@@ -399,7 +482,7 @@ def read_config(path: str | Path) -> ConfigFile:
         table, prefix = {k: v for k, v in doc.items() if k != "tool"}, ""
     if not isinstance(table, Mapping):
         raise ConfigError(shown, "[tool.perfcheck] must be a table")
-    return ConfigFile(path=path, table=table, prefix=prefix)
+    return ConfigFile(path=path, table=table, prefix=prefix, text=text)
 
 
 def has_perfcheck_table(path: Path) -> bool:
@@ -421,6 +504,24 @@ def has_perfcheck_table(path: Path) -> bool:
     return isinstance(tool, Mapping) and "perfcheck" in tool
 
 
+# Files that mark a project's root for pytest (its ini files) or perfcheck.
+ANCHOR_FILES = (CONFIG_FILE, PYPROJECT, "pytest.ini", ".pytest.ini", "tox.ini", "setup.cfg")
+
+
+def anchor_dir(start: Path) -> Path:
+    """The directory a test's default baselines hang off when no perfcheck config
+    names them: the nearest directory from ``start`` (the test file's) up holding a
+    perfcheck config or a pytest ini file, else ``start`` itself. Never the working
+    directory: ``pytest --perf`` inside a project and ``pytest --perf project`` from
+    its parent must find the same baselines (else a new one is recorded, silently,
+    and a slower kernel passes)."""
+    start = Path(start).resolve()
+    for directory in (start, *start.parents):
+        if any((directory / name).is_file() for name in ANCHOR_FILES):
+            return directory
+    return start
+
+
 def find_config(start: Path, stop: Path | None = None) -> Path | None:
     """The nearest perfcheck.toml, or pyproject.toml with [tool.perfcheck], in ``start``
     or its parents (up to ``stop`` inclusive, when given)."""
@@ -431,33 +532,6 @@ def find_config(start: Path, stop: Path | None = None) -> Path | None:
                 return directory / name
         if stop is not None and directory == stop.resolve():
             break
-    return None
-
-
-def expectation_line(path: Path, suite: str, pattern: str, expression: str) -> int | None:
-    """The 1-based line of the config file ``path`` where ``expression`` is declared for
-    kernel ``pattern`` in ``suite`` (for CI annotations and JUnit ``line``); None when
-    it is not found. tomllib keeps no positions, so this searches the text: the suite's
-    table, then the pattern's key, then the quoted expression (the first such line)."""
-    try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError):
-        return None
-    import re
-
-    header = re.compile(r"^\s*\[+\s*(?:tool\.perfcheck\.)?suites\.([\"']?)" + re.escape(suite) + r"\1\s*[.\]]")
-    start = next((i for i, line in enumerate(lines) if header.match(line)), 0)
-
-    def quoted(text: str) -> re.Pattern[str]:
-        return re.compile(r"([\"'])" + re.escape(text) + r"\1")
-
-    key = quoted(pattern)
-    at = next((i for i in range(start, len(lines)) if key.search(lines[i])), start)
-    wanted = quoted(expression)
-    for begin in (at, start, 0):
-        found = next((i for i in range(begin, len(lines)) if wanted.search(lines[i])), None)
-        if found is not None:
-            return found + 1
     return None
 
 
@@ -477,6 +551,13 @@ class SuiteSettings:
     baseline_dir: Path
     update_baseline: bool
     origins: Mapping[str, str] = field(default_factory=dict)  # key -> where its value came from
+    # A missing or re-fingerprinted baseline is an ERROR check, never recorded
+    # (CI=true, --strict-baseline, strict_baseline = true); see perfcheck.checking.
+    strict_baseline: bool = False
+    # Where the expectations were written, for reports that point at them:
+    # the config file and {pattern: {expectation: line}} (empty when not from a file).
+    config_file: Path | None = None
+    expect_lines: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     missing: str | None = None  # skip_if_missing: why the suite is skipped (a profile is absent)
     # A suite with a command profiles it (perfcheck.run) and checks what it measured.
     command: tuple[str, ...] | None = None
@@ -498,6 +579,9 @@ class SuiteSettings:
             "expect": {k: list(v) for k, v in self.expect.items()}, "arch": self.arch,
             "peaks": [str(p) for p in self.peaks], "format": self.format, "tolerances": dict(self.tolerances),
             "baseline_dir": str(self.baseline_dir), "update_baseline": self.update_baseline,
+            "strict_baseline": self.strict_baseline,
+            "config_file": str(self.config_file) if self.config_file else None,
+            "expect_lines": {k: dict(v) for k, v in self.expect_lines.items()},
             "origins": dict(self.origins), "missing": self.missing,
             "command": list(self.command) if self.command is not None else None, "profiler": self.profiler,
             "launcher": self.launcher, "timeout": self.timeout, "rank": self.rank,
@@ -513,6 +597,9 @@ class SuiteSettings:
             arch=doc["arch"], peaks=tuple(Path(p) for p in doc["peaks"]),  # type: ignore[arg-type,union-attr]
             format=doc["format"], tolerances=dict(doc["tolerances"]),  # type: ignore[arg-type]
             baseline_dir=Path(doc["baseline_dir"]), update_baseline=bool(doc["update_baseline"]),  # type: ignore[arg-type]
+            strict_baseline=bool(doc.get("strict_baseline", False)),
+            config_file=Path(doc["config_file"]) if doc.get("config_file") else None,  # type: ignore[arg-type]
+            expect_lines={k: dict(v) for k, v in (doc.get("expect_lines") or {}).items()},  # type: ignore[union-attr]
             origins=dict(doc["origins"]), missing=doc["missing"],  # type: ignore[arg-type]
             command=tuple(doc["command"]) if doc.get("command") else None,  # type: ignore[arg-type]
             profiler=doc.get("profiler"), launcher=doc.get("launcher"), timeout=doc.get("timeout"),  # type: ignore[arg-type]
@@ -546,14 +633,16 @@ class Settings:
 class Resolver:
     """The one place that decides which value wins (see the module docstring)."""
 
-    def __init__(self, layers: Sequence[Layer], config: ConfigFile | None, cwd: Path) -> None:
+    def __init__(self, layers: Sequence[Layer], config: ConfigFile | None, cwd: Path,
+                 anchor: Path | None = None) -> None:
         self.layers = list(layers)
         self.config = config
         self.cwd = cwd
+        self.anchor = anchor  # base of default paths when there is no config file (see anchor_dir)
 
     def with_layer(self, layer: Layer) -> "Resolver":
         """A resolver with ``layer`` on top (a pytest marker, a fixture call)."""
-        return Resolver([layer, *self.layers], self.config, self.cwd)
+        return Resolver([layer, *self.layers], self.config, self.cwd, self.anchor)
 
     def get(self, key: str, suite: str | None = None) -> Value | None:
         for layer in self.layers:
@@ -564,7 +653,11 @@ class Resolver:
         return None
 
     def _default_base(self) -> Path:
-        return self.config.path.parent if self.config is not None else self.cwd
+        """Where default paths (``baselines/``) live: the config file's directory, else
+        the anchor (a test's project directory), else the working directory."""
+        if self.config is not None:
+            return self.config.path.parent
+        return self.anchor if self.anchor is not None else self.cwd
 
     def suite_names(self) -> list[str]:
         names = list(self.config.suite_names()) if self.config is not None else []
@@ -600,7 +693,7 @@ class Resolver:
             profile_paths: tuple[Path, ...] = ()
         elif profiles is not None:
             origins["profiles"] = "profiles given"
-            profile_paths = tuple(Path(p) if Path(p).is_absolute() else (self.cwd / p).resolve() for p in profiles)
+            profile_paths = _paths([str(p) for p in profiles], "profile path", self.cwd)
         else:
             profile_paths = get("profiles")  # type: ignore[assignment]
             if not profile_paths and self.get("command", name) is not None:
@@ -636,6 +729,7 @@ class Resolver:
             tolerances=dict(get("tolerances", {})),  # type: ignore[arg-type]
             baseline_dir=baseline_dir,  # type: ignore[arg-type]
             update_baseline=bool(get("update_baseline", False)),
+            strict_baseline=bool(get("strict_baseline", False)),
             origins=origins,
             command=get("command"),  # type: ignore[arg-type]
             profiler=get("profiler"),  # type: ignore[arg-type]
@@ -647,6 +741,9 @@ class Resolver:
         )
         if settings.command is not None:
             settings = _replace(settings, workdir=self._default_base())
+        if self.config is not None and expect is None and origins.get("expect") == self.config.origin("expect", name):
+            settings = _replace(settings, config_file=self.config.path,
+                                expect_lines=self.config.expectation_lines(name))
         skip_if_missing = bool(get("skip_if_missing", False))
         missing = [p for p in settings.profiles if not p.exists()]
         if missing and skip_if_missing:
@@ -795,5 +892,7 @@ def resolver(
     config_file = read_config(path) if path is not None else None
     if config_file is not None:
         layers.append(config_file.layer())
-    return Resolver(layers, config_file, base)
+    layers.append(ci_default_layer(env))
+    anchor = anchor_dir(Path(search_from)) if search_from is not None and config_file is None else None
+    return Resolver(layers, config_file, base, anchor)
 

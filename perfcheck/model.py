@@ -95,6 +95,10 @@ class Peaks:
 # not be evaluated (a metric whose counters were not collected, a pattern that
 # matched no kernel); it fails like "failed", and its message says what to do.
 PASSED, FAILED, RECORDED, ERROR = "passed", "failed", "recorded", "error"
+# pytest's expected failures (``@pytest.mark.xfail``): a failed check of an xfail
+# test that pytest counts as xfailed, a passed one of a (non-strict) xpassed test.
+# Neither fails the run, as in pytest; a strict xpass is FAILED.
+XFAILED, XPASSED = "xfailed", "xpassed"
 
 
 @dataclass(frozen=True)
@@ -116,12 +120,11 @@ class Check:
     message: str  # one line, values formatted with units
     baseline: float | None = None  # the stored baseline value, when origin == "baseline"
     detail: str = ""  # optional: the statistics behind a baseline decision, the ceiling used, ...
-    # Where the expectation was declared: the config file and the line of the
-    # expectation, or the test file and line of ``perf.expect`` (CI annotations,
-    # JUnit ``file``/``line``); None when unknown (``--expect`` on the command line).
+    # Where the expectation was written (a config file and its line, or a test file and
+    # the line of its perf.expect call): JUnit locations, CI annotations. None: unknown.
     source_file: str | None = None
     source_line: int | None = None
 
     @property
     def passed(self) -> bool:
-        return self.outcome in (PASSED, RECORDED)
+        return self.outcome in (PASSED, RECORDED, XFAILED, XPASSED)

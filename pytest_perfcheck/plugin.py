@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -68,6 +69,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--perf-baseline-dir", metavar="DIR", help="where baselines are kept")
     group.addoption("--perf-update-baseline", action="store_true", default=None,
                     help="rewrite the baselines from this run (baseline-relative failures are accepted)")
+    group.addoption("--perf-strict-baseline", action="store_true", dest="perf_strict_baseline", default=None,
+                    help="a missing or re-fingerprinted baseline is an error, never recorded "
+                    "(default: on when CI is set to a true value)")
+    group.addoption("--perf-no-strict-baseline", action="store_false", dest="perf_strict_baseline", default=None,
+                    help="record a missing baseline even in CI (the first run records, and says so)")
     for name, text in _OUTPUTS.items():
         group.addoption(f"--perf-{name}", metavar="FILE", help=text)
     group.addoption("--perf-roofline", metavar="DIR", help="write roofline plots (PNG and SVG per suite) into DIR")
@@ -75,6 +81,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         parser.addini(f"perf_{key}", f"perfcheck {key.replace('_', ' ')} (below --perf-{key.replace('_', '-')} "
                       "and PERFCHECK_* in precedence); relative to the ini file", default=None)
     parser.addini("perf_peaks", "perfcheck peak files, one per line; relative to the ini file", type="linelist", default=[])
+    parser.addini("perf_strict_baseline", "perfcheck strict baselines: true or false (default: true when CI is set)",
+                  default=None)
 
 
 # --- session state -------------------------------------------------------------------------------
@@ -110,7 +118,7 @@ class _State:
         base = inipath.parent if inipath is not None else self.config.rootpath
         name = inipath.name if inipath is not None else "ini"
         raw: dict[str, object] = {}
-        for key in ("config", "arch", "baseline_dir", *_OUTPUTS, "roofline"):
+        for key in ("config", "arch", "baseline_dir", *_OUTPUTS, "roofline", "strict_baseline"):
             value = self.config.getini(f"perf_{key}")
             if value:
                 raw[key] = value
@@ -124,7 +132,7 @@ class _State:
         cli: dict[str, object] = {
             "config": opt("--perf-config"), "arch": opt("--perf-arch"), "peaks": opt("--perf-peaks"),
             "baseline_dir": opt("--perf-baseline-dir"), "update_baseline": opt("--perf-update-baseline"),
-            "roofline": opt("--perf-roofline"),
+            "roofline": opt("--perf-roofline"), "strict_baseline": opt("perf_strict_baseline"),
         }
         for name in _OUTPUTS:
             cli[name] = opt(f"--perf-{name}")
@@ -147,8 +155,26 @@ class _State:
     def register(self, key: str, run: "SuiteRun") -> None:
         self.runs[key] = run
 
+    def record_command(self, *targets: str) -> str:
+        """The pytest command that records or updates the baselines of ``targets``
+        (paths or node ids, as the user's shell sees them), for strict-baseline errors."""
+        import shlex
+
+        return shlex.join(["pytest", "--perf", "--perf-update-baseline", *targets])
+
+    def target(self, path: Path, *names: str) -> str:
+        """``path::name`` relative to the invocation directory where it is inside it."""
+        try:
+            shown = str(Path(path).resolve().relative_to(Path(self.config.invocation_params.dir).resolve()))
+        except ValueError:
+            shown = str(path)
+        return "::".join([shown, *names])
+
 
 _STATE = pytest.StashKey[_State]()
+# A failed item's full account (observed, expected, baseline, detail), shown as a
+# report section below its one-line failure message.
+_DETAILS = pytest.StashKey[str]()
 # Checks an item produced, as (suite key, SuiteSettings dict, Check) for the report hook.
 _ITEM_CHECKS = pytest.StashKey[list]()
 
@@ -182,7 +208,9 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
 
     if not has_perfcheck_table(file_path):
         return None
-    _state(parent.config).collected.add(file_path.resolve())
+    # Not marked collected here: pytest (8+) asks about every file of a directory on the
+    # way to the paths it was given and drops those outside them (a config file next to
+    # tests/ in `pytest --perf --perf-config perfcheck.toml tests/`); collect() marks it.
     return PerfConfigFile.from_parent(parent, path=file_path)
 
 
@@ -192,6 +220,7 @@ class PerfConfigFile(pytest.File):
     def collect(self) -> Iterator[pytest.Collector]:
         from perfcheck.config import read_config
 
+        _state(self.config).collected.add(Path(self.path).resolve())
         config = read_config(self.path)
         wanted = self.config.getoption("--perf-suite")
         for name in config.suite_names():
@@ -261,6 +290,7 @@ class PerfSuite(pytest.Collector):
         if run.skipped:
             yield from self._unread(run.settings.missing or "profiles not available")
             return
+        run.record_command = state.record_command(state.target(self.path), "--perf-suite", self.name)
         checking.check(run)
         key = f"{self.path}::{self.name}"
         state.register(key, run)
@@ -278,13 +308,16 @@ class PerfSuite(pytest.Collector):
     def _unread(self, reason: str) -> Iterator[pytest.Item]:
         from perfcheck.config import read_config
 
-        body = read_config(self.path).suites_table().get(self.name, {})
+        config = read_config(self.path)
+        body = config.suites_table().get(self.name, {})
+        lines = config.expectation_lines(self.name)
         expect = body.get("expect", {})
         if not isinstance(expect, Mapping) or not expect:
             expect = {"*": ["(no expectations)"]}
         for pattern, texts in expect.items():
             for text in [texts] if isinstance(texts, str) else list(texts):
-                item = PerfItem.from_parent(self, name=f"{pattern}[{text}]", check=None)
+                line = lines.get(str(pattern), {}).get(text) if isinstance(text, str) else None
+                item = PerfItem.from_parent(self, name=f"{pattern}[{text}]", check=None, line=line)
                 item.add_marker(pytest.mark.skip(reason=reason))
                 yield item
 
@@ -302,6 +335,13 @@ class PerfCheckFailed(AssertionError):
     def __init__(self, checks: Sequence["Check"]) -> None:
         self.checks = list(checks)
         super().__init__(failure_text(self.checks))
+
+
+def failure_line(checks: Sequence["Check"]) -> str:
+    """One line for pytest's failure message (and its JUnit ``message``): each failed
+    check's kernel, expectation and message (observed, expected, % of which peak, or
+    the baseline and change)."""
+    return "; ".join(f"{c.outcome.upper()}: {c.kernel} [{c.expression}]: {c.message}" for c in checks)
 
 
 def failure_text(checks: Sequence["Check"]) -> str:
@@ -323,22 +363,26 @@ def failure_text(checks: Sequence["Check"]) -> str:
 class PerfItem(pytest.Item):
     """One kernel x expectation of a config suite."""
 
-    def __init__(self, *, check: "Check | None", **kwargs: Any) -> None:
+    def __init__(self, *, check: "Check | None", line: int | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.check = check
+        self.line = check.source_line if check is not None else line  # 1-based, in the config file
 
     def runtest(self) -> None:
         if self.check is not None and not self.check.passed:
+            self.stash[_DETAILS] = failure_text([self.check])
             raise PerfCheckFailed([self.check])
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:  # type: ignore[override]
         if isinstance(excinfo.value, PerfCheckFailed):
-            return str(excinfo.value)
+            return failure_line(excinfo.value.checks)  # the details follow as a report section
         return super().repr_failure(excinfo)  # type: ignore[return-value]
 
     def reportinfo(self) -> tuple[Path, int, str]:
+        """The config file and the expectation's line (0-based, as pytest's reportinfo
+        and its JUnit ``line`` attribute count for test functions)."""
         suite = self.parent.name if self.parent is not None else ""
-        return self.path, 0, f"{suite}: {self.name}"
+        return self.path, (self.line - 1) if self.line else 0, f"{suite}: {self.name}"
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -537,14 +581,21 @@ class Perf:
         if not expectations:
             pytest.fail("perf.expect(pattern, 'metric >= value', ...) needs at least one expectation", pytrace=False)
         problem = None
+        # The test's perf.expect(...) (or perf.run(..., expect=...)) line: where the
+        # expectation is written, for CI annotations.
+        caller = sys._getframe(1)
+        while caller.f_back is not None and caller.f_globals.get("__name__") == __name__:
+            caller = caller.f_back
+        source = (caller.f_code.co_filename, caller.f_lineno)
+        node = self._request.node
+        self._run.record_command = self._state.record_command(self._state.target(Path(node.path), node.name))
         try:
-            checks = checking.check(self._run, {pattern: list(expectations)})
+            checks = checking.check(self._run, {pattern: list(expectations)}, source=source)
         except PerfcheckError as exc:
             pointer = getattr(exc, "pointer", None)
             problem = _one_line(exc) + (f"\n{pointer}" if pointer else "")
         if problem is not None:
             pytest.fail(problem, pytrace=False)
-        node = self._request.node
         recorded = node.stash.setdefault(_ITEM_CHECKS, [])
         settings = self._run.settings.as_dict()
         if self._run.profile is not None:  # the controller (pytest-xdist) cannot measure it again
@@ -554,7 +605,8 @@ class Perf:
         recorded.extend((self._key, settings, c) for c in checks)
         bad = [c for c in checks if not c.passed]
         if bad:
-            pytest.fail(failure_text(bad), pytrace=False)
+            node.stash[_DETAILS] = failure_text(bad)
+            pytest.fail(failure_line(bad), pytrace=False)
         return checks
 
 
@@ -573,12 +625,32 @@ def perf(request: pytest.FixtureRequest) -> Perf:
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
     report = yield
+    if call.when == "call" and report.failed and item.stash.get(_DETAILS, None):
+        report.sections.append(("perfcheck", item.stash[_DETAILS]))
     if call.when == "call" and item.stash.get(_ITEM_CHECKS, None):
+        outcome = _xfail_outcome(report)
         report.perfcheck = [
-            {"key": key, "settings": settings, "check": dataclasses.asdict(check)}
+            {"key": key, "settings": settings, "check": dataclasses.asdict(outcome(check))}
             for key, settings, check in item.stash[_ITEM_CHECKS]
         ]
     return report
+
+
+def _xfail_outcome(report: pytest.TestReport) -> Callable[["Check"], "Check"]:
+    """The checks of an ``xfail`` test as pytest counts the test: its failed checks
+    are xfailed when pytest says xfailed, its passed ones xpassed when pytest says
+    xpassed; a strict xfail that passed is a failure in pytest, and in perfcheck."""
+    from perfcheck.model import FAILED, XFAILED, XPASSED
+
+    reason = getattr(report, "wasxfail", None)
+    if reason is None:
+        if report.failed and "XPASS(strict)" in str(report.longrepr):
+            return lambda c: dataclasses.replace(c, outcome=FAILED, message=f"[XPASS(strict)] {c.message}") \
+                if c.passed else c
+        return lambda c: c
+    if report.skipped:  # xfailed
+        return lambda c: dataclasses.replace(c, outcome=XFAILED) if not c.passed else c
+    return lambda c: dataclasses.replace(c, outcome=XPASSED) if c.passed else c
 
 
 class _Receiver:

@@ -61,3 +61,19 @@ def cli(capsys: pytest.CaptureFixture[str]):
         return CliResult(code, captured.out, captured.err)
 
     return run
+
+
+@pytest.fixture
+def local_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A developer's machine, not CI: the first run may record a missing baseline.
+    The project's own CI sets CI=true, which makes baselines strict (a missing one is
+    an error); tests that rely on first-run recording say so with this fixture."""
+    monkeypatch.delenv("CI", raising=False)
+    monkeypatch.delenv("PERFCHECK_STRICT_BASELINE", raising=False)
+
+
+@pytest.fixture
+def ci_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A CI job: CI=true, as GitHub Actions and GitLab CI set it."""
+    monkeypatch.setenv("CI", "true")
+    monkeypatch.delenv("PERFCHECK_STRICT_BASELINE", raising=False)

@@ -25,6 +25,7 @@ def _one_line_error(result) -> str:
     return lines[0]
 
 
+@pytest.mark.usefixtures("local_run")  # the first run records the baseline
 def test_after_passes(cli, tmp_path: Path) -> None:
     result = cli("check", "--config", CONFIG, "--suite", "after", "--baseline-dir", tmp_path)
     assert result.code == 0, result.err
@@ -32,6 +33,7 @@ def test_after_passes(cli, tmp_path: Path) -> None:
     assert "baseline recorded: after: " in result.out
 
 
+@pytest.mark.usefixtures("local_run")  # the first run records the baseline
 def test_before_fails(cli, tmp_path: Path) -> None:
     result = cli("check", "--config", CONFIG, "--suite", "before", "--baseline-dir", tmp_path)
     assert result.code == 1
@@ -84,6 +86,7 @@ def test_path_replaces_the_suites_profiles(cli, tmp_path: Path) -> None:
     assert result.code == 1  # the before profile under the after suite's expectations
 
 
+@pytest.mark.usefixtures("local_run")  # the first run records the baseline
 def test_environment_sets_what_the_command_line_does_not(cli, tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("PERFCHECK_CONFIG", str(CONFIG))
     monkeypatch.setenv("PERFCHECK_SUITES", "after")
@@ -106,6 +109,7 @@ def test_baseline_update_writes_and_exits_zero(cli, tmp_path: Path) -> None:
     assert json.loads(path.read_text())["kernels"]["EOCloverFBCGPU(float*, float const*, int)"]["runs"] == 2
 
 
+@pytest.mark.usefixtures("local_run")  # the first run records the baseline
 def test_update_baseline_option(cli, tmp_path: Path) -> None:
     assert cli("check", "--config", CONFIG, "--suite", "after", "--baseline-dir", tmp_path).code == 0
     result = cli("check", "--config", CONFIG, "--suite", "after", "--baseline-dir", tmp_path, "--update-baseline")

@@ -289,6 +289,7 @@ def _machine_file(path: Path, mem_bw: float) -> Path:
     return path
 
 
+@pytest.mark.usefixtures("local_run")  # the first run records the baseline
 def test_perf_measure_fixture(pytester: pytest.Pytester, _modules_loaded: None) -> None:
     fast = _machine_file(pytester.path / "slow-machine.toml", 1e3)  # any kernel beats 1 kB/s
     pytester.makepyfile(

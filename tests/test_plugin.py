@@ -109,6 +109,7 @@ def test_pytest_start_up_imports_nothing_heavy(pytester) -> None:
     result.stdout.fnmatch_lines(["*HEAVY []"])
 
 
+@pytest.mark.usefixtures("local_run")  # the first run records the baseline
 def test_config_suites_are_items_per_kernel_and_expectation(pytester) -> None:
     pytester.makefile(".toml", perfcheck=SUITES)
     result = pytester.runpytest("--perf", "-v", "--perf-baseline-dir", str(pytester.path / "b"))
@@ -144,6 +145,7 @@ def test_perf_suite_selects(pytester) -> None:
     result.assert_outcomes(passed=1, failed=1)
 
 
+@pytest.mark.usefixtures("local_run")  # the first run records the baseline
 def test_explicit_config_outside_the_collected_paths(pytester) -> None:
     config = pytester.path / "elsewhere" / "perfcheck.toml"
     config.parent.mkdir()
@@ -201,6 +203,7 @@ def test_baseline(perf):
 """
 
 
+@pytest.mark.usefixtures("local_run")  # the first run records the baseline
 def test_fixture_and_marker(pytester) -> None:
     pytester.makepyfile(FIXTURE_TESTS)
     result = pytester.runpytest("--perf", "--perf-arch", "a100", "--perf-baseline-dir", str(pytester.path / "b"))
@@ -240,6 +243,7 @@ def test_reports_from_pytest(pytester) -> None:
         xmlschema.XMLSchema(str(XSD)).validate(str(out / "junit.xml"))
 
 
+@pytest.mark.usefixtures("local_run")  # the first run records the baseline
 def test_ini_options(pytester) -> None:
     pytester.makefile(".toml", perfcheck=SUITES)
     pytester.makeini("[pytest]\nperf_baseline_dir = from-ini\nperf_markdown = out/summary.md\n")
@@ -249,6 +253,7 @@ def test_ini_options(pytester) -> None:
     assert (pytester.path / "out" / "summary.md").is_file()
 
 
+@pytest.mark.usefixtures("local_run")  # the first run records the baseline
 def test_xdist_workers_send_the_controller_writes(pytester) -> None:
     pytest.importorskip("xdist")
     pytester.makefile(".toml", perfcheck=SUITES)
@@ -272,6 +277,7 @@ def test_xdist_workers_send_the_controller_writes(pytester) -> None:
 
 
 @pytest.mark.skipif(not (SHARED / "profiles").is_dir(), reason="real profile data not available")
+@pytest.mark.usefixtures("local_run")  # the first run records the baseline
 def test_real_profiles_suite(pytester) -> None:
     config = ROOT / "examples" / "shared-profiles" / "perfcheck.toml"
     result = pytester.runpytest("--perf", f"--perf-config={config}", "--perf-baseline-dir", str(pytester.path / "b"), "-v")

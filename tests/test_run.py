@@ -478,6 +478,7 @@ def test_unmatched_launches_are_reported(standins, cli) -> None:  # noqa: ANN001
 # --- suites with a command, and the pytest fixture ----------------------------------------------------
 
 
+@pytest.mark.usefixtures("local_run")  # the first run records the baseline
 def test_config_suite_with_a_command(standins, cli) -> None:  # noqa: ANN001
     _small_amd(standins.data)
     (standins.work / "perfcheck.toml").write_text(

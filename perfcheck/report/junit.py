@@ -39,7 +39,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from perfcheck.model import ERROR, FAILED, RECORDED, Check
+from perfcheck.model import ERROR, FAILED, RECORDED, XFAILED, Check
 from perfcheck.report.results import (
     BaselineStatus,
     baseline_text,
@@ -183,6 +183,10 @@ def _testcase(parent: ET.Element, check: Check, flavour: str = "xunit", attachme
         error.text = details
         case.remove(error)
         case.insert(0, error)
+    elif check.outcome == XFAILED:
+        # As pytest's own junitxml writes an xfailed test: skipped, type pytest.xfail.
+        skipped = ET.SubElement(case, "skipped", type="pytest.xfail", message=_x(f"xfailed: {figures_line(check)}"))
+        skipped.text = details
     elif check.outcome == RECORDED:
         out = ET.SubElement(case, "system-out")
         out.text = _x(f"baseline recorded (no stored baseline to compare with): {figures_line(check)}\n\n{check_details(check)}")
@@ -226,7 +230,7 @@ def junit_document(
             tests=str(counts["total"]),
             failures=str(counts[FAILED]),
             errors=str(counts[ERROR]),
-            skipped="0",
+            skipped=str(counts.get(XFAILED, 0)),
             time="0",
             timestamp=stamp,
             hostname=_x(host),

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from perfcheck.model import ERROR, FAILED, PASSED, RECORDED, Check
+from perfcheck.model import ERROR, FAILED, PASSED, RECORDED, XFAILED, XPASSED, Check
 from perfcheck.report.results import (
     BaselineStatus,
     change_pct,
@@ -52,7 +52,8 @@ MAX_CHARS = 65536
 MAX_DETAIL_ROWS = 400
 MAX_NAME_CHARS = 72
 
-ICON = {PASSED: "✅", FAILED: "❌", ERROR: "⚠️", RECORDED: "🆕"}
+# pytest xfail outcomes: an expected failure is not a pass (pytest counts it apart)
+ICON = {PASSED: "✅", FAILED: "❌", ERROR: "⚠️", RECORDED: "🆕", XFAILED: "➖", XPASSED: "❗"}
 
 # C0/C1 controls, DEL, line and paragraph separators, and the bidi overrides that
 # reorder what a reviewer sees: none may reach a table row.
@@ -230,13 +231,15 @@ def _headline(checks: Sequence[Check], device: str, recorded: bool) -> str:
     where = _cell(device)
     if not checks:
         return f"### perfcheck: no checks ran on {where}"
+    # Expected failures (pytest xfail) are counted as pytest counts them, not as passes.
+    expected = "".join(f", {counts[k]} {k}" for k in (XFAILED, XPASSED) if counts.get(k))
     if counts["ok"]:
         tail = "; new baseline values were written" if recorded else ""
-        return f"### {ICON[PASSED]} perfcheck: {counts['total']} checks passed on {where}{tail}"
+        return f"### {ICON[PASSED]} perfcheck: {counts['total']} checks passed{expected} on {where}{tail}"
     bad = [f"{counts[FAILED]} failed"] if counts[FAILED] else []
     bad += [f"{counts[ERROR]} could not be evaluated"] if counts[ERROR] else []
     icon = ICON[FAILED] if counts[FAILED] else ICON[ERROR]
-    return f"### {icon} perfcheck: {' and '.join(bad)} of {counts['total']} checks on {where}"
+    return f"### {icon} perfcheck: {' and '.join(bad)}{expected} of {counts['total']} checks on {where}"
 
 
 def _baseline_notice(name: str, checks: Sequence[Check], status: BaselineStatus | None) -> str | None:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from perfcheck.model import ERROR, FAILED, PASSED, RECORDED, Peaks, Source
+from perfcheck.model import ERROR, FAILED, PASSED, RECORDED, XFAILED, XPASSED, Peaks, Source
 from perfcheck.report.units import format_value
 from perfcheck.schema import PEAK_UNITS, metric_unit
 from perfcheck.vocabulary import DECLARED as VOCABULARY_DECLARED
@@ -212,7 +212,8 @@ def inspect_text(analysis: "Analysis", *, width: int | None = 60) -> str:
 
 # --- check runs (perfcheck check / run, the pytest summary) -----------------------------------
 
-_LABEL = {PASSED: "passed", FAILED: "FAILED", RECORDED: "recorded", ERROR: "ERROR"}
+_LABEL = {PASSED: "passed", FAILED: "FAILED", RECORDED: "recorded", ERROR: "ERROR", XFAILED: "xfailed",
+          XPASSED: "xpassed"}
 
 
 def _shorten_middle(text: str, width: int) -> str:
@@ -244,7 +245,8 @@ def problems(checks: Sequence["Check"]) -> list[str]:
 
 def totals(run: "Run") -> str:
     counts = run.counts()
-    parts = [f"{counts[k]} {_LABEL[k].lower()}" for k in (PASSED, FAILED, ERROR, RECORDED) if counts.get(k)]
+    parts = [f"{counts[k]} {_LABEL[k].lower()}" for k in (PASSED, FAILED, ERROR, RECORDED, XFAILED, XPASSED)
+             if counts.get(k)]
     skipped = sum(s.skipped for s in run.suites)
     if skipped:
         parts.append(f"{skipped} suite(s) skipped")
@@ -255,11 +257,37 @@ def baseline_lines(run: "Run") -> list[str]:
     """What happened to each suite's baseline file."""
     from perfcheck.checking import NONE, SKIPPED, display_path
 
-    return [
-        f"baseline {suite.action}: {suite.name}: {display_path(suite.baseline_path)}"
-        for suite in run.suites
-        if suite.action not in (NONE, SKIPPED) and suite.baseline_path is not None
-    ]
+    lines = []
+    for suite in run.suites:
+        if suite.action in (NONE, SKIPPED) or suite.baseline_path is None:
+            continue
+        lines.append(f"baseline {suite.action}: {suite.name}: {display_path(suite.baseline_path)}")
+        lines += [f"  {line}" for line in change_lines(suite.changes)]
+    return lines
+
+
+def change_lines(changes: Sequence[object]) -> list[str]:
+    """What a baseline update changed, per kernel and metric (old -> new), for the
+    review of the baseline diff (``baseline.KernelChange`` records)."""
+    from perfcheck.report.units import format_value
+    from perfcheck.schema import metric_unit
+
+    lines = []
+    for change in changes:
+        kernel, status = getattr(change, "kernel"), getattr(change, "status")
+        if status != "changed":
+            lines.append(f"{kernel}: {status}")
+            continue
+        for m in getattr(change, "metrics"):
+            unit = metric_unit(m.metric)
+            moved = ""
+            if m.old not in (None, 0) and m.new is not None:
+                moved = f" ({100 * (m.new / m.old - 1):+.1f}%)"
+            lines.append(f"{kernel}: {m.metric} {format_value(m.old, unit)} \u2192 {format_value(m.new, unit)}{moved}")
+        others = getattr(change, "others")
+        if others:
+            lines.append(f"{kernel}: {others} other metric{'s' if others != 1 else ''} changed (see the file's diff)")
+    return lines
 
 
 def report_lines(run: "Run") -> list[str]:
