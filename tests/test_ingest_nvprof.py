@@ -20,8 +20,8 @@ METRICS = "nvprof/leimingyu-magus/matrixMul_metrics.csv"
 SUMMARY = "nvprof/nanzifan-nvprof-result-cfd/print-gpu-summary.csv"
 LOG = "nvprof/weakknight-roofline/slurm-9186634.out"
 
-MATMUL = "void matrixMulCUDA<int=32>(float*, float*, float*, int, int)"
-VECTOR_ADD = "vectorAdd(float const *, float const *, float*, int)"
+MATMUL = "void matrixMulCUDA<32>(float*, float*, float*, int, int)"
+VECTOR_ADD = "vectorAdd(float const*, float const*, float*, int)"
 GiB, MiB, KiB = 2.0**30, 2.0**20, 2.0**10
 
 

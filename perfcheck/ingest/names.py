@@ -31,8 +31,11 @@ Integer literal suffixes follow the Itanium C++ ABI demangling GNU uses
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pandas as pd
+
+from perfcheck.ingest.formats import ProfileScanner, Scan, Want
 
 # GNU demangler suffix of an integer literal per type (libiberty cp-demangle.c, d_print_comp
 # for DEMANGLE_COMPONENT_LITERAL: the builtin types with a print suffix).
@@ -85,3 +88,23 @@ def gnu_style(names: pd.Series) -> pd.Series:
     distinct = pd.unique(names.dropna())
     mapping = {n: gnu_style_one(str(n)) for n in distinct}
     return names.map(mapping).astype("string")
+
+
+def gnu_named(scan: ProfileScanner) -> ProfileScanner:
+    """A reader's scanner whose chunks' kernel names are spelled by ``gnu_style``:
+    wraps the scanners of readers that take names as NVIDIA's tools wrote them."""
+
+    def wrapped(path: Path, want: Want) -> Scan:
+        result = scan(path, want)
+        result.chunks = (_respelled(chunk) for chunk in result.chunks)
+        return result
+
+    wrapped.__name__ = getattr(scan, "__name__", "scan")
+    wrapped.__doc__ = scan.__doc__
+    return wrapped
+
+
+def _respelled(chunk: pd.DataFrame) -> pd.DataFrame:
+    if "kernel" in chunk.columns:
+        chunk["kernel"] = gnu_style(chunk["kernel"])
+    return chunk

@@ -50,6 +50,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from perfcheck.errors import InputError
+from perfcheck.ingest.names import gnu_named
 from perfcheck.ingest.formats import Format, Scan, Sniff, Want
 from perfcheck.ingest.tabular import require_columns, split_csv_line, to_number
 from perfcheck.model import Oddity, Source
@@ -569,7 +570,7 @@ FORMATS: tuple[Format, ...] = (
         kind="profile",
         description="nvprof --print-gpu-trace --csv (per-launch rows with a units row)",
         sniff=_sniff_trace,
-        scan=_scan_trace,
+        scan=gnu_named(_scan_trace),
     ),
     Format(
         name="nvprof-summary",
@@ -577,7 +578,7 @@ FORMATS: tuple[Format, ...] = (
         kind="profile",
         description="nvprof --print-gpu-summary --csv (per-kernel Calls/Time/Avg/Min/Max)",
         sniff=_sniff_summary,
-        scan=_scan_summary,
+        scan=gnu_named(_scan_summary),
     ),
     Format(
         name="nvprof-metrics",
@@ -585,7 +586,7 @@ FORMATS: tuple[Format, ...] = (
         kind="profile",
         description="nvprof --metrics ... --csv (per-kernel metric averages over invocations)",
         sniff=_sniff_metrics,
-        scan=_scan_metrics,
+        scan=gnu_named(_scan_metrics),
     ),
     Format(
         name="nvprof-log",
@@ -593,6 +594,6 @@ FORMATS: tuple[Format, ...] = (
         kind="profile",
         description="nvprof text output in a job log: GPU summary and --metrics tables",
         sniff=_sniff_log,
-        scan=_scan_log,
+        scan=gnu_named(_scan_log),
     ),
 )
