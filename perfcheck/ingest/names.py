@@ -13,6 +13,7 @@ Nsight Systems 2025.1 / Nsight Compute                 Kineto (GNU ``c++filt``)
 ``std::array<char *, (unsigned long)2>``               ``std::array<char*, 2ul>``
 ``[lambda(float) (instance 1)]``                       ``{lambda(float)#1}``
 ``at::TensorIteratorBase &``, ``operator ()()``        ``at::TensorIteratorBase&``, ``operator()()``
+``Array<char *, 1>>`` (and 2023 Kineto: ``1> >``)       ``Array<char*, 1>>``
 nvprof: ``matrixMulCUDA<int=32>``                      ``matrixMulCUDA<32>``
 =====================================================  ======================================================
 
@@ -57,6 +58,8 @@ _LAMBDA = re.compile(r"\[lambda(?P<args>\([^()]*\)) \(instance (?P<n>\d+)\)\]")
 # "T1 *", "char *", "Base &", "T &&": GNU puts no space before a pointer or reference.
 _POINTER = re.compile(r"(?<=[\w>\]\)]) +(?=[*&])")
 _OPERATOR_CALL = re.compile(r"\boperator \(\)")
+# Older GNU demanglers (Kineto 2023) close nested templates "> >", newer ones and NVIDIA's ">>".
+_CLOSE = re.compile(r"(?<=>) +(?=>)")
 
 
 def _literal(match: re.Match[str]) -> str:
@@ -65,7 +68,7 @@ def _literal(match: re.Match[str]) -> str:
 
 def gnu_style_one(name: str) -> str:
     """``name`` as the GNU demangler spells it (see the module docstring)."""
-    if "(" not in name and "<" not in name and "[" not in name and "=" not in name and "&" not in name:
+    if not any(c in name for c in "(<[=&*"):
         return name  # plain C names ("softmax_kernel", "nvjet_tst_..."): the common fast case
     name = name.replace("<unnamed>", "(anonymous namespace)")
     name = _CAST.sub(_literal, name)
@@ -73,6 +76,7 @@ def gnu_style_one(name: str) -> str:
     name = _BOOL.sub(lambda m: "true" if m.group("value") == "1" else "false", name)
     name = _LAMBDA.sub(lambda m: "{lambda" + m.group("args") + "#" + m.group("n") + "}", name)
     name = _OPERATOR_CALL.sub("operator()", name)
+    name = _CLOSE.sub("", name)
     return _POINTER.sub("", name)
 
 
