@@ -87,7 +87,8 @@ def _is_nsys(sniff: Sniff) -> bool:
     except (sqlite3.Error, OSError, ValueError):
         # A cut-off copy cannot be opened, but its first pages hold the schema text:
         # claim it so that the scan reports the damage instead of "unknown format".
-        return b"META_DATA_EXPORT" in sniff.raw_head and b"TARGET_INFO" in sniff.raw_head
+        # (META_DATA_EXPORT is created last and sits at the end of the file.)
+        return b"StringIds" in sniff.raw_head and b"TARGET_INFO_" in sniff.raw_head
     return "META_DATA_EXPORT" in tables and "StringIds" in tables
 
 
