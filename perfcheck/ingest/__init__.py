@@ -43,6 +43,7 @@ FORMATS: tuple[Format, ...] = (
     *rocpd.FORMATS,
     *rocprof.FORMATS,
     *omniperf.FORMATS,
+    *rocprof.DIR_FORMATS,
     *rocprofv3.FORMATS,
     *ncu.FORMATS,
     *nvprof.FORMATS,
