@@ -141,3 +141,18 @@ def test_inspect_end_to_end(cli):
     # "est. achieved occupancy %" for these launches says 25 as well.
     assert sgemm["metrics"]["occupancy_pct"] == pytest.approx(25.0)
     assert sgemm["labels"]["occupancy_limiter"] == "shared"
+
+
+def test_impossible_values_become_missing_with_a_warning(tmp_path: Path, cli):
+    path = tmp_path / "odd.json"
+    path.write_text('{"schemaVersion": 1, "traceEvents": ['
+                    '{"ph": "X", "cat": "kernel", "name": "k", "ts": 1e400, "dur": 1e400, "args": {"device": 0}},'
+                    '{"ph": "X", "cat": "kernel", "name": "k", "ts": 10, "dur": -1, "args": {"device": 0}},'
+                    '{"ph": "X", "cat": "kernel", "name": "k", "ts": 20, "dur": 2.5, "args": {"device": 0, "grid": "x"}}]}')
+    p = read_profile(path)
+    assert p.dispatches["duration"].isna().tolist() == [True, True, False]
+    assert p.dispatches["duration"].iloc[2] == pytest.approx(2.5e-6)
+    whats = [o.what for o in p.oddities]
+    assert "kernel event without a finite numeric 'dur'; duration left empty" in whats
+    assert any(w.startswith("end timestamp before begin") for w in whats)
+    assert cli("inspect", path).code == 0

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from conftest import one_line_error, profile
@@ -61,3 +62,18 @@ def test_inspect_and_errors(cli, tmp_path: Path):
     cut.write_text(profile(SOFTMAX).read_text()[:5000])
     assert detect(cut, "profile").name == "proton"
     one_line_error(cli("inspect", cut), cut, "not valid JSON")
+
+
+def test_impossible_leaves_become_missing_with_a_warning(tmp_path: Path):
+    path = tmp_path / "odd.hatchet"
+    path.write_text('\n[{"frame": {"name": "ROOT"}, "metrics": {}, "children": ['
+                    '{"frame": {"name": "neg"}, "metrics": {"count": 1, "time (ns)": -5}, "children": []},'
+                    '{"frame": {"name": "idle"}, "metrics": {"count": 0, "time (ns)": 0}, "children": []},'
+                    '{"frame": {"name": "ok"}, "metrics": {"count": 2, "time (ns)": 10}, "children": []}]},'
+                    ' {"CUDA": {"0": {"arch": "80"}}}]')
+    p = read_profile(path)
+    d = p.dispatches.set_index("kernel")
+    assert list(d.index) == ["neg", "ok"]  # the leaf that never ran is no kernel
+    assert pd.isna(d.loc["neg", "duration_total"]) and d.loc["ok", "duration_mean"] == pytest.approx(5e-9)
+    assert p.source.arch == "sm_80"
+    assert [o.what.split(" (")[0] for o in p.oddities] == ["impossible 'count' or 'time"]

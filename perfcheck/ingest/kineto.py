@@ -190,15 +190,18 @@ def _scan(path: Path, want: Want) -> Scan:
     # ts/dur are µs; integer ns from the µs value split into whole and fraction,
     # so that epoch-based integers (1.7e15 µs) keep their precision.
     ts = rows["ts"].astype("float64")
+    ts = ts.where(np.isfinite(ts))
     whole = np.floor(ts)
     start = pd.array(whole, dtype="Int64") * 1000 + pd.array(np.round((ts - whole) * 1000), dtype="Int64")
     dur = rows["dur"].astype("float64")
+    dur = dur.where(np.isfinite(dur))
     frame["start_ns"] = start
     frame["end_ns"] = start + pd.array(np.round(dur * 1000), dtype="Int64")
     frame["duration"] = dur * 1e-6
-    bad = dur.isna() | ~np.isfinite(dur)
+    bad = dur.isna()
     if bad.any():
-        oddities.append(Oddity(str(path), "kernel event without a numeric 'dur'; duration left empty", int(bad.sum())))
+        oddities.append(Oddity(str(path), "kernel event without a finite numeric 'dur'; duration left empty",
+                               int(bad.sum())))
 
     grid = _dims(rows["grid"]) if "grid" in rows else None
     block = _dims(rows["block"]) if "block" in rows else None

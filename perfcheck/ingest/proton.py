@@ -94,12 +94,24 @@ def _scan(path: Path, want: Want) -> Scan:
         return Scan(source=source, chunks=iter(()), oddities=oddities, level="kernel")
     metrics = pd.DataFrame([m for _, m in leaves])
     names = pd.Series([SEPARATOR.join(p) for p, _ in leaves], dtype="string")
-    frame = pd.DataFrame({"kernel": gnu_style(names)})
     calls = pd.to_numeric(metrics.get("count"), errors="coerce")
     total_ns = pd.to_numeric(metrics.get("time (ns)"), errors="coerce")
+    # A leaf that never ran (count 0, time 0) is no kernel; one without a name cannot be keyed.
+    idle = calls.eq(0) & total_ns.fillna(0).eq(0)
+    unnamed = names.str.split(SEPARATOR).str[-1].fillna("").eq("")
+    if unnamed.any():
+        oddities.append(Oddity(str(path), "call-tree leaf without a frame name left out", int((unnamed & ~idle).sum())))
+    keep = ~(idle | unnamed)
+    metrics, names, calls, total_ns = (x[keep].reset_index(drop=True) for x in (metrics, names, calls, total_ns))
+    impossible = ~np.isfinite(total_ns) | total_ns.lt(0) | ~np.isfinite(calls) | calls.le(0) | (calls % 1).ne(0)
+    if impossible.any():
+        oddities.append(Oddity(str(path), "impossible 'count' or 'time (ns)' (negative, zero launches, not a "
+                               "number); left empty", int(impossible.sum())))
+        calls, total_ns = calls.mask(impossible), total_ns.mask(impossible)
+    frame = pd.DataFrame({"kernel": gnu_style(names)})
     frame["calls"] = pd.array(calls, dtype="Int64")
     frame["duration_total"] = total_ns * 1e-9
-    frame["duration_mean"] = (total_ns / calls.where(calls > 0)) * 1e-9
+    frame["duration_mean"] = (total_ns / calls) * 1e-9
     frame["duration_min"] = np.nan
     frame["duration_max"] = np.nan
     if "device_id" in metrics:
