@@ -32,10 +32,11 @@ FLASH = (
 RANDOM_INIT_AS_WRITTEN = "void randomInit<float>(T1 *, int, int, unsigned int)"
 RANDOM_INIT = "void randomInit<float>(T1*, int, int, unsigned int)"
 GEMM_V0 = "void gemm_v0<float>(T1*, T1*, T1*, int, int, int)"
+# The 2020 file writes "Array<char*, 1> >" (GNU demangler of the time); perfcheck closes it ">>".
 FILL = (
     "void at::native::modern::vectorized_elementwise_kernel<4, at::native::fill_kernel_cuda(at::TensorIterator&, "
     "c10::Scalar)::{lambda()#1}::operator()() const::{lambda()#4}::operator()() const::{lambda()#1}, "
-    "at::detail::Array<char*, 1> >(int, at::native::fill_kernel_cuda(at::TensorIterator&, c10::Scalar)::"
+    "at::detail::Array<char*, 1>>(int, at::native::fill_kernel_cuda(at::TensorIterator&, c10::Scalar)::"
     "{lambda()#1}::operator()() const::{lambda()#4}::operator()() const::{lambda()#1}, at::detail::Array<char*, 1>)"
 )
 L2NORM = (
