@@ -214,8 +214,10 @@ def read_peaks(paths: str | Path | Sequence[str | Path], format: str | None = No
         for name, value in peaks.values.items():
             if name not in values or value > values[name]:
                 values[name] = value
-        # The two files of a likwid timeline each read as the pair: keep one copy of a figure.
-        details.extend(d for d in peaks.details if d not in details)
+        # The two files of a likwid timeline each read as the pair: a figure an earlier
+        # file already gave is not repeated (repeats within one file are that file's own).
+        earlier = set(details)
+        details.extend(d for d in peaks.details if d not in earlier)
         sources.extend(peaks.sources)
         oddities.extend(peaks.oddities)
     return Peaks(values=values, details=tuple(details), sources=tuple(sources), oddities=tuple(oddities))
