@@ -148,11 +148,15 @@ def test_impossible_values_become_missing_with_a_warning(tmp_path: Path, cli):
     path.write_text('{"schemaVersion": 1, "traceEvents": ['
                     '{"ph": "X", "cat": "kernel", "name": "k", "ts": 1e400, "dur": 1e400, "args": {"device": 0}},'
                     '{"ph": "X", "cat": "kernel", "name": "k", "ts": 10, "dur": -1, "args": {"device": 0}},'
-                    '{"ph": "X", "cat": "kernel", "name": "k", "ts": 20, "dur": 2.5, "args": {"device": 0, "grid": "x"}}]}')
+                    '{"ph": "X", "cat": "kernel", "name": "k", "ts": 20, "dur": 2.5, "args": {"device": 0, "grid": "x"}},'
+                    '{"ph": "X", "cat": "kernel", "name": "k", "ts": 30, "dur": 1, "args": {"grid": [1, 2, 3], '
+                    '"block": [0, 0, 0]}}]}')
     p = read_profile(path)
-    assert p.dispatches["duration"].isna().tolist() == [True, True, False]
+    assert p.dispatches["duration"].isna().tolist() == [True, True, False, False]
+    assert p.dispatches["workgroups"].isna().all()  # block [0, 0, 0] is no launch geometry
     assert p.dispatches["duration"].iloc[2] == pytest.approx(2.5e-6)
     whats = [o.what for o in p.oddities]
     assert "kernel event without a finite numeric 'dur'; duration left empty" in whats
     assert any(w.startswith("end timestamp before begin") for w in whats)
+    assert "grid or block with a dimension below 1; launch geometry left empty" in whats
     assert cli("inspect", path).code == 0

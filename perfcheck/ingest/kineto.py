@@ -206,6 +206,13 @@ def _scan(path: Path, want: Want) -> Scan:
     grid = _dims(rows["grid"]) if "grid" in rows else None
     block = _dims(rows["block"]) if "block" in rows else None
     if grid is not None and block is not None:
+        # A launch has at least one block of one thread in each dimension; anything else is no geometry.
+        impossible = (grid <= 0).any(axis=1) | (block <= 0).any(axis=1)
+        if impossible.any():
+            oddities.append(Oddity(str(path), "grid or block with a dimension below 1; launch geometry left empty",
+                                   int(impossible.sum())))
+            grid, block = grid.mask(impossible), block.mask(impossible)
+    if grid is not None and block is not None:
         in_items = rows["launch"].isin(_WORK_ITEM_GRID) if "launch" in rows else pd.Series(False, index=rows.index)
         for d in "xyz":
             blocks = grid[d]
