@@ -107,3 +107,13 @@ def test_damaged_file_is_a_one_line_error(cli, tmp_path: Path):
     assert "no kernel activity" not in line
     with pytest.raises(InputError):
         read_profile(cut)
+
+
+def test_empty_kernel_table_says_so(tmp_path: Path):
+    copy = tmp_path / "empty.sqlite"
+    copy.write_bytes(profile(H200).read_bytes())
+    with sqlite3.connect(copy) as connection:
+        connection.execute("DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL")
+    p = read_profile(copy)
+    assert p.dispatches.empty
+    assert [o.what for o in p.oddities] == ["CUPTI_ACTIVITY_KIND_KERNEL is empty: no kernel ran while CUDA was traced"]

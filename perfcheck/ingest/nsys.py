@@ -183,6 +183,7 @@ def _scan(path: Path, want: Want) -> Scan:
             devices = _device_map(connection, tables, gpus, pids)
             used = (connection.execute(f"SELECT DISTINCT deviceId FROM {KERNELS}").fetchall()
                     if "deviceId" in columns else [])
+            any_kernel = bool(columns) and connection.execute(f"SELECT 1 FROM {KERNELS} LIMIT 1").fetchone() is not None
     except sqlite3.Error as exc:
         raise _damaged(path, exc) from None
     version = meta.get("EXPORT_PRODUCT_VERSION")
@@ -196,6 +197,9 @@ def _scan(path: Path, want: Want) -> Scan:
                     device=", ".join(names) or None, arch=", ".join(archs) or None)
     if KERNELS not in tables:
         oddities.append(Oddity(str(path), NO_KERNELS))
+        return Scan(source=source, chunks=iter(()), oddities=oddities)
+    if not any_kernel:
+        oddities.append(Oddity(str(path), f"{KERNELS} is empty: no kernel ran while CUDA was traced"))
         return Scan(source=source, chunks=iter(()), oddities=oddities)
     name_id = next((c for c in _NAME_IDS if c in columns), None)
     missing = [c for c in ("start", "end", "globalPid") if c not in columns]
