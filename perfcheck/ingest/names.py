@@ -13,7 +13,7 @@ Nsight Systems 2025.1 / Nsight Compute                 Kineto (GNU ``c++filt``)
 ``std::array<char *, (unsigned long)2>``               ``std::array<char*, 2ul>``
 ``[lambda(float) (instance 1)]``                       ``{lambda(float)#1}``
 ``at::TensorIteratorBase &``, ``operator ()()``        ``at::TensorIteratorBase&``, ``operator()()``
-``Array<char *, 1>>`` (and 2023 Kineto: ``1> >``)       ``Array<char*, 1>>``
+``Array<char *, 1>>`` (and 2023 Kineto: ``1> >``)      ``Array<char*, 1>>``
 nvprof: ``matrixMulCUDA<int=32>``                      ``matrixMulCUDA<32>``
 =====================================================  ======================================================
 
