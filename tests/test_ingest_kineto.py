@@ -160,3 +160,16 @@ def test_impossible_values_become_missing_with_a_warning(tmp_path: Path, cli):
     assert any(w.startswith("end timestamp before begin") for w in whats)
     assert "grid or block with a dimension below 1; launch geometry left empty" in whats
     assert cli("inspect", path).code == 0
+
+
+def test_h100_occupancy_agrees_with_the_recorded_calculator(cli):
+    """before_fix's nested occupancy object (CUDA's occupancy calculator, as Kineto recorded it):
+    activeBlocksPerMultiprocessor 32, limitingFactors "BLOCKS". perfcheck's own rules for
+    sm_90 on the same launch (1 thread, 0 registers, 0 B shared): 32 one-warp blocks, limited by
+    the block count, 32 of 64 warps."""
+    result = cli("inspect", "--json", profile(H100_BEFORE))
+    assert result.code == 0, result.err
+    (kernel,) = result.json()["kernels"]
+    assert kernel["metrics"]["workgroups_per_cu"] == 32
+    assert kernel["labels"]["occupancy_limiter"] == "blocks"
+    assert kernel["metrics"]["occupancy_pct"] == pytest.approx(50.0)
