@@ -173,3 +173,13 @@ def test_h100_occupancy_agrees_with_the_recorded_calculator(cli):
     assert kernel["metrics"]["workgroups_per_cu"] == 32
     assert kernel["labels"]["occupancy_limiter"] == "blocks"
     assert kernel["metrics"]["occupancy_pct"] == pytest.approx(50.0)
+
+
+def test_trace_without_schema_version(tmp_path: Path):
+    """Early Kineto traces: no schemaVersion, capitalised categories."""
+    text = gzip.decompress(profile(A100).read_bytes()).decode()
+    text = text.replace('"schemaVersion": 1,', "").replace('"cat": "kernel"', '"cat": "Kernel"')
+    path = tmp_path / "early.json"
+    path.write_text(text)
+    assert detect(path, "profile").name == "kineto"
+    assert len(read_profile(path).dispatches) == 79

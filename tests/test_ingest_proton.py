@@ -76,4 +76,7 @@ def test_impossible_leaves_become_missing_with_a_warning(tmp_path: Path):
     assert list(d.index) == ["neg", "ok"]  # the leaf that never ran is no kernel
     assert pd.isna(d.loc["neg", "duration_total"]) and d.loc["ok", "duration_mean"] == pytest.approx(5e-9)
     assert p.source.arch == "sm_80"
+    hip = path.read_text().replace("{\"CUDA\": {\"0\": {\"arch\": \"80\"}}}", "{\"HIP\": {\"0\": {\"arch\": \"gfx942\"}}}")
+    path.write_text(hip)
+    assert read_profile(path).source.arch == "gfx942"
     assert [o.what.split(" (")[0] for o in p.oddities] == ["impossible 'count' or 'time"]

@@ -61,6 +61,8 @@ _RAW_ARGS = ("queued", "blocks per SM", "warps per SM", "est. achieved occupancy
 # Launch calls whose grid is a global size in work-items, not a count of blocks.
 _WORK_ITEM_GRID = ("hipExtModuleLaunchKernel",)
 _ISA = re.compile(r"_ISA(\d{2,3}[a-z]?)_")
+# Event categories only torch.profiler writes (2021 spellings capitalised).
+_KINETO_CATEGORY = re.compile(r'"cat"\s*:\s*"(?:kernel|Kernel|cuda_runtime|Runtime|cpu_op|Operator|gpu_memcpy|Memcpy)"')
 
 
 def _text_head(sniff: Sniff) -> str:
@@ -77,10 +79,13 @@ def _is_kineto(sniff: Sniff) -> bool:
     if sniff.is_dir:
         return False
     head = _text_head(sniff).lstrip()
-    # rocprof v1 results.json is a Chrome trace too, without schemaVersion (its own reader).
-    return head.startswith("{") and '"schemaVersion"' in head[:2000] and (
-        '"traceEvents"' in head or '"deviceProperties"' in head
-    )
+    if not head.startswith("{"):
+        return False
+    # rocprof v1 results.json is a Chrome trace too, without schemaVersion (its own reader,
+    # sniffed first). Early (2021) Kineto traces may lack schemaVersion: their categories tell.
+    if '"schemaVersion"' in head[:2000]:
+        return '"traceEvents"' in head or '"deviceProperties"' in head
+    return '"traceEvents"' in head and _KINETO_CATEGORY.search(head) is not None
 
 
 def _load(path: Path) -> dict[str, Any]:

@@ -68,6 +68,13 @@ def _leaves(node: dict[str, Any], path: tuple[str, ...], out: list[tuple[tuple[s
             out.append((here, current.get("metrics") if isinstance(current.get("metrics"), dict) else {}))
 
 
+def _arch(kind: str, arch: str) -> str:
+    """Proton writes CUDA's compute capability as digits ("90") and HIP's gfx target as is."""
+    if arch.startswith(("sm_", "gfx")):
+        return arch
+    return f"sm_{arch}" if kind == "CUDA" else f"gfx{arch}"
+
+
 def _scan(path: Path, want: Want) -> Scan:
     try:
         doc = json.loads(path.read_bytes())
@@ -85,7 +92,7 @@ def _scan(path: Path, want: Want) -> Scan:
     # The ROOT node itself is not part of a kernel's key.
     leaves = [(p[1:] if len(p) > 1 else p, m) for p, m in leaves if "time (ns)" in m or "count" in m]
     oddities: list[Oddity] = []
-    archs = sorted({f"{'sm_' if kind == 'CUDA' else 'gfx'}{d.get('arch')}"
+    archs = sorted({_arch(kind, str(d.get("arch")))
                     for kind, per in devices.items() if isinstance(per, dict)
                     for d in per.values() if isinstance(d, dict) and d.get("arch")})
     source = Source(path=str(path), format=FORMAT, tool=TOOL, arch=", ".join(archs) or None)
