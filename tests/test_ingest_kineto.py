@@ -7,6 +7,7 @@ import gzip
 import math
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from conftest import one_line_error, profile
@@ -183,3 +184,19 @@ def test_trace_without_schema_version(tmp_path: Path):
     path.write_text(text)
     assert detect(path, "profile").name == "kineto"
     assert len(read_profile(path).dispatches) == 79
+
+
+def test_arguments_that_are_not_integers_become_missing(tmp_path: Path):
+    path = tmp_path / "odd-args.json"
+    path.write_text('{"schemaVersion": 1, "traceEvents": ['
+                    '{"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": 1, "args": {"device": [0], '
+                    '"correlation": {"a": 1}, "registers per thread": 1e308, "shared memory": 1180591620717411303424, '
+                    '"grid": [1, true, 1], "block": [32, 1, 1], "blocks per SM": [1]}},'
+                    '{"ph": "X", "cat": "cuda_runtime", "name": "hipLaunchKernel", "ts": 0, "dur": 1, '
+                    '"args": {"correlation": [5], "grid": [1, 1, 1]}}]}')
+    p = read_profile(path)
+    row = p.dispatches.iloc[0]
+    for column in ("device_id", "correlation_id", "registers", "lds_per_workgroup", "grid_y", "workgroups"):
+        assert pd.isna(row[column]), column
+    assert math.isnan(row["raw.blocks per SM"]) and row["workgroup_x"] == 32
+    assert any(o.what.startswith("kernel arguments that are not integers") and o.count == 5 for o in p.oddities)  # device, correlation, registers, shared memory, grid y

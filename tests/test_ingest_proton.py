@@ -80,3 +80,10 @@ def test_impossible_leaves_become_missing_with_a_warning(tmp_path: Path):
     path.write_text(hip)
     assert read_profile(path).source.arch == "gfx942"
     assert [o.what.split(" (")[0] for o in p.oddities] == ["impossible 'count' or 'time"]
+
+
+def test_children_not_a_list_is_a_located_error(cli, tmp_path: Path):
+    path = tmp_path / "odd.hatchet"
+    path.write_text('\n[{"frame": {"name": "ROOT"}, "metrics": {}, "children": [{"frame": {"name": "s"}, '
+                    '"metrics": {}, "children": 7}]}, {}]')
+    one_line_error(cli("inspect", path), path, "call-tree node 'ROOT/s': 'children' is not a list")

@@ -46,6 +46,7 @@ import pandas as pd
 from perfcheck.errors import InputError
 from perfcheck.ingest.formats import Format, Scan, Sniff, Want, single_chunk
 from perfcheck.ingest.names import gnu_style
+from perfcheck.ingest.tabular import coerce_integers, coerce_numbers
 from perfcheck.model import Oddity, Source
 from perfcheck.schema import raw
 
@@ -118,23 +119,29 @@ def _args(events: list[dict[str, Any]]) -> pd.DataFrame:
     """One row per event: its ``args`` (nested objects kept as values), plus name/ts/dur."""
     rows = pd.DataFrame([e.get("args") if isinstance(e.get("args"), dict) else {} for e in events])
     rows["name"] = [e.get("name") for e in events]
-    rows["ts"] = pd.to_numeric(pd.Series([e.get("ts") for e in events], dtype="object"), errors="coerce")
-    rows["dur"] = pd.to_numeric(pd.Series([e.get("dur") for e in events], dtype="object"), errors="coerce")
+    rows["ts"] = coerce_numbers(pd.Series([e.get("ts") for e in events], dtype="object"))
+    rows["dur"] = coerce_numbers(pd.Series([e.get("dur") for e in events], dtype="object"))
     return rows
 
 
-def _dims(values: pd.Series) -> pd.DataFrame:
+def _integers(values: pd.Series, bad: list[int]) -> pd.Series:
+    out, count = coerce_integers(values)
+    bad[0] += count
+    return out
+
+
+def _dims(values: pd.Series, bad: list[int]) -> pd.DataFrame:
     """``[x, y, z]`` lists -> three Int64 columns; anything else is missing."""
     ok = values.map(lambda v: isinstance(v, list) and len(v) == 3)
     dims = pd.DataFrame(values.where(ok).map(lambda v: v if isinstance(v, list) else [None] * 3).tolist(),
                         index=values.index, columns=["x", "y", "z"])
-    return dims.apply(lambda c: pd.array(pd.to_numeric(c, errors="coerce"), dtype="Int64"))
+    return pd.DataFrame({d: _integers(dims[d], bad) for d in ("x", "y", "z")})
 
 
 def _number(rows: pd.DataFrame, column: str) -> pd.Series:
     if column not in rows:
         return pd.Series(np.nan, index=rows.index)
-    return pd.to_numeric(rows[column], errors="coerce")
+    return coerce_numbers(rows[column]).astype("float64")
 
 
 def _join_launches(doc: dict[str, Any], kernels: pd.DataFrame) -> pd.DataFrame:
@@ -144,9 +151,12 @@ def _join_launches(doc: dict[str, Any], kernels: pd.DataFrame) -> pd.DataFrame:
     if not runtime or "correlation" not in kernels:
         return kernels
     launches = _args(runtime)
+    if "correlation" not in launches:
+        return kernels
+    launches["correlation"] = coerce_integers(launches["correlation"])[0]
     launches = launches.dropna(subset=["correlation"]).drop_duplicates("correlation", keep="last")
     launches = launches.set_index("correlation")
-    key = kernels["correlation"]
+    key = coerce_integers(kernels["correlation"])[0]
     out = kernels.copy()
     for column in ("grid", "block", "shared memory"):
         if column in launches:
@@ -160,8 +170,8 @@ def _join_launches(doc: dict[str, Any], kernels: pd.DataFrame) -> pd.DataFrame:
 
 
 def _devices(doc: dict[str, Any]) -> pd.DataFrame:
-    props = [p for p in doc.get("deviceProperties") or [] if isinstance(p, dict) and "id" in p]
-    return pd.DataFrame(props).set_index("id") if props else pd.DataFrame()
+    props = [p for p in doc.get("deviceProperties") or [] if isinstance(p, dict) and isinstance(p.get("id"), int)]
+    return pd.DataFrame(props).drop_duplicates("id").set_index("id") if props else pd.DataFrame()
 
 
 def _arch(props: pd.Series, names: pd.Series) -> str | None:
@@ -189,27 +199,29 @@ def _scan(path: Path, want: Want) -> Scan:
     rows = _join_launches(doc, _args(events))
     frame = pd.DataFrame(index=rows.index)
     frame["kernel"] = gnu_style(rows["name"].astype("string"))
+    not_integer = [0]
     for arg, column in _IDENTITY.items():
         if arg in rows:
-            frame[column] = pd.array(pd.to_numeric(rows[arg], errors="coerce"), dtype="Int64")
+            frame[column] = _integers(rows[arg], not_integer)
     # ts/dur are µs; integer ns from the µs value split into whole and fraction,
     # so that epoch-based integers (1.7e15 µs) keep their precision.
     ts = rows["ts"].astype("float64")
     ts = ts.where(np.isfinite(ts))
     whole = np.floor(ts)
-    start = pd.array(whole, dtype="Int64") * 1000 + pd.array(np.round((ts - whole) * 1000), dtype="Int64")
+    # beyond 2**53 µs (285 years) a timestamp is no time; coerce_integers leaves it missing
+    start = coerce_integers(whole)[0] * 1000 + coerce_integers(np.round((ts - whole) * 1000))[0]
     dur = rows["dur"].astype("float64")
     dur = dur.where(np.isfinite(dur))
     frame["start_ns"] = start
-    frame["end_ns"] = start + pd.array(np.round(dur * 1000), dtype="Int64")
+    frame["end_ns"] = start + coerce_integers(np.round(dur * 1000))[0]
     frame["duration"] = dur * 1e-6
     bad = dur.isna()
     if bad.any():
         oddities.append(Oddity(str(path), "kernel event without a finite numeric 'dur'; duration left empty",
                                int(bad.sum())))
 
-    grid = _dims(rows["grid"]) if "grid" in rows else None
-    block = _dims(rows["block"]) if "block" in rows else None
+    grid = _dims(rows["grid"], not_integer) if "grid" in rows else None
+    block = _dims(rows["block"], not_integer) if "block" in rows else None
     if grid is not None and block is not None:
         # A launch has at least one block of one thread in each dimension; anything else is no geometry.
         impossible = (grid <= 0).any(axis=1) | (block <= 0).any(axis=1)
@@ -229,9 +241,12 @@ def _scan(path: Path, want: Want) -> Scan:
         per_dim = [(frame[f"grid_{d}"] + block[d] - 1) // block[d] for d in "xyz"]
         frame["workgroups"] = per_dim[0] * per_dim[1] * per_dim[2]
     if "registers per thread" in rows:
-        frame["registers"] = pd.array(_number(rows, "registers per thread"), dtype="Int64")
+        frame["registers"] = _integers(rows["registers per thread"], not_integer)
     if "shared memory" in rows:
-        frame["lds_per_workgroup"] = pd.array(_number(rows, "shared memory"), dtype="Int64")
+        frame["lds_per_workgroup"] = _integers(rows["shared memory"], not_integer)
+    if not_integer[0]:
+        oddities.append(Oddity(str(path), "kernel arguments that are not integers (device, stream, grid, block, "
+                               "registers, shared memory) left empty", not_integer[0]))
 
     device_ids = frame["device_id"] if "device_id" in frame else pd.Series(pd.NA, index=frame.index, dtype="Int64")
     used = sorted(int(d) for d in device_ids.dropna().unique())

@@ -42,6 +42,7 @@ import pandas as pd
 from perfcheck.errors import InputError
 from perfcheck.ingest.formats import Format, Scan, Sniff, Want
 from perfcheck.ingest.names import gnu_style
+from perfcheck.ingest.tabular import coerce_integers
 from perfcheck.model import Oddity, Source
 from perfcheck.schema import raw
 
@@ -134,18 +135,27 @@ def _arch(row: pd.Series) -> str | None:
     return f"sm_{int(major)}{int(minor)}"
 
 
-def _frame(rows: pd.DataFrame, devices: pd.DataFrame, want: Want) -> pd.DataFrame:
+def _integers(values: pd.Series, bad: list[int]) -> pd.Series:
+    """An INTEGER column as Int64; what is not an integer (text or a float in a damaged
+    export) becomes missing and is counted in ``bad[0]``."""
+    out, count = coerce_integers(values)
+    bad[0] += count
+    return out
+
+
+def _frame(rows: pd.DataFrame, devices: pd.DataFrame, want: Want, oddities: list[Oddity], path: Path) -> pd.DataFrame:
+    bad = [0]
     frame = pd.DataFrame(index=rows.index)
     frame["kernel"] = gnu_style(rows["name"].astype("string"))
-    frame["pid"] = pd.array(rows["globalPid"], dtype="Int64") // 2**24 % 2**24
+    frame["pid"] = _integers(rows["globalPid"], bad) // 2**24 % 2**24
     for column, canonical in _COLUMNS.items():
         if column in rows:
-            frame[canonical] = pd.array(rows[column], dtype="Int64")
+            frame[canonical] = _integers(rows[column], bad)
     if "lds_static" in frame and "lds_dynamic" in frame:
         frame["lds_per_workgroup"] = frame["lds_static"] + frame["lds_dynamic"]
     if all(d in rows for d in _DIMS):
-        blocks = [pd.array(rows[f"grid{d}"], dtype="Int64") for d in "XYZ"]
-        threads = [pd.array(rows[f"block{d}"], dtype="Int64") for d in "XYZ"]
+        blocks = [_integers(rows[f"grid{d}"], bad) for d in "XYZ"]
+        threads = [_integers(rows[f"block{d}"], bad) for d in "XYZ"]
         for d, b, t in zip("xyz", blocks, threads):
             frame[f"grid_{d}"] = b * t  # canonical grids count threads (schema)
             frame[f"workgroup_{d}"] = t
@@ -166,6 +176,8 @@ def _frame(rows: pd.DataFrame, devices: pd.DataFrame, want: Want) -> pd.DataFram
         for column in _RAW:
             if column in rows:
                 frame[raw(column)] = pd.to_numeric(rows[column], errors="coerce")
+    if bad[0]:
+        oddities.append(Oddity(str(path), f"{KERNELS} values that are not integers left empty", bad[0]))
     return frame
 
 
@@ -178,8 +190,9 @@ def _scan(path: Path, want: Want) -> Scan:
             meta = _meta(connection)
             gpus = _gpus(connection, tables)
             columns = _columns(connection, KERNELS) if KERNELS in tables else []
-            pids = ([int(g) >> 24 & 0xFFFFFF for (g,) in connection.execute(f"SELECT DISTINCT globalPid FROM {KERNELS}")]
-                    if "globalPid" in columns else [])
+            pids = ([int(g) >> 24 & 0xFFFFFF for (g,) in connection.execute(
+                        f"SELECT DISTINCT globalPid FROM {KERNELS} WHERE typeof(globalPid) = 'integer'")]
+                     if "globalPid" in columns else [])
             devices = _device_map(connection, tables, gpus, pids)
             used = (connection.execute(f"SELECT DISTINCT deviceId FROM {KERNELS}").fetchall()
                     if "deviceId" in columns else [])
@@ -214,7 +227,7 @@ def _scan(path: Path, want: Want) -> Scan:
         try:
             with closing(_connect(path)) as connection:
                 for rows in pd.read_sql_query(sql, connection, chunksize=CHUNK_ROWS):
-                    yield _frame(rows, devices, want)
+                    yield _frame(rows, devices, want, oddities, path)
         except sqlite3.Error as exc:
             raise _damaged(path, exc) from None
 

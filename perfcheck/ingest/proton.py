@@ -38,6 +38,7 @@ import pandas as pd
 from perfcheck.errors import InputError
 from perfcheck.ingest.formats import Format, Scan, Sniff, Want, single_chunk
 from perfcheck.ingest.names import gnu_style
+from perfcheck.ingest.tabular import coerce_integers, coerce_numbers
 from perfcheck.model import Oddity, Source
 from perfcheck.schema import raw
 
@@ -54,14 +55,17 @@ def _is_proton(sniff: Sniff) -> bool:
     return head.startswith("[") and '"frame"' in head and '"metrics"' in head and '"children"' in head
 
 
-def _leaves(node: dict[str, Any], path: tuple[str, ...], out: list[tuple[tuple[str, ...], dict[str, Any]]]) -> None:
+def _leaves(file: Path, node: dict[str, Any], out: list[tuple[tuple[str, ...], dict[str, Any]]]) -> None:
     # Iterative walk: a deep call tree must not hit Python's recursion limit.
-    stack = [(node, path)]
+    stack: list[tuple[dict[str, Any], tuple[str, ...]]] = [(node, ())]
     while stack:
         current, prefix = stack.pop()
         frame = current.get("frame") if isinstance(current.get("frame"), dict) else {}
         here = (*prefix, str(frame.get("name", "")))
         children = current.get("children") or []
+        if not isinstance(children, list):
+            raise InputError(file, f"call-tree node {SEPARATOR.join(here)!r}: 'children' is not a list",
+                             hint="is this a Proton .hatchet file, unmodified?")
         if children:
             stack.extend((c, here) for c in reversed(children) if isinstance(c, dict))
         else:
@@ -88,7 +92,7 @@ def _scan(path: Path, want: Want) -> Scan:
                          hint="is this a Proton .hatchet file?")
     root, devices = doc[0], (doc[1] if len(doc) > 1 and isinstance(doc[1], dict) else {})
     leaves: list[tuple[tuple[str, ...], dict[str, Any]]] = []
-    _leaves(root, (), leaves)
+    _leaves(path, root, leaves)
     # The ROOT node itself is not part of a kernel's key.
     leaves = [(p[1:] if len(p) > 1 else p, m) for p, m in leaves if "time (ns)" in m or "count" in m]
     oddities: list[Oddity] = []
@@ -101,8 +105,9 @@ def _scan(path: Path, want: Want) -> Scan:
         return Scan(source=source, chunks=iter(()), oddities=oddities, level="kernel")
     metrics = pd.DataFrame([m for _, m in leaves])
     names = pd.Series([SEPARATOR.join(p) for p, _ in leaves], dtype="string")
-    calls = pd.to_numeric(metrics.get("count"), errors="coerce")
-    total_ns = pd.to_numeric(metrics.get("time (ns)"), errors="coerce")
+    missing = pd.Series(np.nan, index=metrics.index)
+    calls = coerce_numbers(metrics["count"] if "count" in metrics else missing).astype("float64")
+    total_ns = coerce_numbers(metrics["time (ns)"] if "time (ns)" in metrics else missing).astype("float64")
     # A leaf that never ran (count 0, time 0) is no kernel; one without a name cannot be keyed.
     idle = calls.eq(0) & total_ns.fillna(0).eq(0)
     unnamed = names.str.split(SEPARATOR).str[-1].fillna("").eq("")
@@ -116,17 +121,17 @@ def _scan(path: Path, want: Want) -> Scan:
                                "number); left empty", int(impossible.sum())))
         calls, total_ns = calls.mask(impossible), total_ns.mask(impossible)
     frame = pd.DataFrame({"kernel": gnu_style(names)})
-    frame["calls"] = pd.array(calls, dtype="Int64")
+    frame["calls"] = coerce_integers(calls)[0]  # impossible counts are already missing
     frame["duration_total"] = total_ns * 1e-9
     frame["duration_mean"] = (total_ns / calls) * 1e-9
     frame["duration_min"] = np.nan
     frame["duration_max"] = np.nan
     if "device_id" in metrics:
-        frame["device_id"] = pd.array(pd.to_numeric(metrics["device_id"], errors="coerce"), dtype="Int64")
+        frame["device_id"] = coerce_integers(metrics["device_id"])[0]
     if want.raw:
         for column in metrics.columns:
             if column not in _KNOWN:  # flops8/16/32/64, bytes, user metrics: as written
-                frame[raw(column)] = pd.to_numeric(metrics[column], errors="coerce")
+                frame[raw(column)] = coerce_numbers(metrics[column]).astype("float64")
     if frame["kernel"].duplicated().any():  # hatchet trees merge equal paths; a writer that did not
         oddities.append(Oddity(str(path), "kernel path repeated in the tree (rows kept apart)",
                                int(frame["kernel"].duplicated().sum())))
