@@ -255,7 +255,7 @@ def _scan(path: Path, want: Want) -> Scan:
         oddities.append(Oddity(str(path), "kernels on a device missing from deviceProperties: "
                                + ", ".join(str(d) for d in used if d not in devices.index)))
     if known and "warpSize" in devices:
-        frame["wave_size"] = pd.array(device_ids.map(devices["warpSize"]), dtype="Int64")
+        frame["wave_size"] = coerce_integers(device_ids.map(devices["warpSize"]))[0]
     names = sorted({str(devices.loc[d, "name"]) for d in known if "name" in devices}) if known else []
     archs = sorted({a for a in (_arch(devices.loc[d], frame["kernel"]) for d in known) if a})
 

@@ -167,7 +167,7 @@ def _frame(rows: pd.DataFrame, devices: pd.DataFrame, want: Want, oddities: list
         info = key.merge(devices.astype({"pid": "Int64", "cuda": "Int64"}), on=["pid", "cuda"], how="left")
         info.index = frame.index
         if "threadsPerWarp" in info:
-            frame["wave_size"] = pd.array(info["threadsPerWarp"], dtype="Int64")
+            frame["wave_size"] = coerce_integers(info["threadsPerWarp"])[0]
         if want.raw:
             for column in ("memoryBandwidth", "clockRate"):
                 if column in info:
