@@ -10,7 +10,7 @@ from conftest import PROFILES, profile
 from conftest import one_line_error as _one_line_error
 from perfcheck.errors import InputError
 from perfcheck.ingest import detect, read_peaks
-from perfcheck.ingest.likwid import FORMATS
+from perfcheck.ingest.likwid import FORMATS, read_timeline
 
 BENCH = "likwid/goghino-likwid-bench-triad-mem/proc_0.out"
 FLOPS_DP = "likwid/rubens-zan-likwid-optimization/FLOPS_DP_1024.log"
@@ -252,3 +252,72 @@ def test_binary_garbage(cli, tmp_path: Path, fmt: str) -> None:
 def test_bench_reader_rejects_perfctr_file(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="LIKWID MICRO BENCHMARK"):
         read_peaks(profile(FLOPS_DP), format="likwid-bench")
+
+
+# --------------------------------------------------------------------------- likwid-perfctr -t (timeline mode)
+
+# No timeline run is among ../shared/profiles: the two files below follow what
+# likwid-perfctr.lua (RRZE-HPC/likwid, master 2026) writes in timeline mode -- the legend
+# print()ed on stdout, one sample per interval print_stderr()ed: GID, metric count, thread
+# count, seconds since the start, then each metric's value on each thread, metric by metric,
+# '-' for a value likwid did not have. Figures are our own: group MEM on 4 hardware threads of
+# a two-socket Zen2 node, memory bandwidth counted on the first thread of each socket.
+TIMELINE_STDOUT = """\
+--------------------------------------------------------------------------------
+CPU name:\tAMD EPYC 7702 64-Core Processor
+CPU type:\tAMD K17 (Zen2) architecture
+--------------------------------------------------------------------------------
+# HWThreads: 0|1|64|65
+# GID|MetricsCount|CpuCount|Total runtime [s]|Runtime (RDTSC) [s]|Clock [MHz]|Memory bandwidth [MBytes/s]|Memory data volume [GBytes]
+"""
+
+
+def _sample(seconds: float, socket0: str, socket1: str) -> str:
+    metrics = [["1.0"] * 4, ["2000"] * 4, [socket0, "0", socket1, "0"], ["1.5", "0", "1.5", "0"]]
+    return " ".join(["1", "4", "4", str(seconds)] + [v for m in metrics for v in m])
+
+
+TIMELINE_STDERR = "\n".join([_sample(1.001, "20000.5", "18000.25"), _sample(2.002, "41000.0", "39500.5"),
+                             _sample(3.003, "30000.0", "-")]) + "\n"
+
+
+def test_timeline_pair_memory_bandwidth_over_time(tmp_path: Path, cli) -> None:
+    (tmp_path / "run.out").write_text(TIMELINE_STDOUT)
+    (tmp_path / "run.err").write_text(TIMELINE_STDERR)
+    for given in ("run.err", "run.out"):  # either file of the pair finds the other
+        assert detect(tmp_path / given, "peaks").name == "likwid-timeline"
+        peaks = read_peaks(tmp_path / given)
+        # interval 2: 41000.0 + 39500.5 MBytes/s over the two sockets, decimal mega
+        assert peaks.values == {"mem_bw": pytest.approx(80500.5e6, rel=1e-12)}
+        assert peaks.sources[0].device == "AMD EPYC 7702 64-Core Processor"
+        assert [o.what for o in peaks.oddities] == ["timeline values likwid left empty ('-'); left out"]
+    table, files, _ = read_timeline(tmp_path / "run.err")
+    assert [f.name for f in files] == ["run.out", "run.err"]
+    bandwidth = table[table["metric"] == "Memory bandwidth [MBytes/s]"]
+    assert bandwidth["time"].tolist() == [1.001, 2.002, 3.003]
+    # summed over threads; the third interval lacks socket 1 and is only a lower bound
+    assert bandwidth["value"].tolist() == pytest.approx([38000.75e6, 80500.5e6, 30000.0e6], rel=1e-12)
+    assert table[table["metric"] == "Clock [MHz]"]["value"].tolist() == [8000.0] * 3  # not a rate: as printed
+    # both files given: one set of figures
+    result = cli("peaks", "--json", tmp_path / "run.out", tmp_path / "run.err")
+    assert result.code == 0, result.err
+    assert len(result.json()["details"]) == 1
+
+
+def test_timeline_in_one_log(tmp_path: Path) -> None:
+    path = tmp_path / "job.log"
+    path.write_text(TIMELINE_STDOUT + TIMELINE_STDERR + "application output\n")
+    assert detect(path, "peaks").name == "likwid-timeline"
+    assert read_peaks(path).values["mem_bw"] == pytest.approx(80500.5e6, rel=1e-12)
+
+
+def test_timeline_samples_without_legend_or_mismatched(tmp_path: Path, cli) -> None:
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    (alone / "run.err").write_text(TIMELINE_STDERR)
+    _one_line_error(cli("peaks", alone / "run.err"), alone / "run.err", "without their legend")
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "run.out").write_text(TIMELINE_STDOUT.replace("|Memory data volume [GBytes]", ""))
+    (other / "run.err").write_text(TIMELINE_STDERR)
+    _one_line_error(cli("peaks", other / "run.err"), other / "run.err", "the legend (run.out) names 3")

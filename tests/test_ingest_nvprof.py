@@ -20,8 +20,8 @@ METRICS = "nvprof/leimingyu-magus/matrixMul_metrics.csv"
 SUMMARY = "nvprof/nanzifan-nvprof-result-cfd/print-gpu-summary.csv"
 LOG = "nvprof/weakknight-roofline/slurm-9186634.out"
 
-MATMUL = "void matrixMulCUDA<int=32>(float*, float*, float*, int, int)"
-VECTOR_ADD = "vectorAdd(float const *, float const *, float*, int)"
+MATMUL = "void matrixMulCUDA<32>(float*, float*, float*, int, int)"
+VECTOR_ADD = "vectorAdd(float const*, float const*, float*, int)"
 GiB, MiB, KiB = 2.0**30, 2.0**20, 2.0**10
 
 
@@ -411,3 +411,45 @@ def test_unknown_unit_in_units_row(tmp_path: Path, cli):
     path = tmp_path / "summary.csv"
     path.write_text(text)
     _assert_input_error(cli("inspect", path), path, ":5:", "'Min'", "unit 'xs' not understood")
+
+
+# --------------------------------------------------------------------------- --metrics text cut down to its blocks
+
+# No such file is among ../shared/profiles: the sample keeps the layout of nvprof's --metrics text
+# (the metric block of slurm-9186634.out: right-aligned Min/Max/Avg, units inside values) without
+# the ==PID== banner, the table header and the Device line, with counts large enough that
+# nvprof prints them in scientific notation. Figures are our own.
+HEADLESS = """\
+    Kernel: void sgemm_kernel<float, int=128>(float const *, float const *, float*, int)
+          3                             flop_count_sp           Floating Point Operations(Single Precision)  1.7180e+10  1.7180e+10  1.7180e+10
+          3                     dram_read_transactions                 Device Memory Read Transactions   2.1475e+08   2.1475e+08   2.1475e+08
+          3                           dram_throughput                       Device Memory Throughput  512.31GB/s  517.08GB/s  514.70GB/s
+          3                         achieved_occupancy                              Achieved Occupancy    0.489213    0.491002    0.490117
+    Kernel: init(float*, int)
+          1                             flop_count_sp           Floating Point Operations(Single Precision)           0           0           0
+          1                           dram_throughput                       Device Memory Throughput  402.11GB/s  402.11GB/s  402.11GB/s
+"""
+
+
+def test_metrics_text_starting_at_kernel(tmp_path: Path, cli) -> None:
+    path = tmp_path / "metrics.txt"
+    path.write_text(HEADLESS)
+    p = read_profile(path)
+    assert (p.source.format, p.source.device, p.level) == ("nvprof-log", None, "kernel")
+    d = p.dispatches.set_index("kernel")
+    sgemm = d.loc["void sgemm_kernel<float, 128>(float const*, float const*, float*, int)"]
+    assert sgemm["calls"] == 3
+    assert sgemm["raw.flop_count_sp"] == 1.718e10 and sgemm["raw.dram_read_transactions"] == 2.1475e8
+    assert sgemm["raw.dram_throughput"] == pytest.approx(514.70 * 2**30)  # nvprof's GB are 2**30 B (see module doc)
+    assert d.loc["init(float*, int)", "raw.flop_count_sp"] == 0
+    result = cli("inspect", "--json", "--arch", "v100", path)
+    assert result.code == 0, result.err
+    kernels = {k["kernel"]: k["metrics"] for k in result.json()["kernels"]}
+    assert kernels["void sgemm_kernel<float, 128>(float const*, float const*, float*, int)"][
+        "achieved_occupancy_pct"] == pytest.approx(49.0117)
+
+
+def test_metrics_text_starting_at_kernel_cut_off(tmp_path: Path, cli) -> None:
+    path = tmp_path / "metrics.txt"
+    path.write_text(HEADLESS[: HEADLESS.index("402.11GB/s  402.11GB/s") + 5])
+    _assert_input_error(cli("inspect", path), path)

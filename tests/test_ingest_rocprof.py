@@ -587,3 +587,31 @@ def test_sysinfo_not_rocminfo(cli, tmp_path: Path) -> None:
     path = _write(tmp_path / "results.sysinfo.txt", "CMD: rocminfo\nROCk module is NOT loaded\n")
     line = one_line_error(cli("inspect", "--format", "rocprof-sysinfo", path), path)
     assert "no 'Agent N' sections" in line
+
+
+# --------------------------------------------------------------------------- an output directory as one profile
+
+
+def test_output_directory_reads_as_one_profile(cli):
+    kokkos = profile("rocprof-v1/kokkos-gfx906")
+    p = read_profile(kokkos)
+    # results.db, results.json and results.stats.csv hold the same 8 dispatches; the database is read
+    assert (p.source.format, Path(p.source.path).name, p.source.arch) == ("rocprof-db", "results.db", "gfx906")
+    assert p.level == "dispatch" and len(p.dispatches) == 8
+    assert p.dispatches["duration"].sum() == pytest.approx(read_profile(kokkos / "results.db").dispatches["duration"].sum())
+    gemm = read_profile(profile("rocprof-v1/batched_gemm-mi300x"))
+    assert (gemm.source.device, len(gemm.dispatches)) == ("AMD Instinct MI300X", 1)
+    # Omniperf's kept pass CSV in a folder of its own: the per-dispatch CSV (167 rows, counters)
+    sq = read_profile(profile("rocprof-v1/omniperf-SQ-mi100"))
+    assert sq.source.format == "rocprof-results" and len(sq.dispatches) == 167 and "raw.SQ_WAVES" in sq.dispatches
+    result = cli("inspect", kokkos)
+    assert result.code == 0 and "results.db: rocprof-db" in result.out
+
+
+def test_output_directory_with_two_runs_is_a_one_line_error(cli, tmp_path):
+    source = profile("rocprof-v1/omniperf-SQ-mi100/SQ_LEVEL_WAVES.csv")
+    for name in ("a.csv", "b.csv"):
+        (tmp_path / name).write_bytes(source.read_bytes())
+    one_line_error(cli("inspect", tmp_path), tmp_path, "holds 2 rocprof runs (a.csv, b.csv)")
+    # a folder with only an input file is not a profile
+    assert cli("inspect", profile("rocprof-v1/pawsey-s3d-setonix")).code == 2

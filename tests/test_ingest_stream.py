@@ -136,3 +136,48 @@ def test_binary_garbage(tmp_path: Path, cli) -> None:
 def test_other_text_forced_as_stream(tmp_path: Path, cli) -> None:
     path = write(tmp_path, "hello\nworld\n")
     assert_one_line_error(cli("peaks", path, "--format", "stream"), path, "no STREAM result table")
+
+
+# --------------------------------------------------------------------------- the CUDA/HIP ports
+
+# No log of a CUDA STREAM port is among ../shared/profiles: this one is written here in the
+# layout the port prints (its banner, "output in IEC units", "Rate (GiB/s)", "Avg time(s)",
+# a dashed rule under the header), with figures of our own, two runs concatenated and the
+# one-line JSON job records a Flux-run job appends.
+CUDA_RUN = """STREAM Benchmark implementation in CUDA
+ Array size (double precision) = 1073.74 MB
+ using 1024 threads per block, 131072 blocks
+ output in IEC units (KiB = 1024 B)
+
+Function      Rate (GiB/s)  Avg time(s)  Min time(s)  Max time(s)
+-----------------------------------------------------------------
+Copy:         {copy:.4f}      0.00165302   0.00165200   0.00165500
+Scale:        1208.2500      0.00165610   0.00165500   0.00165800
+Add:          1265.0000      0.00237200   0.00237100   0.00237400
+Triad:        {triad:.4f}      0.00236900   0.00236800   0.00237100
+"""
+JOB_RECORDS = ('{"jobspec": {"resources": [{"type": "node", "count": 1}]}}\n'
+               '{"timestamp": 1700000000.1, "name": "finish", "context": {"status": 0}}\n')
+GIB = 2.0**30
+
+
+def test_cuda_port_gib_per_second_runs_and_job_records(tmp_path: Path) -> None:
+    path = tmp_path / "cuda-stream.out"
+    path.write_text(CUDA_RUN.format(copy=1210.5, triad=1266.75) + CUDA_RUN.format(copy=1211.0, triad=1267.25)
+                    + JOB_RECORDS)
+    assert detect(path, "peaks").name == "stream"
+    peaks = read_peaks(path)
+    # a GPU's device memory, GiB = 2**30 B; the best rate of any kernel in any run (run 2, Triad)
+    assert peaks.values == {"hbm_bw": pytest.approx(1267.25 * GIB, rel=1e-12)}
+    got = figures(peaks)
+    assert got["run 1: Triad"] == pytest.approx(1266.75 * GIB, rel=1e-12)
+    assert got["run 2: Copy"] == pytest.approx(1211.0 * GIB, rel=1e-12)
+    assert len(got) == 8  # every run is kept in the details
+    assert peaks.oddities == ()  # the JSON job records are not STREAM's and are skipped quietly
+    assert peaks.sources[0].tool_version == "CUDA port"
+
+
+def test_cuda_port_stray_text_still_warns(tmp_path: Path) -> None:
+    path = tmp_path / "cuda-stream.out"
+    path.write_text(CUDA_RUN.format(copy=1.0, triad=2.0) + "{not json}\n")
+    assert [o.what.split(" (")[0] for o in read_peaks(path).oddities] == ["text STREAM does not write was ignored after its table"]

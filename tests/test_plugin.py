@@ -284,5 +284,5 @@ def test_real_profiles_suite(pytester) -> None:
     result.assert_outcomes(passed=11)
     result.stdout.fnmatch_lines([
         "*::mixbench-mi200::void benchmark_func<float, 256, 8u, 0u>(float, float[*])[[]hbm_bw >= 1.3 TB/s[]] PASSED*",
-        "*::gemm-ncu::void gemm_v0<float>(T1 [*], T1 [*], T1 [*], int, int, int)[[]flop_rate >= 1.5 TFLOP/s[]] PASSED*",
+        "*::gemm-ncu::void gemm_v0<float>(T1[*], T1[*], T1[*], int, int, int)[[]flop_rate >= 1.5 TFLOP/s[]] PASSED*",
     ])

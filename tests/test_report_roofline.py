@@ -29,8 +29,8 @@ ROOT = Path(__file__).resolve().parent.parent
 STENCIL = ROOT / "examples" / "stencil" / "kernel_trace.csv"
 GEMM = "ncu/gardenia-learningnote4dev/gemm.csv"
 VCOPY = "omniperf/rocprofiler-compute-vcopy-MI200"
-GEMM_KERNEL = "void gemm_v0<float>(T1 *, T1 *, T1 *, int, int, int)"
-INIT_KERNEL = "void randomInit<float>(T1 *, int, int, unsigned int)"
+GEMM_KERNEL = "void gemm_v0<float>(T1*, T1*, T1*, int, int, int)"
+INIT_KERNEL = "void randomInit<float>(T1*, int, int, unsigned int)"
 
 # Hand-made measured peaks (a BabelStream Triad and a mixbench SP figure) so the
 # A100 plot has empirical roofs with datasheet twins.

@@ -19,12 +19,15 @@ from perfcheck.errors import InputError, PerfcheckError, UnknownFormatError, Usa
 from perfcheck.ingest import (
     babelstream,
     ert,
+    kineto,
     likwid,
     machinefile,
     mixbench,
     ncu,
+    nsys,
     nvprof,
     omniperf,
+    proton,
     rocpd,
     rocprof,
     rocprofv3,
@@ -40,9 +43,13 @@ FORMATS: tuple[Format, ...] = (
     *rocpd.FORMATS,
     *rocprof.FORMATS,
     *omniperf.FORMATS,
+    *rocprof.DIR_FORMATS,
     *rocprofv3.FORMATS,
     *ncu.FORMATS,
     *nvprof.FORMATS,
+    *nsys.FORMATS,
+    *kineto.FORMATS,
+    *proton.FORMATS,
     *babelstream.FORMATS,
     *mixbench.FORMATS,
     *ert.FORMATS,
@@ -216,7 +223,10 @@ def read_peaks(paths: str | Path | Sequence[str | Path], format: str | None = No
         for name, value in peaks.values.items():
             if name not in values or value > values[name]:
                 values[name] = value
-        details.extend(peaks.details)
+        # The two files of a likwid timeline each read as the pair: a figure an earlier
+        # file already gave is not repeated (repeats within one file are that file's own).
+        earlier = set(details)
+        details.extend(d for d in peaks.details if d not in earlier)
         sources.extend(peaks.sources)
         oddities.extend(peaks.oddities)
     return Peaks(values=values, details=tuple(details), sources=tuple(sources), oddities=tuple(oddities))

@@ -25,6 +25,16 @@ the machine's peak. They are read as peaks files because users asked to compare
 kernels against the best rate a profiled code was seen to reach; prefer
 likwid-bench, STREAM or ERT figures for true peaks.
 
+* ``likwid-timeline``: ``likwid-perfctr -t INTERVAL`` writes the column legend
+  (``# GID|MetricsCount|CpuCount|Total runtime [s]|<metrics>``) on stdout and one
+  space-separated sample per interval on stderr. Given either file, the other is
+  found beside it (same stem first: ``run.out`` / ``run.err``); a log holding both
+  streams reads alone. Each sample's value is summed over the measured hardware
+  threads (likwid's own STAT ``Sum``: socket-level memory bandwidth is counted on
+  one thread per socket); ``read_timeline`` returns the bandwidth over time, the
+  peak is the best interval. A ``-`` (no value) on some thread leaves that
+  interval's sum a lower bound, which cannot raise the peak; it is reported.
+
 ``Source.device`` is the CPU name likwid prints (``CPU name:``).
 """
 
@@ -37,6 +47,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from perfcheck.errors import InputError
@@ -372,6 +383,180 @@ def _sniff_perfctr(sniff: Sniff) -> bool:
     )
 
 
+# --------------------------------------------------------------------------- likwid-perfctr -t (timeline)
+
+# Timeline mode (``likwid-perfctr -t 1s -g MEM -C 0-3 ./app``) prints, on stdout, a legend
+#   # HWThreads: 0|1|2|3
+#   # GID|MetricsCount|CpuCount|Total runtime [s]|<metric 1>|...|<metric M>
+# (``EventCount`` and event names for a group without metrics), and on stderr one line per
+# interval: ``GID M C <seconds since start> v(1,cpu1) .. v(1,cpuC) v(2,cpu1) ..`` -- every
+# metric's value for each hardware thread, metric by metric; ``-`` where likwid had no value
+# (RRZE-HPC/likwid src/applications/likwid-perfctr.lua, master 2026: the legend is print()ed,
+# the samples print_stderr()ed; ``-O`` separates with commas; ``--outprefix`` prefixes each line).
+# The two streams usually land in two files (``> run.out 2> run.err``); a log of both has both.
+_LEGEND = re.compile(r"^(?P<prefix>.*?)# GID\|(?P<kind>MetricsCount|EventCount)\|CpuCount\|Total runtime \[s\]\|(?P<names>.*)$")
+_SAMPLE = re.compile(r"^(?P<gid>\d+)[ ,](?P<count>\d+)[ ,](?P<cpus>\d+)[ ,](?P<rest>\S.*)$")
+_TIMELINE_HEAD_LINES = 200
+
+
+@dataclass(frozen=True)
+class _Legend:
+    gid_names: dict[int, list[str]]  # group id -> metric (or event) names, in sample order
+    prefix: str
+
+
+def _legend(lines: Sequence[str]) -> _Legend | None:
+    groups: dict[int, list[str]] = {}
+    prefix = ""
+    gid = 0
+    for line in lines:
+        match = _LEGEND.match(line.rstrip("\n"))
+        if match:
+            gid += 1  # groups are listed in order, GID 1 first
+            groups[gid] = [n.strip() for n in match.group("names").split("|")]
+            prefix = match.group("prefix")
+    return _Legend(groups, prefix) if groups else None
+
+
+def _sample_lines(lines: Sequence[str], prefix: str = "") -> list[tuple[int, list[str]]]:
+    """(line number, fields) of every timeline sample: GID, M, C, time, M x C values."""
+    out = []
+    for number, line in enumerate(lines, start=1):
+        text = line.strip()
+        if prefix and text.startswith(prefix):
+            text = text[len(prefix):].strip()
+        match = _SAMPLE.match(text)
+        if not match:
+            continue
+        fields = re.split(r"[ ,]", text)
+        count, cpus = int(match.group("count")), int(match.group("cpus"))
+        if count > 0 and cpus > 0 and len(fields) == 4 + count * cpus:
+            out.append((number, fields))
+    return out
+
+
+def _sniff_timeline(sniff: Sniff) -> bool:
+    if sniff.is_dir or sniff.is_binary:
+        return False
+    lines = sniff.lines[:_TIMELINE_HEAD_LINES]
+    if any(_LEGEND.match(line) for line in lines):
+        return True
+    # A samples file alone: every line that looks like a sample is one, and there are some.
+    return len(_sample_lines(lines)) >= 1 and not any(line.startswith(("|", "TABLE,", "STRUCT,")) for line in lines)
+
+
+def _companion(path: Path, want_legend: bool) -> Path | None:
+    """The other file of a timeline pair in ``path``'s folder: the stdout file with the legend,
+    or the stderr file with the samples; one with the same stem first (run.out / run.err)."""
+    found = []
+    for other in sorted(p for p in path.parent.iterdir() if p.is_file() and p != path):
+        try:
+            head = Sniff(other)
+            if head.is_binary:
+                continue
+            lines = head.lines[:_TIMELINE_HEAD_LINES]
+        except OSError:
+            continue
+        if (any(_LEGEND.match(line) for line in lines) if want_legend else bool(_sample_lines(lines))):
+            found.append(other)
+    same_stem = [p for p in found if p.stem == path.stem]
+    if len(same_stem) == 1:
+        return same_stem[0]
+    return found[0] if len(found) == 1 else None
+
+
+def read_timeline(path: str | Path) -> tuple[pd.DataFrame, list[Path], list[Oddity]]:
+    """A likwid-perfctr timeline as a tidy table: ``group``, ``time`` (s since the start),
+    ``metric`` and ``value`` (summed over the measured hardware threads, as likwid's own
+    STAT ``Sum``; base units for MBytes/s and MFLOP/s metrics, else as printed), one row per
+    sample and metric; with the files read (legend, samples) and oddities."""
+    path = Path(path)
+    lines = text_lines(path)
+    legend = _legend(lines)
+    samples = _sample_lines(lines, legend.prefix if legend else "")
+    files = [path]
+    legend_path, samples_path = path, path
+    if legend is None:
+        other = _companion(path, want_legend=True)
+        if other is None:
+            raise InputError(path, "likwid-perfctr timeline samples without their legend ('# GID|MetricsCount|...')",
+                             hint="keep likwid-perfctr's stdout file next to this one, or pass that file")
+        legend, legend_path = _legend(text_lines(other)), other
+        files.insert(0, other)
+        samples = _sample_lines(lines, legend.prefix if legend else "")
+    if not samples:
+        other = _companion(path, want_legend=False)
+        if other is None:
+            raise InputError(path, "likwid-perfctr timeline legend without samples",
+                             hint="keep likwid-perfctr's stderr file (the samples) next to this one, or pass that file")
+        samples_path = other
+        files.append(other)
+        samples = _sample_lines(text_lines(other), legend.prefix)
+        if not samples:
+            raise InputError(other, "no timeline samples", hint="was the run cut off before its first interval?")
+    assert legend is not None
+    oddities: list[Oddity] = []
+    frames = []
+    missing = 0
+    for gid, names in legend.gid_names.items():
+        rows = [(number, f) for number, f in samples if int(f[0]) == gid]
+        if not rows:
+            continue
+        count = int(rows[0][1][1])
+        if count != len(names):
+            raise InputError(samples_path, f"samples of group {gid} hold {count} values per thread where the legend "
+                             f"({legend_path.name}) names {len(names)}", line=rows[0][0],
+                             hint="are the two files of the same run?")
+        cpus = int(rows[0][1][2])
+        width = 4 + count * cpus
+        bad = next(((n, f) for n, f in rows if len(f) != width), None)
+        if bad is not None:
+            raise InputError(samples_path, f"sample has {len(bad[1])} fields where {width} were expected", line=bad[0],
+                             hint="is the file complete?")
+        table = pd.DataFrame([f for _, f in rows])
+        time = pd.to_numeric(table[3], errors="coerce")
+        values = table.iloc[:, 4:].apply(pd.to_numeric, errors="coerce")
+        missing += int(values.isna().to_numpy().sum())
+        # metric-major: columns m*cpus .. m*cpus+cpus-1 are metric m on each thread
+        cube = values.to_numpy(dtype="float64").reshape(len(rows), count, cpus)
+        present = ~np.isnan(cube).all(axis=2)
+        summed = pd.DataFrame(np.where(present, np.nansum(cube, axis=2), np.nan), columns=names)
+        scale = [1e6 if _metric_unit(n) else 1.0 for n in names]  # [MBytes/s], MFLOP/s: decimal mega
+        summed = summed * scale
+        summed.insert(0, "time", time.to_numpy())
+        long = summed.melt(id_vars="time", var_name="metric", value_name="value")
+        long.insert(0, "group", gid)
+        frames.append(long)
+    if not frames:
+        raise InputError(samples_path, f"no samples of the legend's group(s) {', '.join(map(str, legend.gid_names))}",
+                         hint="are the two files of the same run?")
+    if missing:
+        oddities.append(Oddity(str(samples_path), "timeline values likwid left empty ('-'); left out", missing))
+    return pd.concat(frames, ignore_index=True), files, oddities
+
+
+def _read_timeline_peaks(path: Path) -> Peaks:
+    table, files, oddities = read_timeline(path)
+    src = " + ".join(str(f) for f in files)
+    values: dict[str, float] = {}
+    details: list[PeakDetail] = []
+    for (group, metric), series in table.groupby(["group", "metric"], sort=False)["value"]:
+        unit = _metric_unit(str(metric))
+        if unit is None or series.notna().sum() == 0:
+            continue
+        best = float(series.max())
+        details.append(PeakDetail(source=src, name=f"{metric} (group {group}, best of {series.notna().sum()} "
+                                  f"intervals, median {float(series.median()):.6g})", value=best, unit=unit))
+        peak = _metric_peak(str(metric))
+        if peak and best > 0 and best > values.get(peak, -math.inf):
+            values[peak] = best
+    if not values:
+        oddities.append(Oddity(src, "no bandwidth or FLOP-rate metric that maps to a peak in this timeline"))
+    legend_file = files[0]
+    source = Source(path=str(path), format="likwid-timeline", tool=TOOL, device=_cpu_name(text_lines(legend_file)))
+    return Peaks(values=values, details=tuple(details), sources=(source,), oddities=tuple(oddities))
+
+
 FORMATS: tuple[Format, ...] = (
     Format(
         name="likwid-bench",
@@ -388,5 +573,14 @@ FORMATS: tuple[Format, ...] = (
         description="likwid-perfctr metrics (-O CSV or ASCII tables): best DP/SP MFLOP/s, L2/L3/memory MBytes/s",
         sniff=_sniff_perfctr,
         read_peaks=_read_perfctr,
+    ),
+    Format(
+        name="likwid-timeline",
+        tool=TOOL,
+        kind="peaks",
+        description="likwid-perfctr -t timeline: the '# GID|MetricsCount|...' legend (stdout) and the samples "
+                    "(stderr), one file or a pair side by side: memory bandwidth etc. over time, best interval",
+        sniff=_sniff_timeline,
+        read_peaks=_read_timeline_peaks,
     ),
 )

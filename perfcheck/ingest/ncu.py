@@ -62,6 +62,7 @@ import numpy as np
 import pandas as pd
 
 from perfcheck.errors import InputError
+from perfcheck.ingest.names import gnu_named
 from perfcheck.ingest.formats import Format, Scan, Sniff, Want
 from perfcheck.ingest.tabular import read_csv, require_columns, split_csv_line, text_lines
 from perfcheck.model import Oddity, Source
@@ -544,7 +545,7 @@ FORMATS: tuple[Format, ...] = (
         kind="profile",
         description="Nsight Compute ncu --csv --page raw (one row per launch, units row)",
         sniff=_sniff_raw,
-        scan=_scan,
+        scan=gnu_named(_scan),
     ),
     Format(
         name=DETAILS,
@@ -553,6 +554,6 @@ FORMATS: tuple[Format, ...] = (
         description="Nsight Compute ncu --csv [--metrics ...] details page (one row per launch x metric); "
         "also a directory of such files, one per metric run, merged by kernel ID",
         sniff=_sniff_details,
-        scan=_scan,
+        scan=gnu_named(_scan),
     ),
 )

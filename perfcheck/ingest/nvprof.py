@@ -10,7 +10,10 @@ Four shapes are read:
   with Min/Max/Avg aggregated over the kernel's invocations; values carry their unit
   inline ("190.706924GB/s", "99.98%", "Low (3)").
 * ``nvprof-log``: nvprof's text output inside a job log (Slurm ``*.out``): the summary
-  table and/or the ``--metrics`` table, with the application's stdout around them.
+  table and/or the ``--metrics`` table, with the application's stdout around them;
+  also the ``--metrics`` text cut down to its blocks, starting directly at
+  ``Kernel: <name>`` (no ``==PID==`` banner, no table header, no ``Device`` line),
+  whose large counts nvprof prints in scientific notation (``1.7180e+10``).
 
 All but the trace are kernel-level statistics (``Scan.level == "kernel"``).
 
@@ -50,6 +53,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from perfcheck.errors import InputError
+from perfcheck.ingest.names import gnu_named
 from perfcheck.ingest.formats import Format, Scan, Sniff, Want
 from perfcheck.ingest.tabular import require_columns, split_csv_line, to_number
 from perfcheck.model import Oddity, Source
@@ -459,6 +463,17 @@ _LOG_METRIC_ROW = (
 _LOG_SECTIONS = {"Profiling result:": "gpu", "Metric result:": "metric", "API calls:": "api"}
 
 
+_KERNEL_LINE = r"^\s*Kernel: \S"
+
+
+def _starts_at_kernel(lines: list[str]) -> bool:
+    """A --metrics text cut down to its blocks: the first line that says anything is
+    ``Kernel: <name>`` and a metric row follows (no ==PID== banner, no header, no Device line)."""
+    said = [line for line in lines if line.strip()]
+    return (len(said) > 1 and re.match(_KERNEL_LINE, said[0]) is not None
+            and re.match(_LOG_METRIC_ROW, said[1]) is not None)
+
+
 def _sniff_log(sniff: Sniff) -> bool:
     try:
         if sniff.is_dir or sniff.is_binary:
@@ -466,7 +481,7 @@ def _sniff_log(sniff: Sniff) -> bool:
         head = sniff.head
         marker = re.search(r"^==\d+== (?:Profiling|Metric) result:", head, re.MULTILINE)
         table = re.search(f"{_LOG_SUMMARY_HEADER}|{_LOG_METRICS_HEADER}", head, re.MULTILINE)
-        return bool(marker and table)
+        return bool(marker and table) or _starts_at_kernel(sniff.lines[:50])
     except Exception:  # noqa: BLE001 - a sniffer answers yes or no, never raises
         return False
 
@@ -492,6 +507,12 @@ def _scan_log(path: Path, want: Want) -> Scan:
 
     summary_header = lines.str.match(_LOG_SUMMARY_HEADER) & kind.isin(["gpu", "api"])
     metric_header = lines.str.match(_LOG_METRICS_HEADER) & kind.eq("metric")
+    if not is_marker.any() and _starts_at_kernel(lines.head(50).tolist()):
+        # Only the metric blocks were kept: the whole text is one metrics table,
+        # opened by its first "Kernel:" line.
+        kind[:] = "metric"
+        kernel_line = lines.str.match(_KERNEL_LINE)
+        metric_header = kernel_line & kernel_line.cumsum().eq(1)
     in_table = (summary_header | metric_header).astype(int).groupby(section).cumsum() > 0
     if not (summary_header | metric_header).any():
         raise InputError(path, "no nvprof summary or metrics table found",
@@ -569,7 +590,7 @@ FORMATS: tuple[Format, ...] = (
         kind="profile",
         description="nvprof --print-gpu-trace --csv (per-launch rows with a units row)",
         sniff=_sniff_trace,
-        scan=_scan_trace,
+        scan=gnu_named(_scan_trace),
     ),
     Format(
         name="nvprof-summary",
@@ -577,7 +598,7 @@ FORMATS: tuple[Format, ...] = (
         kind="profile",
         description="nvprof --print-gpu-summary --csv (per-kernel Calls/Time/Avg/Min/Max)",
         sniff=_sniff_summary,
-        scan=_scan_summary,
+        scan=gnu_named(_scan_summary),
     ),
     Format(
         name="nvprof-metrics",
@@ -585,14 +606,15 @@ FORMATS: tuple[Format, ...] = (
         kind="profile",
         description="nvprof --metrics ... --csv (per-kernel metric averages over invocations)",
         sniff=_sniff_metrics,
-        scan=_scan_metrics,
+        scan=gnu_named(_scan_metrics),
     ),
     Format(
         name="nvprof-log",
         tool=TOOL,
         kind="profile",
-        description="nvprof text output in a job log: GPU summary and --metrics tables",
+        description="nvprof text output in a job log: GPU summary and --metrics tables (also metric blocks "
+                    "starting at 'Kernel:', without banner or Device line)",
         sniff=_sniff_log,
-        scan=_scan_log,
+        scan=gnu_named(_scan_log),
     ),
 )

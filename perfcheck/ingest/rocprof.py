@@ -592,6 +592,62 @@ def _scan_sysinfo(path: Path, want: Want) -> Scan:
 
 
 # ---------------------------------------------------------------------------------
+# An output directory (rocprof -d DIR, or the folder holding one -o results.csv run)
+
+# Which of one run's files stands for it, best first: the per-dispatch CSV has the
+# counters and launch resources, the database and the Chrome trace the same dispatches
+# with timestamps only, the --stats file per-kernel totals. Copy and API statistics
+# and the rocminfo dump hold no kernels.
+_DIR_PREFERENCE = (
+    ("rocprof-results", _is_results, _scan_results),
+    ("rocprof-db", _is_db, _scan_db),
+    ("rocprof-json", _is_json, _scan_json),
+    ("rocprof-stats", _is_stats, _scan_stats),
+)
+_NOT_KERNELS = (".hip_stats.csv", ".hsa_stats.csv", ".copy_stats.csv", ".sysinfo.txt")
+
+
+def _dir_files(directory: Path) -> list[tuple[int, Path]]:
+    """(preference, file) for each rocprof output directly in ``directory``."""
+    found = []
+    for path in sorted(p for p in directory.iterdir() if p.is_file() and not p.name.endswith(_NOT_KERNELS)):
+        sniff = Sniff(path)
+        for rank, (_, is_kind, _) in enumerate(_DIR_PREFERENCE):
+            try:
+                claimed = bool(sniff.raw_head) and is_kind(sniff)
+            except OSError:
+                claimed = False
+            if claimed:
+                found.append((rank, path))
+                break
+    return found
+
+
+def _is_dir(sniff: Sniff) -> bool:
+    # An Omniperf workload (pmc_perf.csv beside the pass CSVs) is that reader's.
+    if not sniff.is_dir or (sniff.path / "pmc_perf.csv").exists():
+        return False
+    try:
+        return bool(_dir_files(sniff.path))
+    except OSError:
+        return False
+
+
+def _scan_dir(path: Path, want: Want) -> Scan:
+    found = _dir_files(path)
+    if not found:
+        raise InputError(path, "no rocprof output files in this directory", hint="name a results.* file instead")
+    best = min(rank for rank, _ in found)
+    chosen = [p for rank, p in found if rank == best]
+    if len(chosen) > 1:
+        raise InputError(path, f"holds {len(chosen)} rocprof runs ({', '.join(p.name for p in chosen)})",
+                         hint="name the file of the run to read")
+    _, _, scan = _DIR_PREFERENCE[best]
+    # The source names the file read (and its format); the run's other files hold the same kernels.
+    return scan(chosen[0], want)
+
+
+# ---------------------------------------------------------------------------------
 # Counter input files (rocprof -i input.txt): not a profile
 
 _DIRECTIVE = re.compile(r"^\s*([A-Za-z_]+)\s*:(.*)$")
@@ -662,5 +718,19 @@ FORMATS: tuple[Format, ...] = (
         description="rocminfo dump rocprof saves (results.sysinfo.txt): device and arch, no dispatches",
         sniff=_is_sysinfo,
         scan=_scan_sysinfo,
+    ),
+)
+
+# Sniffed after the Omniperf workload reader (see perfcheck.ingest.FORMATS): a workload
+# directory holds rocprof pass CSVs too.
+DIR_FORMATS: tuple[Format, ...] = (
+    Format(
+        name="rocprof-dir",
+        tool=TOOL,
+        kind="profile",
+        description="rocprof v1 output directory: its per-dispatch CSV, else results.db, else results.json, "
+                    "else results.stats.csv, read as one profile",
+        sniff=_is_dir,
+        scan=_scan_dir,
     ),
 )

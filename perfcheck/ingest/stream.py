@@ -13,10 +13,23 @@ Units: stream.c prints ``1.0E-06 * bytes / mintime``, so "MB/s" is 10**6 B/s eve
 though the same output sizes the arrays in MiB ("Memory per array = 256.0 MiB").
 
 STREAM runs on a CPU, so its peak is ``mem_bw`` (main memory), never ``hbm_bw``.
+
+The CUDA (and HIP) ports of STREAM print the same table for a GPU, headed
+``STREAM Benchmark implementation in CUDA`` and ``output in IEC units (KiB = 1024
+B)``, with the column ``Rate (GiB/s)`` (2**30 B/s), ``Avg time(s)``-style time
+columns and a dashed line under the header. Their peak is ``hbm_bw`` (device
+memory).
+
+Several runs concatenated in one log (a job that reruns the benchmark) each give a
+table: every run's rates are kept in ``Peaks.details`` ("run 2: Triad"), and the
+peak is the best rate of any kernel in any run. One-line JSON records after the
+results (job-scheduler event logs, as Flux writes them) are not STREAM's and are
+skipped without a warning; other unrelated text is skipped with one.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,6 +58,10 @@ _TRAILER = re.compile(
     r"^(-{10,}|Solution Validates|Failed Validation|Expected|Observed|AvgRelAbsErr|For array|Results Comparison)"
 )
 _FAILED = re.compile(r"^Failed Validation")
+# GPU ports (cuda-stream, HIP-STREAM): "STREAM Benchmark implementation in CUDA".
+_GPU_BANNER = re.compile(r"^STREAM Benchmark implementation in (CUDA|HIP)\b", re.IGNORECASE)
+_SEPARATOR = re.compile(r"^-{10,}$")
+GPU_PEAK = "hbm_bw"
 
 
 @dataclass
@@ -59,7 +76,7 @@ def _sniff(sniff: Sniff) -> bool:
     if sniff.is_dir or sniff.is_binary:
         return False
     lines = [line.strip() for line in sniff.lines]
-    if any(_BANNER.match(line) for line in lines[:20]):
+    if any(_BANNER.match(line) or _GPU_BANNER.match(line) for line in lines[:20]):
         return True
     # A STREAM table without the banner (a log trimmed to the results).
     return any(_HEADER.match(line) for line in lines) and any(line.startswith("Triad:") for line in lines)
@@ -82,13 +99,26 @@ def _row_values(path: Path, text: str, number: int) -> list[float] | None:
 
 def _quiet(line: str) -> bool:
     """Lines after a table that STREAM (or the launcher) writes."""
-    return not line or bool(_TRAILER.match(line) or LAUNCHER_FOOTER.match(line) or _BANNER.match(line))
+    return not line or bool(_TRAILER.match(line) or LAUNCHER_FOOTER.match(line) or _BANNER.match(line)
+                            or _GPU_BANNER.match(line) or _json_record(line))
+
+
+def _json_record(line: str) -> bool:
+    """A one-line JSON object (a scheduler's job record), not STREAM output."""
+    if not (line.startswith("{") and line.endswith("}")):
+        return False
+    try:
+        return isinstance(json.loads(line), dict)
+    except ValueError:
+        return False
 
 
 def _read_table(path: Path, lines: list[str], header: int, scale: float) -> tuple[_Table, int]:
     """The table whose header is at 0-based ``header``; returns it and the index after it."""
     table = _Table(line=header + 1, scale=scale)
     index = header + 1
+    if index < len(lines) and _SEPARATOR.match(lines[index].strip()):  # the GPU ports rule the header off
+        index += 1
     while index < len(lines) and (row := _ROW.match(lines[index].strip())):
         values = _row_values(path, row.group(2), index + 1)
         if values is None:
@@ -106,9 +136,10 @@ def _read_table(path: Path, lines: list[str], header: int, scale: float) -> tupl
     return table, index
 
 
-def _parse(path: Path, lines: list[str]) -> tuple[list[_Table], str | None, list[Oddity]]:
+def _parse(path: Path, lines: list[str]) -> tuple[list[_Table], str | None, list[Oddity], str | None]:
     tables: list[_Table] = []
     version: str | None = None
+    gpu: str | None = None
     failed: list[int] = []
     stray: list[int] = []
     after_table = False
@@ -123,6 +154,8 @@ def _parse(path: Path, lines: list[str]) -> tuple[list[_Table], str | None, list
             continue
         if banner:
             version, after_table = version or banner.group(1), False
+        elif (port := _GPU_BANNER.match(line)):
+            gpu, after_table = gpu or port.group(1).upper(), False
         elif _FAILED.match(line):
             failed.append(index + 1)
         elif after_table and not _quiet(line):
@@ -141,16 +174,16 @@ def _parse(path: Path, lines: list[str]) -> tuple[list[_Table], str | None, list
         first = lines[stray[0] - 1].strip()[:40]
         oddities.append(Oddity(str(path), f"text STREAM does not write was ignored after its table "
                                f"(from line {stray[0]}: {first!r})", len(stray)))
-    return tables, version, oddities
+    return tables, version, oddities, gpu
 
 
 def read_peaks(path: Path) -> Peaks:
     lines = text_lines(path)
     if not any(line.strip() for line in lines):
         raise InputError(path, "file is empty", hint="was the run cut off before it wrote anything?")
-    tables, version, oddities = _parse(path, lines)
+    tables, version, oddities, gpu = _parse(path, lines)
     if not tables:
-        if version is None:
+        if version is None and gpu is None:
             raise InputError(path, "no STREAM result table ('Function    Best Rate MB/s ...') found",
                              hint="is this STREAM output?")
         raise InputError(path, "no result table; the run was cut off", line=len(lines),
@@ -165,8 +198,9 @@ def read_peaks(path: Path) -> Peaks:
         details += [PeakDetail(str(path), prefix + kernel, value, "B/s") for kernel, value in table.rows]
     # Every STREAM kernel streams arrays through main memory; the best of them is the
     # attainable bandwidth (Triad usually, Copy on some machines).
-    values = {PEAK: max(d.value for d in details)}
-    source = Source(path=str(path), format=FORMAT, tool=TOOL, tool_version=version)
+    values = {GPU_PEAK if gpu else PEAK: max(d.value for d in details)}
+    source = Source(path=str(path), format=FORMAT, tool=TOOL,
+                    tool_version=version or (f"{gpu} port" if gpu else None))
     return Peaks(values=values, details=tuple(details), sources=(source,), oddities=tuple(oddities))
 
 
@@ -175,7 +209,8 @@ FORMATS: tuple[Format, ...] = (
         name=FORMAT,
         tool=TOOL,
         kind="peaks",
-        description="McCalpin STREAM text output (Best Rate MB/s table) -> mem_bw",
+        description="McCalpin STREAM text output (Best Rate MB/s table) -> mem_bw; its CUDA/HIP ports "
+                    "(Rate (GiB/s)) -> hbm_bw; concatenated runs: the best rate of all",
         sniff=_sniff,
         read_peaks=read_peaks,
     ),

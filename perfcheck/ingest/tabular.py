@@ -180,6 +180,30 @@ def to_integer(series: pd.Series, *, path: Path, column: str, lines: Sequence[in
     return values.astype("Int64")
 
 
+def coerce_numbers(values: pd.Series) -> pd.Series:
+    """Values parsed from JSON or SQLite -> numbers; a list, an object, a boolean or text
+    where a number belongs becomes NaN (pandas' own coercion raises on containers)."""
+    if values.dtype == bool:  # JSON true/false where a number belongs
+        return pd.Series(np.nan, index=values.index)
+    if values.dtype == object:
+        values = values.map(lambda v: v if v is None or (isinstance(v, (int, float, str)) and not isinstance(v, bool))
+                            else "not a number")
+    return pd.to_numeric(values, errors="coerce")
+
+
+def coerce_integers(values: pd.Series) -> tuple[pd.Series, int]:
+    """Values parsed from JSON or SQLite (numbers, maybe text or floats in a damaged file)
+    -> Int64, and how many present values were not integers (those become <NA>: a float
+    such as 1e308 or 2**70 must not wrap around in the cast)."""
+    numbers = coerce_numbers(values)
+    if numbers.dtype.kind in "iu":  # the common case: exact, no detour through float
+        return pd.Series(pd.array(numbers, dtype="Int64"), index=values.index), 0
+    floats = numbers.astype("float64")
+    ok = np.isfinite(floats) & (floats == np.floor(floats)) & (floats.abs() < 2.0**62)
+    bad = int((values.notna() & ~ok).sum())
+    return pd.Series(pd.array(floats.where(ok), dtype="Int64"), index=values.index), bad
+
+
 def text_lines(path: Path) -> list[str]:
     """All lines of a small text file, with a located error for non-text input."""
     try:

@@ -1,0 +1,247 @@
+"""Nsight Systems SQLite export (``nsys export --type sqlite`` / ``nsys stats``' report.sqlite).
+
+One row per ``CUPTI_ACTIVITY_KIND_KERNEL`` record. Seen in real exports (Nsight
+Systems 2025.1, export schema 3.17.1, H200; 2026.1, schema 3.24.14, 4x A100):
+
+* Kernel names are integer ids into ``StringIds`` (``demangledName``,
+  ``shortName``, ``mangledName``); the demangled name is used, written the GNU way
+  (``perfcheck.ingest.names``).
+* ``start``/``end`` are integer ns from the session start; the grid is in blocks;
+  ``staticSharedMemory``/``dynamicSharedMemory`` are bytes per block,
+  ``localMemoryPerThread`` bytes per thread (spills).
+* Columns grow between schema versions (``greenContextId``, ``graphNodeId``,
+  ``sharedMemoryLimitConfig``): they are selected by name, and only those present.
+  ``META_DATA_EXPORT.EXPORT_SCHEMA_VERSION`` is recorded with the product version.
+* ``globalPid`` encodes the process id in bits 24-47 (``pid = globalPid >> 24 &
+  0xFFFFFF``, matching the ``PROCESSES`` table). ``TARGET_INFO_CUDA_DEVICE`` maps
+  each process's CUDA ordinal (``cudaId``, the kernels' ``deviceId``) to the
+  report's ``gpuId``; it is filtered by the kernels' processes, since ``PROCESSES``
+  lists every process on the host. ``TARGET_INFO_GPU.id`` is that gpuId, *not* the
+  CUDA ordinal (the 4x A100 report numbers them in reverse); without the map,
+  ``cuDevice`` is the ordinal. The architecture comes from ``computeMajor/Minor``
+  (``smMajor/smMinor`` read 8.2 on an A100, CC 8.0).
+* ``TARGET_INFO_GPU.memoryBandwidth`` (B/s) and ``clockRate`` (Hz) are the device's
+  nominal figures: they pass through per dispatch as ``raw.device.memoryBandwidth``
+  and ``raw.device.clockRate``, not as measured peaks.
+* A report captured without CUDA tracing has no ``CUPTI_ACTIVITY_KIND_*`` tables at
+  all (absent, not empty): it loads with a warning and no dispatches, distinct from
+  a damaged file (an error).
+
+The database is opened read-only.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from contextlib import closing
+from pathlib import Path
+
+import pandas as pd
+
+from perfcheck.errors import InputError
+from perfcheck.ingest.formats import Format, Scan, Sniff, Want
+from perfcheck.ingest.names import gnu_style
+from perfcheck.ingest.tabular import coerce_integers
+from perfcheck.model import Oddity, Source
+from perfcheck.schema import raw
+
+FORMAT = "nsys-sqlite"
+TOOL = "nsys"
+CHUNK_ROWS = 200_000
+KERNELS = "CUPTI_ACTIVITY_KIND_KERNEL"
+NO_KERNELS = "no kernel activity in this report (was it captured with CUDA tracing?)"
+
+# Kernel table column -> canonical column (taken when present).
+_COLUMNS = {
+    "start": "start_ns",
+    "end": "end_ns",
+    "deviceId": "device_id",
+    "contextId": "context_id",
+    "streamId": "stream_id",
+    "correlationId": "correlation_id",
+    "registersPerThread": "registers",
+    "staticSharedMemory": "lds_static",
+    "dynamicSharedMemory": "lds_dynamic",
+    "localMemoryPerThread": "scratch_per_thread",
+}
+_RAW = ("launchType", "sharedMemoryExecuted", "localMemoryTotal", "graphNodeId", "greenContextId")
+_DIMS = ("gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ")
+_NAME_IDS = ("demangledName", "shortName", "mangledName")
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    # Read-only: a report is evidence, and it may sit on read-only storage.
+    return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+
+
+def _tables(connection: sqlite3.Connection) -> set[str]:
+    return {n for (n,) in connection.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")}
+
+
+def _is_nsys(sniff: Sniff) -> bool:
+    if sniff.is_dir or not sniff.is_sqlite:
+        return False
+    try:
+        with closing(_connect(sniff.path)) as connection:
+            tables = _tables(connection)
+    except (sqlite3.Error, OSError, ValueError):
+        # A cut-off copy cannot be opened, but its first pages hold the schema text:
+        # claim it so that the scan reports the damage instead of "unknown format".
+        # (META_DATA_EXPORT is created last and sits at the end of the file.)
+        return b"StringIds" in sniff.raw_head and b"TARGET_INFO_" in sniff.raw_head
+    return "META_DATA_EXPORT" in tables and "StringIds" in tables
+
+
+def _damaged(path: Path, exc: sqlite3.Error) -> InputError:
+    return InputError(path, f"cannot read the Nsight Systems export ({exc})",
+                      hint="is the file complete? re-export it with `nsys export --type sqlite`")
+
+
+def _columns(connection: sqlite3.Connection, table: str) -> list[str]:
+    return [row[1] for row in connection.execute(f'PRAGMA table_info("{table}")')]
+
+
+def _meta(connection: sqlite3.Connection) -> dict[str, str]:
+    return {str(k): str(v) for k, v in connection.execute("SELECT name, value FROM META_DATA_EXPORT")}
+
+
+def _gpus(connection: sqlite3.Connection, tables: set[str]) -> pd.DataFrame:
+    if "TARGET_INFO_GPU" not in tables:
+        return pd.DataFrame()
+    return pd.read_sql_query("SELECT * FROM TARGET_INFO_GPU", connection)
+
+
+def _device_map(connection: sqlite3.Connection, tables: set[str], gpus: pd.DataFrame, pids: list[int]) -> pd.DataFrame:
+    """(pid, CUDA ordinal) -> TARGET_INFO_GPU row, for the processes that ran kernels."""
+    if gpus.empty:
+        return pd.DataFrame(columns=["pid", "cuda"])
+    if "TARGET_INFO_CUDA_DEVICE" in tables and pids:
+        marks = ", ".join("?" * len(pids))
+        pairs = pd.read_sql_query(
+            f"SELECT DISTINCT pid, cudaId AS cuda, gpuId FROM TARGET_INFO_CUDA_DEVICE WHERE pid IN ({marks})",
+            connection, params=pids)
+        if not pairs.empty:
+            return pairs.merge(gpus, left_on="gpuId", right_on="id", how="left")
+    # No per-process map: cuDevice is the CUDA ordinal (TARGET_INFO_GPU.id is not).
+    ordinal = gpus.rename(columns={"cuDevice": "cuda"})
+    return pd.DataFrame({"pid": pids}).merge(ordinal, how="cross") if pids else ordinal.assign(pid=pd.NA)
+
+
+def _arch(row: pd.Series) -> str | None:
+    major, minor = row.get("computeMajor"), row.get("computeMinor")
+    if pd.isna(major) or pd.isna(minor):
+        return None
+    return f"sm_{int(major)}{int(minor)}"
+
+
+def _integers(values: pd.Series, bad: list[int]) -> pd.Series:
+    """An INTEGER column as Int64; what is not an integer (text or a float in a damaged
+    export) becomes missing and is counted in ``bad[0]``."""
+    out, count = coerce_integers(values)
+    bad[0] += count
+    return out
+
+
+def _frame(rows: pd.DataFrame, devices: pd.DataFrame, want: Want, oddities: list[Oddity], path: Path) -> pd.DataFrame:
+    bad = [0]
+    frame = pd.DataFrame(index=rows.index)
+    frame["kernel"] = gnu_style(rows["name"].astype("string"))
+    frame["pid"] = _integers(rows["globalPid"], bad) // 2**24 % 2**24
+    for column, canonical in _COLUMNS.items():
+        if column in rows:
+            frame[canonical] = _integers(rows[column], bad)
+    if "lds_static" in frame and "lds_dynamic" in frame:
+        frame["lds_per_workgroup"] = frame["lds_static"] + frame["lds_dynamic"]
+    if all(d in rows for d in _DIMS):
+        blocks = [_integers(rows[f"grid{d}"], bad) for d in "XYZ"]
+        threads = [_integers(rows[f"block{d}"], bad) for d in "XYZ"]
+        for d, b, t in zip("xyz", blocks, threads):
+            frame[f"grid_{d}"] = b * t  # canonical grids count threads (schema)
+            frame[f"workgroup_{d}"] = t
+        frame["grid_size"] = frame["grid_x"] * frame["grid_y"] * frame["grid_z"]
+        frame["workgroup_size"] = threads[0] * threads[1] * threads[2]
+        frame["workgroups"] = blocks[0] * blocks[1] * blocks[2]
+    if not devices.empty and "device_id" in frame:
+        key = pd.DataFrame({"pid": frame["pid"], "cuda": frame["device_id"]})
+        info = key.merge(devices.astype({"pid": "Int64", "cuda": "Int64"}), on=["pid", "cuda"], how="left")
+        info.index = frame.index
+        if "threadsPerWarp" in info:
+            frame["wave_size"] = coerce_integers(info["threadsPerWarp"])[0]
+        if want.raw:
+            for column in ("memoryBandwidth", "clockRate"):
+                if column in info:
+                    frame[raw(f"device.{column}")] = pd.to_numeric(info[column], errors="coerce")
+    if want.raw:
+        for column in _RAW:
+            if column in rows:
+                frame[raw(column)] = pd.to_numeric(rows[column], errors="coerce")
+    if bad[0]:
+        oddities.append(Oddity(str(path), f"{KERNELS} values that are not integers left empty", bad[0]))
+    return frame
+
+
+def _scan(path: Path, want: Want) -> Scan:
+    try:
+        with closing(_connect(path)) as connection:
+            tables = _tables(connection)
+            if "META_DATA_EXPORT" not in tables:
+                raise InputError(path, "no META_DATA_EXPORT table", hint="is this an Nsight Systems SQLite export?")
+            meta = _meta(connection)
+            gpus = _gpus(connection, tables)
+            columns = _columns(connection, KERNELS) if KERNELS in tables else []
+            pids = ([int(g) >> 24 & 0xFFFFFF for (g,) in connection.execute(
+                        f"SELECT DISTINCT globalPid FROM {KERNELS} WHERE typeof(globalPid) = 'integer'")]
+                     if "globalPid" in columns else [])
+            devices = _device_map(connection, tables, gpus, pids)
+            used = (connection.execute(f"SELECT DISTINCT deviceId FROM {KERNELS}").fetchall()
+                    if "deviceId" in columns else [])
+            any_kernel = bool(columns) and connection.execute(f"SELECT 1 FROM {KERNELS} LIMIT 1").fetchone() is not None
+    except sqlite3.Error as exc:
+        raise _damaged(path, exc) from None
+    version = meta.get("EXPORT_PRODUCT_VERSION")
+    schema = meta.get("EXPORT_SCHEMA_VERSION")
+    tool_version = f"{version or 'unknown'} (export schema {schema})" if schema else version
+    oddities: list[Oddity] = []
+    ran = devices[devices["cuda"].isin([d for (d,) in used])] if not devices.empty and "cuda" in devices else devices
+    names = sorted({str(n) for n in ran.get("name", pd.Series(dtype=object)).dropna()})
+    archs = sorted({a for a in (ran.apply(_arch, axis=1) if not ran.empty else []) if a})
+    source = Source(path=str(path), format=FORMAT, tool=TOOL, tool_version=tool_version,
+                    device=", ".join(names) or None, arch=", ".join(archs) or None)
+    if KERNELS not in tables:
+        oddities.append(Oddity(str(path), NO_KERNELS))
+        return Scan(source=source, chunks=iter(()), oddities=oddities)
+    if not any_kernel:
+        oddities.append(Oddity(str(path), f"{KERNELS} is empty: no kernel ran while CUDA was traced"))
+        return Scan(source=source, chunks=iter(()), oddities=oddities)
+    name_id = next((c for c in _NAME_IDS if c in columns), None)
+    missing = [c for c in ("start", "end", "globalPid") if c not in columns]
+    if name_id is None or missing:
+        raise InputError(path, f"{KERNELS} lacks column(s) {', '.join(missing) or 'demangledName'}",
+                         hint="is the export complete? re-export it with `nsys export --type sqlite`")
+    picked = [c for c in [*_COLUMNS, *_DIMS, *_RAW, "globalPid"] if c in columns]
+    sql = (f'SELECT {", ".join(f"K.{c}" for c in picked)}, S.value AS name FROM {KERNELS} K '
+           f"LEFT JOIN StringIds S ON S.id = K.{name_id} ORDER BY K.rowid")
+
+    def chunks() -> Iterator[pd.DataFrame]:
+        try:
+            with closing(_connect(path)) as connection:
+                for rows in pd.read_sql_query(sql, connection, chunksize=CHUNK_ROWS):
+                    yield _frame(rows, devices, want, oddities, path)
+        except sqlite3.Error as exc:
+            raise _damaged(path, exc) from None
+
+    return Scan(source=source, chunks=chunks(), oddities=oddities)
+
+
+FORMATS: tuple[Format, ...] = (
+    Format(
+        name=FORMAT,
+        tool=TOOL,
+        kind="profile",
+        description="Nsight Systems SQLite export (CUPTI_ACTIVITY_KIND_KERNEL + StringIds, export schema 3.x): "
+                    "kernel launches, device from TARGET_INFO_GPU",
+        sniff=_is_nsys,
+        scan=_scan,
+    ),
+)

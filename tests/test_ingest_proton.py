@@ -1,0 +1,89 @@
+"""Triton Proton hatchet files on the real file in ../shared/profiles/proton. Expected values
+are the leaves' own metrics, quoted below."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from conftest import one_line_error, profile
+from perfcheck.ingest import detect, read_profile
+
+SOFTMAX = "proton/tritonbench-softmax-sm90/proton.hatchet"
+SCOPE = "tritonbench_run_op_softmax/x_val_[4096, 256]"
+REDUCE_SUM = ("_ZN2at6native13reduce_kernelILi512ELi1ENS0_8ReduceOpIfNS0_14func_wrapper_tIfZNS0_11sum_functorIfffE"
+              "clERNS_14TensorIteratorEEUlffE_EEjfLi4EEEEEvT1_")
+
+
+def test_leaves_keyed_by_path():
+    path = profile(SOFTMAX)
+    assert path.read_bytes().startswith(b"\n[")  # the leading newline the brief warns about
+    p = read_profile(path)
+    # device map {"CUDA": {"0": {"arch": "90", ...}}}: the arch, no model name
+    assert (p.source.format, p.source.tool, p.source.arch, p.source.device) == ("proton", "proton", "sm_90", None)
+    assert p.level == "kernel"
+    d = p.dispatches.set_index("kernel")
+    assert len(d) == 18 and d.index.is_unique  # 18 leaves; the same name under 3 scopes, keyed by path
+    # ROOT -> tritonbench_run_op_softmax -> x_val_[4096, 256] -> triton_softmax -> softmax_kernel:
+    # {"count": 1, "device_id": "0", "device_type": "CUDA", "time (ns)": 4671}
+    triton = d.loc[f"{SCOPE}/triton_softmax/softmax_kernel"]
+    assert (triton["calls"], triton["device_id"]) == (1, 0)
+    assert triton["duration_total"] == pytest.approx(4671e-9) and triton["duration_mean"] == pytest.approx(4671e-9)
+    # ... naive_softmax -> reduce_kernel<512, 1, sum>: "time (ns)": 3807 (names as the driver gave them: mangled)
+    assert d.loc[f"{SCOPE}/naive_softmax/{REDUCE_SUM}", "duration_total"] == pytest.approx(3807e-9)
+    # the three triton softmax leaves: 4671 + 4672 + 4768 ns
+    assert d[d.index.str.endswith("/softmax_kernel")]["duration_total"].sum() == pytest.approx(14111e-9)
+    # ROOT says count 0 / time 0 (no roll-up) and is not a kernel
+    assert not any(k.startswith("ROOT") for k in d.index)
+
+
+def test_optional_flops_and_bytes_pass_through(tmp_path: Path):
+    doc = json.loads(profile(SOFTMAX).read_text())
+    leaf = doc[0]["children"][0]["children"][0]["children"][1]["children"][0]  # triton_softmax/softmax_kernel
+    assert leaf["frame"]["name"] == "softmax_kernel"
+    leaf["metrics"].update({"flops32": 1.5e7, "bytes": 8388608})
+    path = tmp_path / "with-flops.hatchet"
+    path.write_text("\n" + json.dumps(doc))
+    d = read_profile(path).dispatches.set_index("kernel")
+    row = d.loc[f"{SCOPE}/triton_softmax/softmax_kernel"]
+    assert row["raw.flops32"] == 1.5e7 and row["raw.bytes"] == 8388608
+    assert d["raw.bytes"].isna().sum() == 17
+
+
+def test_inspect_and_errors(cli, tmp_path: Path):
+    result = cli("inspect", "--json", profile(SOFTMAX))
+    assert result.code == 0, result.err
+    kernels = {k["kernel"]: k for k in result.json()["kernels"]}
+    assert kernels[f"{SCOPE}/triton_softmax/softmax_kernel"]["metrics"]["duration_total"] == pytest.approx(4671e-9)
+    cut = tmp_path / "cut.hatchet"
+    cut.write_text(profile(SOFTMAX).read_text()[:5000])
+    assert detect(cut, "profile").name == "proton"
+    one_line_error(cli("inspect", cut), cut, "not valid JSON")
+
+
+def test_impossible_leaves_become_missing_with_a_warning(tmp_path: Path):
+    path = tmp_path / "odd.hatchet"
+    path.write_text('\n[{"frame": {"name": "ROOT"}, "metrics": {}, "children": ['
+                    '{"frame": {"name": "neg"}, "metrics": {"count": 1, "time (ns)": -5}, "children": []},'
+                    '{"frame": {"name": "idle"}, "metrics": {"count": 0, "time (ns)": 0}, "children": []},'
+                    '{"frame": {"name": "ok"}, "metrics": {"count": 2, "time (ns)": 10}, "children": []}]},'
+                    ' {"CUDA": {"0": {"arch": "80"}}}]')
+    p = read_profile(path)
+    d = p.dispatches.set_index("kernel")
+    assert list(d.index) == ["neg", "ok"]  # the leaf that never ran is no kernel
+    assert pd.isna(d.loc["neg", "duration_total"]) and d.loc["ok", "duration_mean"] == pytest.approx(5e-9)
+    assert p.source.arch == "sm_80"
+    hip = path.read_text().replace("{\"CUDA\": {\"0\": {\"arch\": \"80\"}}}", "{\"HIP\": {\"0\": {\"arch\": \"gfx942\"}}}")
+    path.write_text(hip)
+    assert read_profile(path).source.arch == "gfx942"
+    assert [o.what.split(" (")[0] for o in p.oddities] == ["impossible 'count' or 'time"]
+
+
+def test_children_not_a_list_is_a_located_error(cli, tmp_path: Path):
+    path = tmp_path / "odd.hatchet"
+    path.write_text('\n[{"frame": {"name": "ROOT"}, "metrics": {}, "children": [{"frame": {"name": "s"}, '
+                    '"metrics": {}, "children": 7}]}, {}]')
+    one_line_error(cli("inspect", path), path, "call-tree node 'ROOT/s': 'children' is not a list")
