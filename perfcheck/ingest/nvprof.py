@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import io
 import re
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -159,9 +160,19 @@ def _csv_table(
     if not text.endswith("\n") and end == len(text) and end > body:
         raise InputError(path, "last row has no line end", line=text.count("\n") + 1, hint=_CUT_OFF_HINT)
     try:
-        rows = pd.read_csv(io.StringIO(text[body:end]), header=None, names=header,
-                           dtype={c: str for c in text_columns if c in header}, keep_default_na=False,
-                           na_values=[""], index_col=False, skip_blank_lines=False)
+        with warnings.catch_warnings():
+            # With index_col=False pandas cuts a row with more fields than the header to
+            # the header's width, with only a ParserWarning: data lost silently. Refuse.
+            warnings.simplefilter("error", pd.errors.ParserWarning)
+            rows = pd.read_csv(io.StringIO(text[body:end]), header=None, names=header,
+                               dtype={c: str for c in text_columns if c in header}, keep_default_na=False,
+                               na_values=[""], index_col=False, skip_blank_lines=False)
+    except pd.errors.ParserWarning:
+        widths = [len(_fields(line)) for line in text[body:end].splitlines()]
+        wide = next((i for i, n in enumerate(widths) if n > len(header)), None)
+        raise InputError(path, f"a row has more fields than the header ({len(header)})",
+                         line=None if wide is None else body_line + 1 + wide,
+                         hint="check the delimiter and that the file is complete") from None
     except pd.errors.EmptyDataError:
         rows = pd.DataFrame(columns=header, dtype=object)
     except pd.errors.ParserError as exc:
