@@ -207,7 +207,9 @@ def _first_bad_line(path: Path, good_rows: int, fields: int, int_columns: list[i
             row = split_csv_line(line.rstrip("\r\n"))
             if not row:
                 continue
-            if len(row) != fields or any(not integer.fullmatch(row[i]) for i in int_columns):
+            # int(...) only on this error path: digits beyond int64 are what pyarrow refused
+            if len(row) != fields or any(not integer.fullmatch(row[i]) or abs(int(row[i])) >= 2**63
+                                         for i in int_columns if i < len(row)):
                 return number
     return None
 
