@@ -590,6 +590,9 @@ class Report:
         wrapped = Counter(o.kind for c in self.cases for o in c.outcomes if o.outcome == "error" and o.kind)
         if wrapped:
             lines.append("  clean errors wrapping a Python exception: " + ", ".join(f"{k} {v}" for k, v in wrapped.most_common()))
+            shown = [(c, o) for c in self.cases for o in c.outcomes if o.outcome == "error" and o.kind][:examples]
+            for c, o in shown:
+                lines.append(f"         case {c.index}: {c.target.relative} [{', '.join(c.operators)}] {o.detail[-200:]}")
         for cls, n in self.classes().most_common():
             lines.append(f"  {n:5d}  {cls}")
             shown = [c for c in self.bad if f"{c.worst.outcome}: {c.worst.kind}" == cls][:examples]

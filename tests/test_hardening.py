@@ -284,3 +284,35 @@ def test_non_utf8_malformed_omniperf_row_prints_no_traceback(cli, tmp_path: Path
     result = cli("inspect", path)
     one_line_error(result, path)
     assert unraisable == []
+
+
+@pytest.mark.parametrize("relative", [NVPROF_METRICS, NVPROF_TRACE])
+def test_nvprof_cr_only_and_crlf_line_ends_read_as_the_original(cli, tmp_path: Path, relative: str) -> None:
+    original = strict(cli("inspect", "--json", profile(relative)).out)["kernels"]
+    for name, ending in (("cr", b"\r"), ("crlf", b"\r\n")):
+        path = tmp_path / f"{name}-{Path(relative).name}"
+        path.write_bytes(profile(relative).read_bytes().replace(b"\r\n", b"\n").replace(b"\n", ending))
+        result = cli("inspect", "--json", path)
+        assert result.code == 0, result.err
+        assert strict(result.out)["kernels"] == original
+
+
+def test_nvprof_header_with_repeated_names_is_located(cli, tmp_path: Path) -> None:
+    path = edited(tmp_path, NVPROF_METRICS, '"Min","Max"', '"Min","Min"')
+    one_line_error(cli("inspect", path), path, f"{path}:6:", "header repeats column names ('Min')")
+
+
+def test_mixbench_figure_overflowing_to_inf_is_left_out(cli, tmp_path: Path) -> None:
+    # 1e308 GB/s is a finite number in the log, but inf once in B/s: was an OverflowError
+    lines = profile(MIXBENCH).read_text().split("\n")
+    at = next(i for i, line in enumerate(lines) if line.count(",") > 8 and line.strip()[:1].isdigit())
+    fields = lines[at].split(",")
+    fields[4] = "1e308".rjust(len(fields[4]))
+    lines[at] = ",".join(fields)
+    path = tmp_path / "mixbench-log.txt"
+    path.write_text("\n".join(lines))
+    result = cli("peaks", "--json", path)
+    assert result.code == 0, result.err
+    doc = strict(result.out)
+    assert all(0 < v < 1e300 for v in doc["peaks"].values())
+    warned(result, path, "not positive and finite")

@@ -31,6 +31,8 @@ continuations). Rows cannot be attributed to runs then, so they are pooled.
 
 from __future__ import annotations
 
+import math
+
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -193,8 +195,10 @@ def _figures(frame: pd.DataFrame, layout: _Layout) -> dict[tuple[str, str], floa
     keeps 1076.85 GB/sec from becoming 1076849999999.9999 B/s."""
     out = {}
     for group in layout.groups:
-        out[(group.name, "bandwidth")] = float(round(float(frame[group.bandwidth].max()) * 1e9))
-        out[(group.name, "compute")] = float(round(float(frame[group.rate].max()) * 1e9))
+        for kind, column in (("bandwidth", group.bandwidth), ("compute", group.rate)):
+            value = float(frame[column].max()) * 1e9
+            # 1e308 G-units overflow to inf: not a figure (read_peaks leaves it out, warned)
+            out[(group.name, kind)] = float(round(value)) if math.isfinite(value) else math.nan
     return out
 
 

@@ -92,7 +92,12 @@ def _read_text(path: Path) -> str:
         raise InputError(path, "file is empty", hint="was the profiler run cut off?")
     if b"\x00" in data[:4096]:
         raise InputError(path, "binary data where text was expected", hint="is this the right file?")
-    return data.decode("utf-8", errors="replace")
+    text = data.decode("utf-8", errors="replace")
+    if "\r" in text:
+        # CRLF (a Windows copy) or CR-only line ends (an old Mac editor): lines as an
+        # editor shows them, so the table search and the line numbers of errors hold.
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return text
 
 
 def _fields(line: str) -> list[str]:
@@ -146,6 +151,12 @@ def _csv_table(
     else:
         raise InputError(path, f"no {what} header found", hint="is this nvprof --csv output of that kind?")
     header = _fields(line)
+    repeated = sorted({name for name in header if header.count(name) > 1})
+    if repeated:
+        # nvprof names each column once; repeats mean the lines ran together (a lost
+        # newline), and pandas would refuse them without saying where.
+        raise InputError(path, f"header repeats column names ({', '.join(map(repr, repeated[:5]))})", line=index + 1,
+                         hint="were two lines joined?")
     body, body_line = after, index + 1  # 0-based line number of the first row
     unit_row: list[str] = []
     if units:
