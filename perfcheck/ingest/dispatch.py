@@ -49,7 +49,8 @@ class TimingTally:
     def __init__(self) -> None:
         self.negative = 0
         self.zero = 0
-        self.impossible: dict[str, int] = {}
+        self.impossible: dict[str, int] = {}  # column -> values left empty
+        self.impossible_rows = 0  # rows with at least one of them
 
     def oddities(self, path: str) -> list[Oddity]:
         out = []
@@ -62,7 +63,7 @@ class TimingTally:
         if self.impossible:
             columns = ", ".join(f"{n} in {name!r}" for name, n in sorted(self.impossible.items()))
             out.append(Oddity(path, f"values that are not finite, negative, fractional counts or beyond 2**63 "
-                                    f"left empty: {columns}", sum(self.impossible.values())))
+                                    f"left empty: {columns}", self.impossible_rows))
         return out
 
 
@@ -87,14 +88,18 @@ def impossible_values(name: str, series: pd.Series) -> np.ndarray | None:
 
 
 def _drop_impossible(chunk: pd.DataFrame, tally: TimingTally) -> None:
+    rows: np.ndarray | None = None
     for name in list(chunk.columns):
         bad = impossible_values(name, chunk[name])
         if bad is not None and bad.any():
             tally.impossible[name] = tally.impossible.get(name, 0) + int(bad.sum())
+            rows = bad if rows is None else rows | bad
             series = chunk[name]
             if pd.api.types.is_integer_dtype(series.dtype) and not isinstance(series.dtype, pd.api.extensions.ExtensionDtype):
                 series = series.astype("Int64")  # numpy int64 has no missing value
             chunk[name] = series.mask(bad)
+    if rows is not None:
+        tally.impossible_rows += int(rows.sum())
 
 
 def finish(chunk: pd.DataFrame, tally: TimingTally) -> pd.DataFrame:
