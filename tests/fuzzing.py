@@ -60,6 +60,7 @@ PROFILES = SHARED / "profiles"
 PEAKS_PROFILE = "omniperf/rocprofiler-compute-vcopy-MI200/pmc_perf.csv"
 
 ACCEPTABLE = ("ok", "error")
+ARCHES = ("gfx906", "gfx90a", "mi300x", "a100", "h100-sxm")
 
 # ------------------------------------------------------------------------------------
 # corpus
@@ -558,10 +559,15 @@ def run_case(targets: list[Target], index: int, seed: int, workdir: Path, *, bou
     else:
         shutil.copyfile(target.source, copy)
     operators = mutate(rng, copy)
+    # A third of the profiles are read for a named GPU, so that damaged launch
+    # resources also reach the occupancy rules and the theoretical ceilings.
+    arch = ["--arch", rng.choice(ARCHES)] if rng.random() < 1 / 3 else []
+    if arch:
+        operators.append(f"arch={arch[1]}")
     started = time.perf_counter()
     outcomes = []
     if target.kind == "profile":
-        outcomes.append(run_cli(["inspect", "--json", str(copy)], named=copy, judge=_judge_inspect, bound=bound))
+        outcomes.append(run_cli(["inspect", "--json", str(copy), *arch], named=copy, judge=_judge_inspect, bound=bound))
     else:
         outcomes.append(run_cli(["peaks", "--json", str(copy)], named=copy, judge=_judge_peaks, bound=bound))
         profile = profiles / PEAKS_PROFILE
