@@ -243,7 +243,7 @@ def _inspect(args: argparse.Namespace) -> int:
 
         analysis = only_kernels(analysis, args.kernel)
     if args.json:
-        json.dump(inspect_document(analysis), sys.stdout, indent=2)
+        json.dump(inspect_document(analysis), sys.stdout, indent=2, allow_nan=False)
         sys.stdout.write("\n")
     else:
         full = args.full_names or not sys.stdout.isatty()  # a pipe or a file gets whole names
@@ -272,7 +272,7 @@ def _peaks(args: argparse.Namespace) -> int:
         write_machine(args.save, machine_from_peaks(Path(args.save).stem, peaks, device))
         print(f"perfcheck: wrote machine file {args.save}", file=sys.stderr)
     if args.json:
-        json.dump(peaks_document(peaks), sys.stdout, indent=2)
+        json.dump(peaks_document(peaks), sys.stdout, indent=2, allow_nan=False)
         sys.stdout.write("\n")
     else:
         print(peaks_table(peaks))
@@ -340,7 +340,7 @@ def _peaks_measure(args: argparse.Namespace) -> int:
         doc = peaks_document(peaks)
         doc.update(device=measured.device, array_bytes=measured.array_bytes, fingerprint=dict(measured.fingerprint),
                    benchmarks=[r.as_dict() for r in measured.results])
-        json.dump(doc, sys.stdout, indent=2)
+        json.dump(doc, sys.stdout, indent=2, allow_nan=False)
         sys.stdout.write("\n")
     else:
         print("\n".join(summary_lines(measured)))
@@ -359,7 +359,7 @@ def _arch(args: argparse.Namespace) -> int:
         return EXIT_OK
     doc = arch.describe(arch.lookup(args.name))
     if args.json:
-        json.dump(doc, sys.stdout, indent=2, sort_keys=True)
+        json.dump(doc, sys.stdout, indent=2, sort_keys=True, allow_nan=False)
         sys.stdout.write("\n")
     else:
         from perfcheck.report.text import arch_text
@@ -391,7 +391,7 @@ def _occupancy(args: argparse.Namespace) -> int:
     )
     doc = result.as_dict()
     if args.json:
-        json.dump(doc, sys.stdout, indent=2, sort_keys=True)
+        json.dump(doc, sys.stdout, indent=2, sort_keys=True, allow_nan=False)
         sys.stdout.write("\n")
     else:
         per = "waves/CU" if result.waves_per_cu is not None else "warps/SM"

@@ -97,7 +97,7 @@ def _show(args: argparse.Namespace, analysis: object) -> None:
 
     _warn(analysis.oddities)  # type: ignore[attr-defined]
     if args.json:
-        json.dump(inspect_document(analysis), sys.stdout, indent=2)  # type: ignore[arg-type]
+        json.dump(inspect_document(analysis), sys.stdout, indent=2, allow_nan=False)  # type: ignore[arg-type]
         sys.stdout.write("\n")
     else:
         print(inspect_text(analysis))  # type: ignore[arg-type]

@@ -141,8 +141,8 @@ def _number(value: float, what: str) -> str:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise UsageError(f"machine file: {what} must be a number, not {value!r}")
     value = float(value)
-    if not math.isfinite(value) or value < 0:
-        raise UsageError(f"machine file: {what} is {value}; a peak must be a finite, non-negative number")
+    if not math.isfinite(value) or value <= 0:
+        raise UsageError(f"machine file: {what} is {value}; a peak must be a finite, positive number")
     # repr is the shortest string that reads back as the same double, and its forms
     # ("1075460000000.0", "1e+16", "2.5e-05") are all valid TOML floats.
     return repr(value)
@@ -364,6 +364,6 @@ def _finite(path: Path, value: object, what: str, line: int | None, column: str)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise _bad(path, f"{what} must be a number in base units, not {value!r}", line, column)
     number = float(value)
-    if not math.isfinite(number) or number < 0:
-        raise _bad(path, f"{what} is {number}; a peak must be a finite, non-negative number", line, column)
+    if not math.isfinite(number) or number <= 0:  # a zero peak makes every percentage of it infinite
+        raise _bad(path, f"{what} is {number}; a peak must be a finite, positive number", line, column)
     return number

@@ -202,9 +202,9 @@ def test_failure_before_the_rename_creates_no_file(tmp_path: Path, monkeypatch: 
 def test_bad_values_are_refused_before_any_file_is_touched(tmp_path: Path) -> None:
     path = tmp_path / "m.toml"
     path.write_text("old\n")
-    for value in (float("nan"), float("inf"), -1.0):
+    for value in (float("nan"), float("inf"), -1.0, 0.0):
         bad = Machine(name="m", device=None, arch=None, peaks=Peaks(values={"hbm_bw": value}, details=(), sources=()))
-        with pytest.raises(UsageError, match="finite, non-negative"):
+        with pytest.raises(UsageError, match="finite, positive"):
             write_machine(path, bad)
     assert path.read_text() == "old\n"
     assert _leftovers(tmp_path) == []
@@ -250,6 +250,8 @@ def test_malformed_toml_names_file_and_line(tmp_path: Path) -> None:
         (("hbm_bw = 1075460000000.0", "hbm_bandwidth = 1075460000000.0"), r"m.toml:13: column 'hbm_bandwidth': unknown peak 'hbm_bandwidth'"),
         (("hbm_bw = 1075460000000.0", 'hbm_bw = "1075 GB/s"'), r"m.toml:13: column 'hbm_bw': peak hbm_bw must be a number in base units"),
         (("hbm_bw = 1075460000000.0", "hbm_bw = -1.0"), r"m.toml:13: column 'hbm_bw': peak hbm_bw is -1.0"),
+        (("hbm_bw = 1075460000000.0", "hbm_bw = 0.0"), r"m.toml:13: column 'hbm_bw': peak hbm_bw is 0.0; a peak must be a finite, positive number"),
+        (("hbm_bw = 1075460000000.0", "hbm_bw = inf"), r"m.toml:13: column 'hbm_bw': peak hbm_bw is inf"),
         (('name = "mulan"\n', ""), r"m.toml:5: column 'name': \[machine\] has no name"),
         (("value = 1075460000000.0", 'value = "x"'), r"m.toml:19: column 'value': \[\[details\]\] entry 1 value must be a number"),
         (('unit = "B/s"\n', ""), r"m.toml:15: column 'unit': \[\[details\]\] entry 1: unit must be a string"),

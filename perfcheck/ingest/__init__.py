@@ -7,6 +7,7 @@ The table ``FORMATS`` below is the explicit list of readers, in sniffing order
 from __future__ import annotations
 
 import json
+import math
 import re
 import sqlite3
 from collections.abc import Iterator, Sequence
@@ -197,6 +198,33 @@ def read_profile(paths: str | Path | Sequence[str | Path], format: str | None = 
     return Profile(dispatches=table, sources=tuple(sources), oddities=tuple(oddities), level=levels.pop())
 
 
+def _is_rate(value: object, *, zero: bool) -> bool:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return False
+    return value >= 0 if zero else value > 0
+
+
+def positive_peaks(peaks: Peaks, path: str) -> Peaks:
+    """``peaks`` without the figures no machine can reach: a peak is a positive, finite
+    rate (a zero or negative peak would make every percentage infinite or negative);
+    a detail, one figure the file reported, may be zero (likwid's AVX rate of a run
+    without AVX instructions) but not negative or infinite. What a damaged file
+    reported that way is left out, with one warning for the file."""
+    bad_values = sorted(name for name, value in peaks.values.items() if not _is_rate(value, zero=False))
+    bad_details = [d for d in peaks.details if not _is_rate(d.value, zero=True)]
+    if not bad_values and not bad_details:
+        return peaks
+    names = ", ".join(dict.fromkeys([*bad_values, *(d.name for d in bad_details)]))
+    oddity = Oddity(path, f"figures that are not positive and finite left out: {names}",
+                    len(bad_values) + len(bad_details))
+    return replace(
+        peaks,
+        values={k: v for k, v in peaks.values.items() if k not in bad_values},
+        details=tuple(d for d in peaks.details if _is_rate(d.value, zero=True)),
+        oddities=(*peaks.oddities, oddity),
+    )
+
+
 def read_peaks(paths: str | Path | Sequence[str | Path], format: str | None = None) -> Peaks:
     """Read one or several peaks files; where two report the same peak, the higher wins
     (a peak is the best the machine was seen to do) and both stay in ``details``."""
@@ -220,6 +248,7 @@ def read_peaks(paths: str | Path | Sequence[str | Path], format: str | None = No
         except _INPUT_FAILURES as exc:
             raise InputError(path, f"cannot be read as {fmt.name} ({type(exc).__name__}: {exc})",
                              hint="check that the file is complete, or name another --format") from None
+        peaks = positive_peaks(peaks, str(path))
         for name, value in peaks.values.items():
             if name not in values or value > values[name]:
                 values[name] = value

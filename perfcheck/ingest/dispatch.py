@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 
 from perfcheck.model import Oddity
-from perfcheck.schema import conform
+from perfcheck.schema import COLUMNS, conform, is_raw
 
 # AMD code objects name the kernel descriptor "<name>.kd"; rocprof v1 and
 # Omniperf 1.x append " [clone .kd]", Omniperf 2.0 on MI300X " (.kd)". None is
@@ -34,12 +34,23 @@ def _clean(names: pd.Series) -> pd.Series:
     return names.astype("string").str.strip().str.replace(_KD_SUFFIX, "", regex=True)
 
 
+# No input may hold more than a signed 64-bit counter or clock can (2**63), nor a
+# negative duration, size, count or counter, nor a fraction of a count. Such a value
+# comes from a damaged file (inf, 1e308, -1, NaN written into a column), so it is
+# left empty, counted, and reported once per file; it never reaches a metric.
+_LIMIT = 2.0**63
+_SIGNED = frozenset(c.name for c in COLUMNS.values() if c.group == "identity")  # ids: labels, -1 allowed
+
+
 class TimingTally:
-    """Counts of suspicious durations over a whole scan, turned into oddities at the end."""
+    """Counts of suspicious durations and impossible values over a whole scan,
+    turned into oddities (warnings) at the end."""
 
     def __init__(self) -> None:
         self.negative = 0
         self.zero = 0
+        self.impossible: dict[str, int] = {}  # column -> values left empty
+        self.impossible_rows = 0  # rows with at least one of them
 
     def oddities(self, path: str) -> list[Oddity]:
         out = []
@@ -49,13 +60,60 @@ class TimingTally:
             out.append(
                 Oddity(path, "zero duration (timestamps too coarse or in lossy E-notation); duration left empty", self.zero)
             )
+        if self.impossible:
+            columns = ", ".join(f"{n} in {name!r}" for name, n in sorted(self.impossible.items()))
+            out.append(Oddity(path, f"values that are not finite, negative, fractional counts or beyond 2**63 "
+                                    f"left empty: {columns}", self.impossible_rows))
         return out
+
+
+def impossible_values(name: str, series: pd.Series) -> np.ndarray | None:
+    """Mask of the cells of a canonical or raw numeric column no real profile can
+    hold (see ``_LIMIT``); None when the column is not numeric."""
+    column = COLUMNS.get(name)
+    if name == "kernel" or (column is None and not is_raw(name)) or not pd.api.types.is_numeric_dtype(series.dtype):
+        return None
+    if pd.api.types.is_bool_dtype(series.dtype):
+        return None
+    if pd.api.types.is_integer_dtype(series.dtype):
+        # Integers are finite, whole and below 2**63 already: only the sign is left to
+        # check (cheaply: 10M-dispatch traces pass here column by column).
+        if name in _SIGNED:
+            return None
+        low = series.le(0) if name == "calls" else series.lt(0)
+        return np.asarray(low.to_numpy(dtype=bool, na_value=False))
+    values = series.to_numpy(dtype="float64", na_value=np.nan)
+    with np.errstate(invalid="ignore"):
+        bad = np.isinf(values) | (np.abs(values) >= _LIMIT)
+        if name not in _SIGNED and name != "duration":  # a negative duration: see TimingTally.negative
+            bad |= values < 0
+        if name == "calls":
+            bad |= values == 0  # a statistics row summarising no dispatch
+        if column is not None and column.dtype == "Int64":
+            bad |= np.isfinite(values) & (values != np.floor(values))
+    return bad
+
+
+def _drop_impossible(chunk: pd.DataFrame, tally: TimingTally) -> None:
+    rows: np.ndarray | None = None
+    for name in list(chunk.columns):
+        bad = impossible_values(name, chunk[name])
+        if bad is not None and bad.any():
+            tally.impossible[name] = tally.impossible.get(name, 0) + int(bad.sum())
+            rows = bad if rows is None else rows | bad
+            series = chunk[name]
+            if pd.api.types.is_integer_dtype(series.dtype) and not isinstance(series.dtype, pd.api.extensions.ExtensionDtype):
+                series = series.astype("Int64")  # numpy int64 has no missing value
+            chunk[name] = series.mask(bad)
+    if rows is not None:
+        tally.impossible_rows += int(rows.sum())
 
 
 def finish(chunk: pd.DataFrame, tally: TimingTally) -> pd.DataFrame:
     """Canonicalise one chunk a reader produced."""
     if "kernel" in chunk.columns:
         chunk["kernel"] = clean_kernel_names(chunk["kernel"])
+    _drop_impossible(chunk, tally)
     if "calls" in chunk.columns:  # kernel-level statistics: nothing to derive
         return conform(chunk)
     if "duration" not in chunk.columns and "start_ns" in chunk.columns and "end_ns" in chunk.columns:

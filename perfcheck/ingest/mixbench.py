@@ -31,6 +31,8 @@ continuations). Rows cannot be attributed to runs then, so they are pooled.
 
 from __future__ import annotations
 
+import math
+
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -161,6 +163,9 @@ def _rows(path: Path, text: pd.Series, idx: np.ndarray, layout: _Layout, width: 
     rows = text.iloc[idx]
     parts = rows.str.split(",", expand=True)
     numbers = parts.iloc[:, 1 : layout.fields].apply(lambda column: pd.to_numeric(column.str.strip(), errors="coerce"))
+    # mixbench prints every figure with %f: inf, nan or a negative time, bandwidth or
+    # rate is damage, treated like text where a number belongs.
+    numbers = numbers.where(np.isfinite(numbers.to_numpy(dtype="float64")) & (numbers.to_numpy(dtype="float64") >= 0))
     count = rows.str.count(",").to_numpy() + 1
     last = rows.str.rsplit(",", n=1).str[-1]
     bad = (count != layout.fields) | numbers.isna().any(axis=1).to_numpy() | (last.str.len() < width).to_numpy()
@@ -174,7 +179,9 @@ def _rows(path: Path, text: pd.Series, idx: np.ndarray, layout: _Layout, width: 
             what = f"{count[at]} comma-separated fields where the header has {layout.fields}"
         elif numbers.iloc[at].isna().any():
             column = int(np.flatnonzero(numbers.iloc[at].isna().to_numpy())[0]) + 1
-            raise InputError(path, f"{parts.iat[at, column].strip()!r} is not a number", line=line, column=column + 1,
+            cell = parts.iat[at, column].strip()
+            what = "is not a number" if pd.isna(pd.to_numeric(cell, errors="coerce")) else "is not a finite, non-negative number"
+            raise InputError(path, f"{cell!r} {what}", line=line, column=column + 1,
                              hint="is the file complete and unmodified?")
         else:
             what = f"last value {last.iat[at].strip()!r} is shorter than mixbench prints it (cut off?)"
@@ -188,8 +195,10 @@ def _figures(frame: pd.DataFrame, layout: _Layout) -> dict[tuple[str, str], floa
     keeps 1076.85 GB/sec from becoming 1076849999999.9999 B/s."""
     out = {}
     for group in layout.groups:
-        out[(group.name, "bandwidth")] = float(round(float(frame[group.bandwidth].max()) * 1e9))
-        out[(group.name, "compute")] = float(round(float(frame[group.rate].max()) * 1e9))
+        for kind, column in (("bandwidth", group.bandwidth), ("compute", group.rate)):
+            value = float(frame[column].max()) * 1e9
+            # 1e308 G-units overflow to inf: not a figure (read_peaks leaves it out, warned)
+            out[(group.name, kind)] = float(round(value)) if math.isfinite(value) else math.nan
     return out
 
 

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import io
 import re
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -95,7 +96,12 @@ def _read_text(path: Path) -> str:
         raise InputError(path, "file is empty", hint="was the profiler run cut off?")
     if b"\x00" in data[:4096]:
         raise InputError(path, "binary data where text was expected", hint="is this the right file?")
-    return data.decode("utf-8", errors="replace")
+    text = data.decode("utf-8", errors="replace")
+    if "\r" in text:
+        # CRLF (a Windows copy) or CR-only line ends (an old Mac editor): lines as an
+        # editor shows them, so the table search and the line numbers of errors hold.
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return text
 
 
 def _fields(line: str) -> list[str]:
@@ -149,6 +155,12 @@ def _csv_table(
     else:
         raise InputError(path, f"no {what} header found", hint="is this nvprof --csv output of that kind?")
     header = _fields(line)
+    repeated = sorted({name for name in header if header.count(name) > 1})
+    if repeated:
+        # nvprof names each column once; repeats mean the lines ran together (a lost
+        # newline), and pandas would refuse them without saying where.
+        raise InputError(path, f"header repeats column names ({', '.join(map(repr, repeated[:5]))})", line=index + 1,
+                         hint="were two lines joined?")
     body, body_line = after, index + 1  # 0-based line number of the first row
     unit_row: list[str] = []
     if units:
@@ -163,9 +175,19 @@ def _csv_table(
     if not text.endswith("\n") and end == len(text) and end > body:
         raise InputError(path, "last row has no line end", line=text.count("\n") + 1, hint=_CUT_OFF_HINT)
     try:
-        rows = pd.read_csv(io.StringIO(text[body:end]), header=None, names=header,
-                           dtype={c: str for c in text_columns if c in header}, keep_default_na=False,
-                           na_values=[""], index_col=False, skip_blank_lines=False)
+        with warnings.catch_warnings():
+            # With index_col=False pandas cuts a row with more fields than the header to
+            # the header's width, with only a ParserWarning: data lost silently. Refuse.
+            warnings.simplefilter("error", pd.errors.ParserWarning)
+            rows = pd.read_csv(io.StringIO(text[body:end]), header=None, names=header,
+                               dtype={c: str for c in text_columns if c in header}, keep_default_na=False,
+                               na_values=[""], index_col=False, skip_blank_lines=False)
+    except pd.errors.ParserWarning:
+        widths = [len(_fields(line)) for line in text[body:end].splitlines()]
+        wide = next((i for i, n in enumerate(widths) if n > len(header)), None)
+        raise InputError(path, f"a row has more fields than the header ({len(header)})",
+                         line=None if wide is None else body_line + 1 + wide,
+                         hint="check the delimiter and that the file is complete") from None
     except pd.errors.EmptyDataError:
         rows = pd.DataFrame(columns=header, dtype=object)
     except pd.errors.ParserError as exc:

@@ -47,7 +47,9 @@ from __future__ import annotations
 
 import mmap
 import re
+import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -398,10 +400,15 @@ def _timing_columns(start: _Clock, end: _Clock) -> dict[str, object]:
     # End_Timestamp across pmc_perf_N.csv and SQ_*.csv, and its roofline uses End - Start
     # of these means), so rounding each end first could shift it by 1 ns.
     return {
-        "start_ns": pd.array(np.rint(start.values), dtype="Int64"),
-        "end_ns": pd.array(np.rint(end.values), dtype="Int64"),
-        "duration": (end.values - start.values) * 1e-9,
+        "start_ns": np.rint(start.values),  # float64; Int64 once dispatch.finish has checked them
+        "end_ns": np.rint(end.values),
+        "duration": _difference(end.values, start.values) * 1e-9,
     }
+
+
+def _difference(end: np.ndarray, start: np.ndarray) -> np.ndarray:
+    with np.errstate(invalid="ignore", over="ignore"):  # inf - inf: NaN, emptied with a warning by finish
+        return end - start
 
 
 # --------------------------------------------------------------------------- scanning
@@ -533,7 +540,8 @@ def _frame(table: pa.Table, plan: _Plan, path: Path, first_line: int, tally: dic
             # categorical; the " [clone .kd]" / " (.kd)" suffixes go in ingest/dispatch.finish
             columns["kernel"] = table.column(column).to_pandas()
         else:
-            columns[canonical] = pd.array(table.column(column).to_numpy(zero_copy_only=False), dtype="Int64")
+            # float64: dispatch.finish empties values no count can have (inf, -1, 2.5)
+            columns[canonical] = table.column(column).to_numpy(zero_copy_only=False)
     stamps = _stamps_of(table, plan, path, first_line) if plan.want_timing else None
     if stamps is not None:
         tally["lossy"] += int((stamps[0].lossy | stamps[1].lossy).sum())
@@ -577,11 +585,34 @@ def _located(path: Path, exc: pa.ArrowInvalid, layout: _Layout, bad_rows: list) 
     return InputError(path, f"malformed pmc_perf.csv ({message[:160]})", hint=hint)
 
 
+@contextmanager
+def _quiet_undecodable_rows() -> Iterator[None]:
+    """pyarrow hands a malformed row to ``invalid_row_handler`` as text; when that row
+    is not UTF-8, decoding it fails inside pyarrow before the handler runs, and Python
+    prints "Exception ignored in ..." with a traceback to stderr. The parse error that
+    follows is reported as a located InputError anyway, so only that print is dropped."""
+    previous = sys.unraisablehook
+
+    def hook(unraisable: "sys.UnraisableHookArgs") -> None:
+        if not isinstance(unraisable.exc_value, UnicodeDecodeError):
+            previous(unraisable)
+
+    sys.unraisablehook = hook
+    try:
+        yield
+    finally:
+        sys.unraisablehook = previous
+
+
 def _gathered(reader: pacsv.CSVStreamingReader, rows: int) -> Iterator[pa.Table]:
     """The reader's small batches, gathered into tables of about ``rows`` rows."""
     batches: list[pa.RecordBatch] = []
     count = 0
-    for batch in reader:
+    while True:
+        with _quiet_undecodable_rows():  # only around pyarrow's own work, not across yields
+            batch = next(reader, None)
+        if batch is None:
+            break
         batches.append(batch)
         count += batch.num_rows
         if count >= rows:
@@ -611,13 +642,14 @@ def _scan_pmc_perf(path: Path, want: Want, source: Source, oddities: list[Oddity
         tally = {"lossy": 0}
         line = 2  # file line of the next chunk's first row
         try:
-            reader = pacsv.open_csv(
-                path,
-                read_options=pacsv.ReadOptions(column_names=layout.names, skip_rows=1, block_size=BLOCK_BYTES),
-                parse_options=pacsv.ParseOptions(invalid_row_handler=on_bad_row),
-                convert_options=pacsv.ConvertOptions(include_columns=plan.include, column_types=plan.types(),
-                                                     strings_can_be_null=True),
-            )
+            with _quiet_undecodable_rows():
+                reader = pacsv.open_csv(
+                    path,
+                    read_options=pacsv.ReadOptions(column_names=layout.names, skip_rows=1, block_size=BLOCK_BYTES),
+                    parse_options=pacsv.ParseOptions(invalid_row_handler=on_bad_row),
+                    convert_options=pacsv.ConvertOptions(include_columns=plan.include, column_types=plan.types(),
+                                                         strings_can_be_null=True),
+                )
             for table in _gathered(reader, max(1, CHUNK_CELLS // len(plan.include))):
                 yield _frame(table, plan, path, line, tally)
                 line += table.num_rows
@@ -761,6 +793,7 @@ def _read_roofline(path: Path) -> Peaks:
     details: list[PeakDetail] = []
     sums: dict[str, list[float]] = {}
     unsupported: dict[str, list[int]] = {}
+    impossible: dict[str, list[int]] = {}
     oddities = [Oddity(str(path), f"column {c!r} is not a bandwidth or FLOP/OP rate; ignored")
                 for c, u in units.items() if u is None]
     for number, line in rows:
@@ -777,17 +810,24 @@ def _read_roofline(path: Path) -> Peaks:
             except ValueError:
                 raise InputError(path, f"{text!r} is not a number", line=number, column=column,
                                  hint="is the file complete?") from None
-            if not (np.isfinite(value) and value > 0):
+            if value == 0:  # rocprof-compute writes 0 where the GPU lacks the unit
                 unsupported.setdefault(column, []).append(number)
+                continue
+            if not (np.isfinite(value) and value > 0):
+                impossible.setdefault(column, []).append(number)
                 continue
             details.append(PeakDetail(source=str(path), name=f"device {fields[0]} {column}", value=value, unit=unit))
             peak = _CEILINGS.get(column.lower())
             if peak:
                 sums.setdefault(peak, []).append(value)
-    oddities += [Oddity(str(path), f"{column} is not a positive rate on line "
+    oddities += [Oddity(str(path), f"{column} is 0 on line "
                                    f"{', '.join(map(str, lines))} (unsupported on this GPU); that ceiling is missing",
                         len(lines))
                  for column, lines in unsupported.items()]
+    if impossible:  # damage, not a missing unit: one warning for the file
+        where = "; ".join(f"{column} on line {', '.join(map(str, lines))}" for column, lines in impossible.items())
+        oddities.append(Oddity(str(path), f"values not positive and finite ({where}); those ceilings are missing",
+                               sum(len(lines) for lines in impossible.values())))
     # One GPU model per node: the per-device figures differ by run-to-run noise, so
     # their mean is the machine's ceiling; every device's figure stays in the details.
     values = {peak: float(np.mean(v)) for peak, v in sums.items()}

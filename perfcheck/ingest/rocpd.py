@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from perfcheck.errors import InputError
@@ -131,17 +132,28 @@ def _device(connection: sqlite3.Connection) -> tuple[str | None, str | None]:
     return (", ".join(products) or None, ", ".join(archs) or None)
 
 
-def _to_frame(rows: pd.DataFrame) -> pd.DataFrame:
+def _to_frame(rows: pd.DataFrame, path: Path) -> pd.DataFrame:
     frame = pd.DataFrame({canonical: rows[column] for column, canonical in _KERNEL_COLUMNS.items()})
-    for column in frame.columns:
-        if column != "kernel":
-            frame[column] = pd.array(frame[column], dtype="Int64")
+    for (column, canonical) in _KERNEL_COLUMNS.items():
+        if canonical == "kernel":
+            continue
+        # float64, not Int64: SQLite stores what it is given (text, 1e308, inf), and a
+        # product of huge integers must not wrap around; dispatch.finish empties the
+        # values no count can have and casts the rest to Int64.
+        values = pd.to_numeric(frame[canonical], errors="coerce").astype("float64")
+        text = values.isna() & frame[canonical].notna()
+        if text.any():
+            row = int(np.flatnonzero(text.to_numpy())[0])
+            raise InputError(path, f"{frame[canonical].iloc[row]!r} is not a number (dispatch {row + 1} of the 'kernels' view)",
+                             column=column, hint="was the database written by rocprofv3?")
+        frame[canonical] = values
     grid = [frame[f"grid_{d}"] for d in "xyz"]
     block = [frame[f"workgroup_{d}"] for d in "xyz"]
     frame["grid_size"] = grid[0] * grid[1] * grid[2]
     frame["workgroup_size"] = block[0] * block[1] * block[2]
     # Grid sizes count work-items; a partial last workgroup still launches.
-    per_dim = [(g + b - 1) // b for g, b in zip(grid, block)]
+    with np.errstate(divide="ignore", invalid="ignore"):  # a zero workgroup size: inf, emptied by finish
+        per_dim = [np.floor((g + b - 1) / b) for g, b in zip(grid, block)]
     frame["workgroups"] = per_dim[0] * per_dim[1] * per_dim[2]
     return frame
 
@@ -216,7 +228,7 @@ def _scan(path: Path, want: Want) -> Scan:
                 for guid in guids:
                     counters = _Counters(connection, guid) if has_counters and want.raw else None
                     for rows in pd.read_sql_query(sql, connection, params=(guid,), chunksize=CHUNK_ROWS):
-                        frame = _to_frame(rows)
+                        frame = _to_frame(rows, path)
                         if counters is not None:
                             frame = frame.join(counters.through(rows["id"]))
                         yield frame

@@ -155,8 +155,11 @@ def _numbers(text: pd.Series, path: Path, column: str, first_line: int | None) -
         raise InputError(path, f"{exc.what} (row {exc.line})", column=column, hint=exc.hint) from None
 
 
-def _integers(text: pd.Series, path: Path, column: str, first_line: int | None) -> pd.arrays.IntegerArray:
-    return pd.array(_numbers(text, path, column, first_line), dtype="Int64")
+def _integers(text: pd.Series, path: Path, column: str, first_line: int | None) -> np.ndarray:
+    """A count column, as float64 values (positional, like the Int64 array it became
+    before): ``dispatch.finish`` leaves values no count can have (inf, 1e308, -1, 2.5)
+    empty with a warning before the cast to Int64."""
+    return _numbers(text, path, column, first_line).to_numpy(dtype="float64")
 
 
 def _timestamps(
@@ -361,7 +364,7 @@ def _scan_stats(path: Path, want: Want) -> Scan:
     keep = ~unknown
     frame = pd.DataFrame({
         "kernel": names[keep].to_numpy(),
-        "calls": pd.array(calls[keep], dtype="Int64"),
+        "calls": calls[keep].to_numpy(),  # Int64 once dispatch.finish has checked it
         "duration_total": total[keep].to_numpy() * 1e-9,
         "duration_mean": mean[keep].to_numpy() * 1e-9,
     })

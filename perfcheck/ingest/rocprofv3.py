@@ -197,17 +197,19 @@ def _first_bad_line(path: Path, good_rows: int, fields: int, int_columns: list[i
     non-integer where an integer belongs. pyarrow's errors name no line (its
     column-count error carries the row's text only), so on the error path the
     file is scanned from the last block known to be good."""
-    import csv
     import itertools
 
     integer = re.compile(r"\s*[+-]?\d+\s*")
     with open(path, newline="", encoding="utf-8", errors="replace") as fh:
         # Kernel names carry no newlines, so lines and rows coincide.
         lines = itertools.islice(fh, 1 + good_rows, None)
-        for number, row in enumerate(csv.reader(lines), start=2 + good_rows):
+        for number, line in enumerate(lines, start=2 + good_rows):
+            row = split_csv_line(line.rstrip("\r\n"))
             if not row:
                 continue
-            if len(row) != fields or any(not integer.fullmatch(row[i]) for i in int_columns):
+            # int(...) only on this error path: digits beyond int64 are what pyarrow refused
+            if len(row) != fields or any(not integer.fullmatch(row[i]) or abs(int(row[i])) >= 2**63
+                                         for i in int_columns if i < len(row)):
                 return number
     return None
 

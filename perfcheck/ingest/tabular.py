@@ -20,8 +20,47 @@ from perfcheck.errors import InputError
 
 
 def split_csv_line(line: str) -> list[str]:
-    """Fields of one CSV line, honouring quotes."""
-    return next(csv.reader([line]), [])
+    """Fields of one CSV line, honouring quotes. Never raises: the csv module refuses
+    a field over its 128 KiB limit and a bare CR inside a field (CR-only line endings
+    read as one line), so such a line is split by hand with the same quoting rules
+    (an unclosed quote runs to the end of the line), and the reader's own checks
+    then say what is wrong with its fields."""
+    try:
+        return next(csv.reader([line]), [])
+    except csv.Error:
+        return _split_by_hand(line)
+
+
+def _split_by_hand(line: str, delimiter: str = ",") -> list[str]:
+    """The csv module's default dialect: a quote opens a quoted field only at the
+    field's start; inside one, ``""`` is a quote."""
+    if not line:
+        return []
+    fields: list[str] = []
+    field: list[str] = []
+    quoted = False
+    i, n = 0, len(line)
+    while i < n:
+        ch = line[i]
+        if quoted:
+            if ch == '"':
+                if i + 1 < n and line[i + 1] == '"':  # "" inside quotes is one quote
+                    field.append('"')
+                    i += 1
+                else:
+                    quoted = False
+            else:
+                field.append(ch)
+        elif ch == '"' and not field:
+            quoted = True
+        elif ch == delimiter:
+            fields.append("".join(field))
+            field = []
+        else:
+            field.append(ch)
+        i += 1
+    fields.append("".join(field))
+    return fields
 
 
 def locate_header(
@@ -167,11 +206,15 @@ def to_integer(series: pd.Series, *, path: Path, column: str, lines: Sequence[in
     text = series.astype(str).str.strip()
     valid = text.str.fullmatch(r"[+-]?\d+")
     bad = ~valid & (text != "")
-    if bad.any():
-        pos = int(np.flatnonzero(bad.to_numpy())[0])
+    # No 64-bit clock or counter holds 2**63 or more (float64 is exact enough to tell:
+    # the limit itself is a power of two).
+    huge = valid & (pd.to_numeric(text.where(valid), errors="coerce").abs() >= 2.0**63)
+    if bad.any() or huge.any():
+        pos = int(np.flatnonzero((bad | huge).to_numpy())[0])
+        what = "is beyond the 64-bit range" if huge.iloc[pos] else "is not an integer"
         raise InputError(
             path,
-            f"{text.iloc[pos]!r} is not an integer",
+            f"{text.iloc[pos]!r} {what}",
             line=int(lines[pos]),
             column=column,
             hint="is the file complete and written by the tool named?",

@@ -197,9 +197,12 @@ class KernelSummary:
         recovered from them, so ``duration`` is left empty unless a kernel ran once."""
         rows = pd.concat(self._aggregates, ignore_index=True)
         grouped = rows.groupby("_code", sort=True)
-        table = pd.DataFrame({"calls": grouped["calls"].sum()})
+        # min_count=1: a kernel whose call counts are all missing has no count (not 0
+        # calls), and then no mean either (not total / 0 = inf).
+        table = pd.DataFrame({"calls": grouped["calls"].sum(min_count=1)})
         table["duration_total"] = grouped["duration_total"].sum(min_count=1) if "duration_total" in rows else np.nan
-        table["duration_mean"] = table["duration_total"] / table["calls"].astype("float64")
+        calls = table["calls"].astype("float64")
+        table["duration_mean"] = (table["duration_total"] / calls).where(calls > 0)
         table["duration_min"] = grouped["duration_min"].min() if "duration_min" in rows else np.nan
         table["duration_max"] = grouped["duration_max"].max() if "duration_max" in rows else np.nan
         single = table["calls"] == 1

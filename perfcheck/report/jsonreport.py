@@ -16,11 +16,13 @@ if TYPE_CHECKING:
 
 
 def _number(value: object) -> float | int | None:
+    """A JSON number, or None (null) for a missing or non-finite value: JSON has no
+    NaN or Infinity, and a strict parser refuses Python's ``NaN`` tokens."""
     if value is None or value is pd.NA:
         return None
-    if isinstance(value, float) and math.isnan(value):
-        return None
     as_float = float(value)  # type: ignore[arg-type]
+    if not math.isfinite(as_float):
+        return None
     return int(as_float) if as_float.is_integer() and abs(as_float) < 2**53 else as_float
 
 
@@ -35,7 +37,7 @@ def inspect_document(analysis: "Analysis") -> dict:
         entry = {
             "kernel": str(record["kernel"]),
             "key": kernel_key(str(record["kernel"])),  # what baselines and history key on
-            "calls": int(record["calls"]),
+            "calls": _number(record["calls"]),  # null when a statistics file gave no count
             "metrics": {c: _number(record[c]) for c in numeric},
         }
         if labels:
