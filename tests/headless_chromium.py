@@ -227,7 +227,8 @@ def _error_text(event: dict) -> str | None:
     method, params = event.get("method"), event.get("params", {})
     if method == "Runtime.exceptionThrown":
         details = params.get("exceptionDetails", {})
-        return "exception: " + str(details.get("exception", {}).get("description") or details.get("text"))
+        text = str(details.get("exception", {}).get("description") or details.get("text"))
+        return "exception: " + " ".join(text.split())
     if method == "Runtime.consoleAPICalled" and params.get("type") in ("error", "assert"):
         return "console.error: " + " ".join(str(a.get("value", a.get("description", ""))) for a in params.get("args", []))
     if method == "Log.entryAdded" and params.get("entry", {}).get("level") == "error":

@@ -49,12 +49,14 @@ _LIMIT_REACH = 1.0
 
 
 def nice_ticks(low: float, high: float, count: int = 5) -> np.ndarray:
-    """Round tick values (1, 2, 2.5 or 5 x 10^k apart) covering [low, high]."""
+    """Round tick values (1, 2, 2.5 or 5 x 10^k apart) within [low, high]."""
     if not (math.isfinite(low) and math.isfinite(high)) or high <= low:
         return np.array([low]) if math.isfinite(low) else np.array([0.0])
     raw = (high - low) / max(count - 1, 1)
     magnitude = 10.0 ** math.floor(math.log10(raw))
-    step = next(m * magnitude for m in (1.0, 2.0, 2.5, 5.0, 10.0) if m * magnitude >= raw)
+    # the round step nearest the raw one (in ratio), so a chart gets about
+    # ``count`` ticks, never just two
+    step = min((m * magnitude for m in (1.0, 2.0, 2.5, 5.0, 10.0)), key=lambda s: abs(math.log(s / raw)))
     first = math.ceil(low / step - 1e-9) * step
     ticks = np.arange(first, high + step * 1e-6, step)
     return np.round(ticks / step) * step  # no 0.30000000000000004

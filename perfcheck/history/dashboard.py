@@ -70,6 +70,23 @@ class HistoryView:
     title: str = "perfcheck history"
 
 
+def history_view(frame: pd.DataFrame, points: Iterable[object] = (), *, title: str = "perfcheck history") -> HistoryView:
+    """The view of a history: ``frame`` as ``Store.series()`` gives it, ``points``
+    the ``ChangePoint`` records ``perfcheck.history.detect`` found in it.
+
+    The budget band comes from ``low``/``high`` columns when the store has them;
+    without them the charts draw none."""
+    series = frame.rename(columns={"run_id": "run"}).copy()
+    records = [p.as_dict() if hasattr(p, "as_dict") else dict(p) for p in points]  # type: ignore[call-overload]
+    changes = pd.DataFrame(records, columns=[*CHANGE_COLUMNS, "machine", "commit", "direction"]) if records else \
+        pd.DataFrame(columns=[*CHANGE_COLUMNS, "machine", "commit"])
+    if records:
+        changes["kind"] = changes["direction"]
+        changes["time"] = pd.to_datetime(changes["time"].astype(float), unit="s", utc=True)
+        changes = changes.drop(columns=["direction"])
+    return HistoryView(series, changes, title)
+
+
 def _normalised(view: HistoryView) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Both frames with every optional column present, times as UTC timestamps."""
     missing = [c for c in SERIES_COLUMNS if c not in view.series.columns]
