@@ -63,13 +63,16 @@ class PageLoad:
     png: bytes
     errors: list[str] = field(default_factory=list)
     scroll_width: int = 0  # document width in CSS pixels
-    inner_width: int = 0  # window width in CSS pixels
+    inner_width: int = 0  # layout viewport width in CSS pixels
     height: int = 0  # document height in CSS pixels
+    width: int = 0  # the window's (screen's) width asked for
 
     @property
     def overflows(self) -> bool:
-        """The page is wider than the window (a sideways scroll for the whole page)."""
-        return self.scroll_width > self.inner_width
+        """The page is wider than the screen. Compared with the width asked for, not
+        the layout viewport: an emulated phone widens that to the content (and
+        zooms out) when the page does not fit."""
+        return max(self.scroll_width, self.inner_width) > self.width
 
 
 class ChromiumError(RuntimeError):
@@ -193,7 +196,7 @@ class Chromium:
             # events that arrived with the answers above
             errors = [_error_text(e) for e in self._events if e.get("sessionId") == session]
             return PageLoad(url, base64.b64decode(shot["data"]), [e for e in errors if e],
-                            int(scroll_width), int(inner_width), int(page_height))
+                            int(scroll_width), int(inner_width), int(page_height), width)
         finally:
             self.call("Target.closeTarget", {"targetId": target})
 

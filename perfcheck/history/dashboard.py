@@ -310,8 +310,10 @@ def _chart_figure(points: pd.DataFrame, changes: pd.DataFrame, *, machine: str, 
     if len(open_here):
         worst = open_here.iloc[-1]
         status += f'<br><span class="bad">regression {worst["change_pct"]:+.1f}% since {_commit(worst["commit"])}</span>'
+    budget = budget_text(last["low"], last["high"], unit)
+    budget = "no budget recorded" if budget == "-" else f"budget {budget}"
     caption = (f"<h3>{escape(metric)}</h3><span class=sub>latest {escape(format_value(float(last['value']), unit))}"
-               f", budget {escape(budget_text(last['low'], last['high'], unit))}, {len(points)} runs</span>{status}")
+               f", {escape(budget)}, {len(points)} runs</span>{status}")
     label = f"{metric} of {kernel}" + (f" on {machine}" if machine else "") + ", per run"
     svg = trend_svg(points, changes, unit=unit, label=label)
     return (f'<figure id="{kernel_anchor(machine, kernel, metric)}"><figcaption>{caption}</figcaption>'
