@@ -9,8 +9,9 @@ The method (numpy only; each step says why):
    than ``SPIKE_K`` robust standard deviations of the run-to-run differences. Peers
    that test spikes along with the data report them as changes or lose power to
    their variance; a real shift moves its neighbours too, so it is never a spike.
-   The newest run has only one neighbour: it is kept, and cannot start a change
-   anyway (persistence, below).
+   The first and the newest run have one neighbour: they are set aside when far
+   from it while it agrees with its own other neighbour (the newest run cannot
+   start a change alone anyway: persistence, below).
 3. Candidates by E-divisive means (Matteson & James 2014, energy statistic with
    alpha = 1), by binary segmentation inside sliding windows of ``window`` runs
    (half-overlapping), so an old change or a slow drift far away neither hides nor
@@ -183,17 +184,22 @@ def _robust_sigma(y: np.ndarray) -> float:
 
 
 def spikes(y: np.ndarray, k: float = SPIKE_K) -> np.ndarray:
-    """Mask of single-run spikes: interior points beyond ``k`` robust sigmas from both
-    neighbours, on the same side of both. The ends are never spikes."""
+    """Mask of single-run spikes: points beyond ``k`` robust sigmas from both
+    neighbours, on the same side of both. An end point has one neighbour: it is a
+    spike when it is that far from it while that neighbour agrees with its own next
+    one (the newest run is thereby set aside until the next run says whether it
+    started a shift; it could not start a change point alone anyway)."""
     y = np.asarray(y, dtype="float64")
     mask = np.zeros(len(y), dtype=bool)
     if len(y) < 3:
         return mask
     sigma = _robust_sigma(y)
+    limit = max(k * sigma, 1e-12 * float(np.max(np.abs(y))))
     prev, nxt = y[1:-1] - y[:-2], y[1:-1] - y[2:]
     same_side = np.sign(prev) == np.sign(nxt)
-    far = np.minimum(np.abs(prev), np.abs(nxt)) > max(k * sigma, 1e-12 * np.max(np.abs(y)))
-    mask[1:-1] = same_side & far & (prev != 0)
+    mask[1:-1] = same_side & (np.minimum(np.abs(prev), np.abs(nxt)) > limit) & (prev != 0)
+    mask[0] = abs(y[0] - y[1]) > limit and abs(y[1] - y[2]) <= limit
+    mask[-1] = abs(y[-1] - y[-2]) > limit and abs(y[-2] - y[-3]) <= limit
     return mask
 
 
@@ -235,6 +241,7 @@ def _candidates(y: np.ndarray, start: int, p: float, min_after: int, out: set[in
 def _prune(y: np.ndarray, cps: list[int], p: float, window: int, min_after: int) -> list[Split]:
     """Re-test each change point against its final neighbours; drop the weakest until all pass."""
     cps = sorted(set(cps))
+    sigma = _robust_sigma(y)
     while cps:
         bounds = [0, *cps, len(y)]
         pvalues = []
@@ -242,6 +249,10 @@ def _prune(y: np.ndarray, cps: list[int], p: float, window: int, min_after: int)
             left = y[max(bounds[i], cp - window):cp]
             right = y[cp:min(bounds[i + 2], cp + window)]
             too_short = len(left) < MIN_BEFORE and bounds[i] == 0 or len(right) < min_after
+            # a new level seen on two runs only must agree with itself: two different
+            # outliers in a row (two spikes) are not one shift
+            if not too_short and len(right) == 2 and abs(right[1] - right[0]) > SPIKE_K * sigma:
+                too_short = True
             pvalues.append(1.0 if too_short else _ttest(left, right))
         worst = int(np.argmax(pvalues))
         if pvalues[worst] < p:
@@ -305,19 +316,27 @@ def detect(
     return out
 
 
+def levels(values: np.ndarray, splits: Sequence[Split], window: int = WINDOW) -> list[tuple[np.ndarray, np.ndarray]]:
+    """For each split, the finite values before it (at most ``window``, back to the
+    previous split) and after it (up to the next split)."""
+    values = np.asarray(values, dtype="float64")
+    bounds = [0, *[s.index for s in splits], len(values)]
+    out = []
+    for i, split in enumerate(splits):
+        before = values[max(bounds[i], split.index - window):split.index]
+        after = values[split.index:bounds[i + 2]]
+        out.append((before[np.isfinite(before)], after[np.isfinite(after)]))
+    return out
+
+
 def _records(key: dict, group: "pd.DataFrame", values: np.ndarray, splits: list[Split],
              window: int, min_change_pct: float) -> list[ChangePoint]:
-    bounds = [0, *[s.index for s in splits], len(values)]
     unit = str(group["unit"].iloc[0]) if "unit" in group else ""
     direction_better = better(key["metric"], unit)
     times = group["time"]
     seconds = _unix_seconds(times)
     records = []
-    for i, split in enumerate(splits):
-        before_vals = values[max(bounds[i], split.index - window):split.index]
-        after_vals = values[split.index:bounds[i + 2]]
-        before_vals = before_vals[np.isfinite(before_vals)]
-        after_vals = after_vals[np.isfinite(after_vals)]
+    for split, (before_vals, after_vals) in zip(splits, levels(values, splits, window)):
         before, after = float(np.median(before_vals)), float(np.median(after_vals))
         change = (after / before - 1.0) * 100.0 if before != 0 else math.copysign(math.inf, after)
         if abs(change) < min_change_pct:

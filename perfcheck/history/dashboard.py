@@ -87,6 +87,16 @@ def history_view(frame: pd.DataFrame, points: Iterable[object] = (), *, title: s
     return HistoryView(series, changes, title)
 
 
+def load_view(store: object, *, suites: Iterable[str] | None = None, machine: str | None = None,
+              last: int | None = None, title: str = "perfcheck history") -> HistoryView:
+    """The view of an open ``Store``: its series (``suites``/``machine`` filters,
+    the ``last`` N runs of each series) and the change points found in them."""
+    from perfcheck.history.changepoints import detect
+
+    frame = store.series(machine=machine, suite=list(suites) if suites else None, last=last)  # type: ignore[attr-defined]
+    return history_view(frame, detect(frame), title=title)
+
+
 def _normalised(view: HistoryView) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Both frames with every optional column present, times as UTC timestamps."""
     missing = [c for c in SERIES_COLUMNS if c not in view.series.columns]

@@ -284,3 +284,33 @@ def _suite_results(path: Path, raw: bytes, suite: str, machine: str, entry: Mapp
             outcome=outcome.get((kernel, metric)),
         ))
     return out
+
+
+# --- from a finished run (the suite runner) ---------------------------------------------------
+
+def suite_extras(analysis: "Analysis") -> dict[str, object]:
+    """What a results file carries per suite for the history: fingerprint, machine,
+    every kernel's measurements and its duration samples."""
+    from perfcheck.baseline import fingerprint
+
+    fp = fingerprint(analysis)
+    return {"fingerprint": fp, "machine": machine_key(fp), "measurements": measurements(analysis),
+            "samples": duration_samples(analysis)}
+
+
+def results_of(suites: "list[tuple[str, Analysis, list]]") -> tuple[list[Result], list[Machine]]:
+    """The store's rows for finished suites: (name, analysis, checks) each. The same
+    rows ``read_results`` makes of the results file the run wrote."""
+    from perfcheck.report.results import results_document
+
+    doc = results_document({name: checks for name, _, checks in suites},
+                           analyses={name: a for name, a, _ in suites},
+                           extras={name: suite_extras(a) for name, a, _ in suites})
+    doc = json.loads(json.dumps(doc, allow_nan=False))  # the same numbers a file would hold
+    results: list[Result] = []
+    machines: dict[str, Machine] = {}
+    for name, entry in doc["suites"].items():
+        machine = entry["machine"]
+        machines.setdefault(machine, Machine(machine, entry["fingerprint"]))
+        results.extend(_suite_results(Path("<run>"), b"", name, machine, entry))
+    return results, list(machines.values())
