@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 DAEMONS = ("slurmctld", "slurmd", "munged")
-CLIENTS = ("sbatch", "srun", "sinfo", "squeue", "scancel", "munge")
+CLIENTS = ("sbatch", "srun", "sinfo", "scontrol", "scancel", "munge")
 PACKAGES = "slurmctld slurmd slurm-client munge"
 MUNGE_KEY = Path("/etc/munge/munge.key")
 START_TIMEOUT_S = 30.0
@@ -73,6 +73,26 @@ class Cluster:
             timeout: float = 120.0) -> subprocess.CompletedProcess:
         return subprocess.run(list(argv), cwd=cwd, env={**self.env, **(env or {})}, capture_output=True,
                               text=True, timeout=timeout, check=False)
+
+    def submit(self, script: Path, *, cwd: Path, env: dict[str, str] | None = None,
+               timeout: float = 180.0) -> tuple[str, int]:
+        """``sbatch`` the script and wait for the job to end; returns (job id, exit
+        status). Polls ``scontrol`` every 0.2 s: ``sbatch --wait`` sleeps 2 s and
+        longer between its own polls, seconds lost per job."""
+        done = self.run("sbatch", "--parsable", str(script), cwd=cwd, env=env, timeout=60)
+        if done.returncode != 0:
+            raise RuntimeError(f"sbatch failed ({done.returncode}): {done.stderr.strip()}")
+        job = done.stdout.strip().split(";")[0]
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            shown = self.run("scontrol", "--oneliner", "show", "job", job, timeout=30).stdout
+            fields = dict(part.split("=", 1) for part in shown.split() if "=" in part)
+            state = fields.get("JobState", "")
+            if state in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY"):
+                code, _, signal = fields.get("ExitCode", "0:0").partition(":")
+                return job, int(code) if int(signal or 0) == 0 else 128 + int(signal)
+            time.sleep(0.2)
+        raise RuntimeError(f"job {job} did not end within {timeout:.0f} s:\n{self.logs()}")
 
     def logs(self) -> str:
         parts = []

@@ -101,13 +101,12 @@ def test_nightly_sbatch_end_to_end(cluster: slurm_cluster.Cluster, tmp_path: Pat
     jobs: list[str] = []
     began = time.monotonic()
     for night, scale in enumerate(SCALES):
-        done = cluster.run("sbatch", "--wait", "--parsable", str(SCRIPT), cwd=work, timeout=180,
-                           env={**env, "STANDIN_RANK_SCALE": f"{scale},{scale}", "PERFCHECK_COMMIT": _commit(night)})
-        job = done.stdout.strip().split(";")[0]
+        job, status = cluster.submit(SCRIPT, cwd=work, env={**env, "STANDIN_RANK_SCALE": f"{scale},{scale}",
+                                                           "PERFCHECK_COMMIT": _commit(night)})
         log = work / f"perfcheck-nightly-{job}.out"
         text = log.read_text() if log.exists() else "(no job log)"
         expected = 1 if night >= SLOW_FROM else 0  # a failed check fails the job, after recording
-        assert done.returncode == expected, f"night {night}: sbatch {done.returncode}\n{done.stderr}\n{text}\n{cluster.logs()}"
+        assert status == expected, f"night {night}: job {job} exit {status}\n{text}\n{cluster.logs()}"
         assert f"perfcheck nightly: job {job}, 2 ranks, commit {_commit(night)}" in text, text
         assert "perfcheck nightly: report in" in text, text
         jobs.append(job)
