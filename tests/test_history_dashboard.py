@@ -188,3 +188,14 @@ def test_markdown_digest(view: HistoryView) -> None:
 def test_view_needs_the_columns_it_draws() -> None:
     with pytest.raises(ValueError, match="lacks columns"):
         index_html(HistoryView(pd.DataFrame({"suite": ["s"]})))
+
+
+def test_time_axis_steps_suit_the_span() -> None:
+    from perfcheck.history.chart import _time_ticks
+
+    def labels(a: str, b: str) -> list[str]:
+        return [text for _, text in _time_ticks(pd.Timestamp(a, tz="UTC"), pd.Timestamp(b, tz="UTC"))]
+
+    assert labels("2026-10-01", "2026-10-31") == ["Oct 01", "Oct 08", "Oct 15", "Oct 22", "Oct 29"]
+    assert labels("2026-10-01 02:00", "2026-10-01 02:04") == ["02:00", "02:01", "02:02", "02:03", "02:04"]
+    assert 3 <= len(labels("2026-01-01", "2026-12-31")) <= 8

@@ -84,16 +84,27 @@ def _value_range(values: np.ndarray, low: np.ndarray, high: np.ndarray) -> tuple
     return lo, hi, notes
 
 
+# Round steps for the time axis, and the label that suits each.
+_TIME_STEPS = [
+    (pd.Timedelta(minutes=m), "%H:%M") for m in (1, 2, 5, 10, 15, 30)
+] + [
+    (pd.Timedelta(hours=h), "%b %d %Hh") for h in (1, 2, 3, 6, 12)
+] + [
+    (pd.Timedelta(days=d), "%b %d") for d in (1, 2, 7, 14, 28, 56, 91)
+] + [
+    (pd.Timedelta(days=d), "%Y-%m") for d in (182, 364)
+]
+
+
 def _time_ticks(t0: pd.Timestamp, t1: pd.Timestamp, count: int = 5) -> list[tuple[pd.Timestamp, str]]:
-    """Tick times and labels: whole days (dates) over long spans, hours over short ones."""
-    span = t1 - t0
-    if span >= pd.Timedelta(days=3):
-        days = max(1, math.ceil(span / pd.Timedelta(days=1) / count))
-        ticks = pd.date_range(t0.ceil("D"), t1, freq=f"{days}D")
-        return [(t, t.strftime("%b %d")) for t in ticks]
-    hours = max(1, math.ceil(span / pd.Timedelta(hours=1) / count))
-    ticks = pd.date_range(t0.ceil("h"), t1, freq=f"{hours}h")
-    return [(t, t.strftime("%d %H:%M")) for t in ticks]
+    """Tick times at a round step (minutes, hours or days, whichever gives about
+    ``count`` ticks over the span) with labels that suit the step."""
+    wanted = (t1 - t0) / max(count, 1)
+    step, fmt = next(((s, f) for s, f in _TIME_STEPS if s >= wanted), _TIME_STEPS[-1])
+    epoch = pd.Timestamp(0, tz="UTC")
+    first = epoch + math.ceil((t0 - epoch) / step) * step  # a whole multiple of the step
+    ticks = pd.date_range(first, t1, freq=step) if first <= t1 else []
+    return [(t, t.strftime(fmt)) for t in ticks]
 
 
 def _path(xs: np.ndarray, ys: np.ndarray) -> str:
@@ -138,8 +149,11 @@ def trend_svg(
     commits = points["commit"].fillna("").astype(str).tolist() if "commit" in points else [""] * len(points)
 
     t0, t1 = (times.min(), times.max()) if len(times) else (pd.Timestamp(0, tz="UTC"),) * 2
-    if t1 - t0 < pd.Timedelta(hours=1):  # one run (or runs minutes apart): a readable window around them
-        t0, t1 = t0 - pd.Timedelta(hours=12), t1 + pd.Timedelta(hours=12)
+    span = t1 - t0
+    if span < pd.Timedelta(minutes=2):  # one run, or runs seconds apart: a readable window around them
+        t0, t1 = t0 - pd.Timedelta(minutes=5), t1 + pd.Timedelta(minutes=5)
+    else:  # a little room so the first and last points are not on the frame
+        t0, t1 = t0 - span * 0.03, t1 + span * 0.03
     y0, y1, notes = _value_range(values, low, high)
     plot_w, plot_h = WIDTH - _LEFT - _RIGHT, HEIGHT - _TOP - _BOTTOM
 
