@@ -200,6 +200,35 @@ def _history_parser(sub: "argparse._SubParsersAction") -> None:
     form.add_argument("--markdown", action="store_true", help="print a Markdown table")
     common(detect)
 
+    report = actions.add_parser(
+        "report", help="write the dashboard (static HTML) and a Markdown digest",
+        description="A static site from the history: index.html (open regressions, a line per suite) and a page "
+        "per suite with a trend chart per kernel x metric (budget band, change points, commits on hover and in a "
+        "table). Self-contained (inline CSS and SVG, no script, no CDN): it opens offline and on a narrow screen. "
+        "--markdown writes a digest for a nightly issue or chat message.")
+    report.add_argument("--html", metavar="DIR", help="write the site into DIR (index.html, suite-*.html)")
+    report.add_argument("--markdown", metavar="FILE", help="write the Markdown digest")
+    report.add_argument("--link", metavar="URL", help="where the site is published, linked from the digest")
+    report.add_argument("--suite", action="append", metavar="NAME", help="only this suite (repeatable)")
+    report.add_argument("--machine", metavar="SLUG", help="only this machine")
+    report.add_argument("--last", type=int, metavar="N", help="only the last N runs of each series")
+    report.add_argument("--title", default="perfcheck history", help="the site's title")
+    common(report)
+    export = actions.add_parser(
+        "export", help="export the history for Bencher, Prometheus/Grafana or VictoriaMetrics",
+        description="--bencher DIR: Bencher Metric Format JSON, a file per run and machine, and manifest.json "
+        "(commit, branch, machine for `bencher run --adapter json`). --openmetrics FILE: every value as a gauge "
+        "sample with its run's timestamp in seconds (promtool tsdb create-blocks-from openmetrics). "
+        "--prometheus FILE: the same in the Prometheus text format, timestamps in milliseconds "
+        "(VictoriaMetrics /api/v1/import/prometheus).")
+    export.add_argument("--bencher", metavar="DIR", help="write Bencher Metric Format files into DIR")
+    export.add_argument("--openmetrics", metavar="FILE", help="write OpenMetrics text with timestamps (seconds)")
+    export.add_argument("--prometheus", metavar="FILE", help="write Prometheus text with timestamps (milliseconds)")
+    export.add_argument("--suite", action="append", metavar="NAME", help="only this suite (repeatable)")
+    export.add_argument("--machine", metavar="SLUG", help="only this machine")
+    export.add_argument("--since", metavar="WHEN", help="runs since a date (2026-01-31) or an age (90d)")
+    common(export)
+
 
 def _history_path(args: argparse.Namespace) -> Path:
     from perfcheck.config import resolver
@@ -298,7 +327,56 @@ def _history_detect(args: argparse.Namespace) -> int:
     return EXIT_FAILED if recent else EXIT_OK
 
 
-_HISTORY = {"add": _history_add, "list": _history_list, "prune": _history_prune, "detect": _history_detect}
+def _history_report(args: argparse.Namespace) -> int:
+    from perfcheck.atomicfile import write_atomic
+    from perfcheck.history import open_store
+    from perfcheck.history.dashboard import load_view, markdown_digest, write_site
+
+    if not args.html and not args.markdown:
+        raise UsageError("history report: give --html DIR and/or --markdown FILE")
+    if args.last is not None and args.last < 1:
+        raise UsageError(f"--last must be 1 or more, not {args.last}")
+    path = _history_path(args)
+    with open_store(path, create=False) as store:
+        view = load_view(store, suites=args.suite, machine=args.machine, last=args.last, title=args.title)
+    if view.series.empty:
+        print(f"perfcheck: warning: {path}: no runs stored that match", file=sys.stderr)
+    if args.html:
+        pages = write_site(view, args.html)
+        print(f"perfcheck: dashboard: {pages[0]} and {len(pages) - 1} suite page{'s' if len(pages) != 2 else ''}",
+              file=sys.stderr)
+    if args.markdown:
+        write_atomic(args.markdown, markdown_digest(view, link=args.link))
+        print(f"perfcheck: digest: {args.markdown}", file=sys.stderr)
+    return EXIT_OK
+
+
+def _history_export(args: argparse.Namespace) -> int:
+    from perfcheck.history import open_store
+    from perfcheck.history.export import write_bencher, write_timestamped_metrics
+
+    if not (args.bencher or args.openmetrics or args.prometheus):
+        raise UsageError("history export: give --bencher DIR, --openmetrics FILE and/or --prometheus FILE")
+    path = _history_path(args)
+    with open_store(path, create=False) as store:
+        frame = store.series(machine=args.machine, suite=args.suite, since=_since(args.since))
+    if frame.empty:
+        print(f"perfcheck: warning: {path}: no values stored that match", file=sys.stderr)
+    if args.bencher:
+        files = write_bencher(frame, args.bencher)
+        print(f"perfcheck: Bencher: {len(files) - 1} run file{'s' if len(files) != 2 else ''} and {files[-1]}",
+              file=sys.stderr)
+    if args.openmetrics:
+        write_timestamped_metrics(frame, args.openmetrics, timestamps="s")
+        print(f"perfcheck: OpenMetrics: {args.openmetrics}", file=sys.stderr)
+    if args.prometheus:
+        write_timestamped_metrics(frame, args.prometheus, timestamps="ms")
+        print(f"perfcheck: Prometheus text: {args.prometheus}", file=sys.stderr)
+    return EXIT_OK
+
+
+_HISTORY = {"add": _history_add, "list": _history_list, "prune": _history_prune, "detect": _history_detect,
+            "report": _history_report, "export": _history_export}
 
 
 def _history(args: argparse.Namespace) -> int:
