@@ -190,12 +190,41 @@ def test_view_needs_the_columns_it_draws() -> None:
         index_html(HistoryView(pd.DataFrame({"suite": ["s"]})))
 
 
-def test_time_axis_steps_suit_the_span() -> None:
-    from perfcheck.history.chart import _time_ticks
+def test_runs_are_spaced_evenly_and_labelled_with_their_time() -> None:
+    from perfcheck.history.chart import run_ticks
 
-    def labels(a: str, b: str) -> list[str]:
-        return [text for _, text in _time_ticks(pd.Timestamp(a, tz="UTC"), pd.Timestamp(b, tz="UTC"))]
+    nights = pd.Series(pd.date_range("2026-10-01 02:00", periods=30, freq="D", tz="UTC"))
+    ticks = run_ticks(nights)
+    assert [i for i, _ in ticks] == [0, 7, 14, 22, 29] and ticks[0][1] == "Oct 01" and ticks[-1][1] == "Oct 30"
+    burst = pd.Series(pd.to_datetime(["2026-10-01 02:00:00", "2026-10-01 02:00:09", "2026-10-01 02:00:30"], utc=True))
+    assert [t for _, t in run_ticks(burst)] == ["02:00:00", "02:00:09", "02:00:30"]
+    # a weekend without runs takes no room: equal steps between runs, whatever the dates
+    irregular = pd.DataFrame({"time": pd.to_datetime(["2026-10-01", "2026-10-02", "2026-10-05", "2026-10-06"], utc=True),
+                              "value": [1.0, 1.0, 1.0, 1.0]})
+    cxs = [float(c.attrs["cx"]) for c in Page(trend_svg(irregular, unit="s", label="x")).find("circle", "run")]
+    assert np.diff(cxs) == pytest.approx([cxs[1] - cxs[0]] * 3, abs=0.25)  # coordinates are rounded to 0.1
 
-    assert labels("2026-10-01", "2026-10-31") == ["Oct 01", "Oct 08", "Oct 15", "Oct 22", "Oct 29"]
-    assert labels("2026-10-01 02:00", "2026-10-01 02:04") == ["02:00", "02:01", "02:02", "02:03", "02:04"]
-    assert 3 <= len(labels("2026-01-01", "2026-12-31")) <= 8
+
+def test_checked_metrics_first_the_others_collapsed() -> None:
+    """A store keeps every metric of a kernel; a slower kernel moves duration_max and
+    duration_total too. The charts and regressions of checked metrics (and duration)
+    come first; the rest are one click away, counted."""
+    times = pd.date_range("2026-11-01", periods=6, freq="D", tz="UTC")
+    rows = []
+    for metric, outcome in (("duration", "passed"), ("hbm_bw", "passed"), ("duration_max", None), ("calls", None)):
+        rows.append(pd.DataFrame({"suite": "s", "kernel": "k", "metric": metric, "unit": "s", "time": times,
+                                  "value": [1.0, 1.0, 1.0, 2.0, 2.0, 2.0], "outcome": outcome}))
+    series = pd.concat(rows, ignore_index=True)
+    changes = pd.DataFrame({"suite": "s", "kernel": "k", "metric": ["duration", "duration_max"], "time": times[3],
+                            "before": 1.0, "after": 2.0, "change_pct": 100.0, "kind": "regression"})
+    view = HistoryView(series, changes)
+    index = Page(index_html(view))
+    assert any(e.text == "Open regressions (1)" for e in index.find("h2"))
+    more = index.find("details", "more")
+    assert len(more) == 1
+    assert [e.text for e in index.elements if e.tag == "summary"] == ["1 more on other metrics (duration_max)"]
+    page = Page(suite_html(view, "s"))
+    collapsed = [e for e in page.find("svg", "trend") if "details" in e.parents]
+    assert len(page.find("svg", "trend")) == 4 and len(collapsed) == 2
+    digest = markdown_digest(view)
+    assert "**1 open regression**" in digest and "Also 1 open regression on metrics no expectation checks" in digest

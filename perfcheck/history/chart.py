@@ -4,7 +4,8 @@ The dashboard must work from a file on a laptop or an air-gapped cluster's
 shared filesystem, so a chart is plain SVG text written into the page: no
 script, no web font, no CDN. What a chart shows:
 
-* the value of each run (a line through the points, time on the x axis);
+* the value of each run (a line through the points; the runs evenly spaced in
+  order along the x axis, some labelled with their date or time);
 * the budget band: where the value must stay (the expectation's limits, e.g.
   ``duration <= baseline + 5%``), shaded; a side without a limit runs to the
   plot's edge;
@@ -84,27 +85,18 @@ def _value_range(values: np.ndarray, low: np.ndarray, high: np.ndarray) -> tuple
     return lo, hi, notes
 
 
-# Round steps for the time axis, and the label that suits each.
-_TIME_STEPS = [
-    (pd.Timedelta(minutes=m), "%H:%M") for m in (1, 2, 5, 10, 15, 30)
-] + [
-    (pd.Timedelta(hours=h), "%b %d %Hh") for h in (1, 2, 3, 6, 12)
-] + [
-    (pd.Timedelta(days=d), "%b %d") for d in (1, 2, 7, 14, 28, 56, 91)
-] + [
-    (pd.Timedelta(days=d), "%Y-%m") for d in (182, 364)
-]
-
-
-def _time_ticks(t0: pd.Timestamp, t1: pd.Timestamp, count: int = 5) -> list[tuple[pd.Timestamp, str]]:
-    """Tick times at a round step (minutes, hours or days, whichever gives about
-    ``count`` ticks over the span) with labels that suit the step."""
-    wanted = (t1 - t0) / max(count, 1)
-    step, fmt = next(((s, f) for s, f in _TIME_STEPS if s >= wanted), _TIME_STEPS[-1])
-    epoch = pd.Timestamp(0, tz="UTC")
-    first = epoch + math.ceil((t0 - epoch) / step) * step  # a whole multiple of the step
-    ticks = pd.date_range(first, t1, freq=step) if first <= t1 else []
-    return [(t, t.strftime(fmt)) for t in ticks]
+def run_ticks(times: pd.Series, count: int = 5) -> list[tuple[int, str]]:
+    """About ``count`` runs to label on the x axis (first and last included) and
+    their times, formatted for the span of the whole series: dates over days, hours
+    and minutes within a day, seconds within minutes."""
+    n = len(times)
+    if not n:
+        return []
+    picks = sorted({int(i) for i in np.linspace(0, n - 1, min(count, n)).round()})
+    span = times.iloc[-1] - times.iloc[0]
+    fmt = "%b %d" if span >= pd.Timedelta(days=2) else "%b %d %H:%M" if span >= pd.Timedelta(hours=2) \
+        else "%H:%M" if span >= pd.Timedelta(minutes=10) else "%H:%M:%S"
+    return [(i, times.iloc[i].strftime(fmt)) for i in picks]
 
 
 def _path(xs: np.ndarray, ys: np.ndarray) -> str:
@@ -148,23 +140,19 @@ def trend_svg(
     high = points["high"].to_numpy(dtype=float) if "high" in points else np.full(len(points), np.nan)
     commits = points["commit"].fillna("").astype(str).tolist() if "commit" in points else [""] * len(points)
 
-    t0, t1 = (times.min(), times.max()) if len(times) else (pd.Timestamp(0, tz="UTC"),) * 2
-    span = t1 - t0
-    if span < pd.Timedelta(minutes=2):  # one run, or runs seconds apart: a readable window around them
-        t0, t1 = t0 - pd.Timedelta(minutes=5), t1 + pd.Timedelta(minutes=5)
-    else:  # a little room so the first and last points are not on the frame
-        t0, t1 = t0 - span * 0.03, t1 + span * 0.03
     y0, y1, notes = _value_range(values, low, high)
     plot_w, plot_h = WIDTH - _LEFT - _RIGHT, HEIGHT - _TOP - _BOTTOM
+    # Runs are spaced evenly, in order: nightly runs skip weekends and CI runs come
+    # in bursts, and a time axis would crowd the bursts and stretch the gaps.
+    step = plot_w / len(points) if len(points) else plot_w
 
-    def x_of(ts: pd.Series | pd.DatetimeIndex) -> np.ndarray:
-        seconds = (pd.DatetimeIndex(ts) - t0).total_seconds().to_numpy(dtype=float)
-        return _LEFT + seconds / (t1 - t0).total_seconds() * plot_w
+    def x_of(positions: np.ndarray) -> np.ndarray:
+        return _LEFT + (np.asarray(positions, dtype=float) + 0.5) * step
 
     def y_of(v: np.ndarray) -> np.ndarray:
         return _TOP + (1.0 - (np.asarray(v, dtype=float) - y0) / (y1 - y0)) * plot_h
 
-    xs, ys = x_of(times), y_of(values)
+    xs, ys = x_of(np.arange(len(points))), y_of(values)
     out: list[str] = [
         f'<svg class="trend" viewBox="0 0 {WIDTH} {HEIGHT}" width="100%" role="img" '
         f'aria-label="{escape(label)}" xmlns="http://www.w3.org/2000/svg" '
@@ -178,8 +166,8 @@ def trend_svg(
             out.append(f'<line x1="{_LEFT}" x2="{_LEFT + plot_w}" y1="{y:.1f}" y2="{y:.1f}" stroke="{GRID}"/>')
             out.append(f'<text x="{_LEFT - 6}" y="{y + 4:.1f}" text-anchor="end" fill="{TEXT}">'
                        f"{escape(format_value(float(tick), unit))}</text>")
-    for when, text in _time_ticks(t0, t1):
-        x = float(x_of(pd.DatetimeIndex([when]))[0])
+    for position, text in run_ticks(times.reset_index(drop=True)):
+        x = float(x_of(np.array([position]))[0])
         out.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{_TOP + plot_h}" y2="{_TOP + plot_h + 4}" stroke="{TEXT}"/>')
         out.append(f'<text x="{x:.1f}" y="{_TOP + plot_h + 17}" text-anchor="middle" fill="{TEXT}">{escape(text)}</text>')
     out.append(f'<rect x="{_LEFT}" y="{_TOP}" width="{plot_w}" height="{plot_h}" fill="none" stroke="{GRID}"/>')
@@ -190,9 +178,10 @@ def trend_svg(
     if bounded.any() and len(points):
         top = np.clip(np.where(np.isfinite(high), y_of(high), _TOP), _TOP, _TOP + plot_h)
         bottom = np.clip(np.where(np.isfinite(low), y_of(low), _TOP + plot_h), _TOP, _TOP + plot_h)
-        bx = xs if len(xs) > 1 else np.array([_LEFT, _LEFT + plot_w])
-        top, bottom = (top, bottom) if len(xs) > 1 else (np.repeat(top, 2), np.repeat(bottom, 2))
-        keep = bounded if len(xs) > 1 else np.array([True, True])
+        # each run's limits hold over its own slot: the band starts and ends at the frame
+        bx = np.concatenate([[_LEFT], xs, [_LEFT + plot_w]])
+        top, bottom = np.concatenate([top[:1], top, top[-1:]]), np.concatenate([bottom[:1], bottom, bottom[-1:]])
+        keep = np.concatenate([bounded[:1], bounded, bounded[-1:]])
         poly = [f"{x:.1f},{y:.1f}" for x, y in zip(bx[keep], top[keep])]
         poly += [f"{x:.1f},{y:.1f}" for x, y in zip(bx[keep][::-1], bottom[keep][::-1])]
         out.append(f'<polygon class="band" points="{" ".join(poly)}" fill="{BAND}" fill-opacity="0.12" '
@@ -200,7 +189,11 @@ def trend_svg(
 
     # change points: where the shift began, the level before and after
     change_times = pd.to_datetime(changes["time"], utc=True) if len(changes) else pd.Series([], dtype="datetime64[ns, UTC]")
-    cxs = x_of(change_times) if len(changes) else np.array([])
+    # a change point sits between the last run at the old level and the first at the new
+    first_new = (np.searchsorted(pd.DatetimeIndex(times).as_unit("ns").asi8,
+                                 pd.DatetimeIndex(change_times).as_unit("ns").asi8)
+                 if len(changes) else np.array([], dtype=int))
+    cxs = x_of(first_new - 0.5) if len(changes) else np.array([])
     edges = np.concatenate([[_LEFT], cxs, [_LEFT + plot_w]])
     for i, row in enumerate(changes.itertuples(index=False)):  # a handful per chart, not a frame loop
         color = REGRESSION if row.kind == "regression" else IMPROVEMENT

@@ -110,6 +110,7 @@ def _normalised(view: HistoryView) -> tuple[pd.DataFrame, pd.DataFrame]:
     series["machine"] = series["machine"].fillna("").astype(str)
     series["commit"] = series["commit"].fillna("").astype(str)
     series = series.sort_values([*SERIES_KEY, "time"], kind="stable").reset_index(drop=True)
+    series["headline"] = _headline(series)
 
     changes = view.changes.copy() if view.changes is not None else pd.DataFrame(columns=CHANGE_COLUMNS)
     missing = [c for c in CHANGE_COLUMNS if c not in changes.columns]
@@ -125,11 +126,31 @@ def _normalised(view: HistoryView) -> tuple[pd.DataFrame, pd.DataFrame]:
         latest = ~changes.duplicated(SERIES_KEY, keep="last")
         changes["open"] = latest & (changes["kind"] == REGRESSION)
     changes["open"] = changes["open"].fillna(False).astype(bool) & (changes["kind"] == REGRESSION)
+    flags = series.drop_duplicates(SERIES_KEY)[[*SERIES_KEY, "headline"]]
+    changes = changes.drop(columns=["headline"], errors="ignore").merge(flags, on=SERIES_KEY, how="left")
+    changes["headline"] = changes["headline"].fillna(True).astype(bool)
     return series, changes
 
 
+def _headline(series: pd.DataFrame) -> pd.Series:
+    """Per row: is its series one to show first? A store keeps every metric of every
+    kernel (calls, duration_min/mean/max/total, grid size, ...); the ones a person
+    asked about are those an expectation checked (an ``outcome`` in some run), and
+    ``duration``. Without an ``outcome`` column every series is shown first, and so
+    is every series of a kernel that has none of those."""
+    if "outcome" not in series.columns or series.empty:
+        return pd.Series(True, index=series.index)
+    checked = series["outcome"].notna() & (series["outcome"].astype(str) != "")
+    any_checked = checked.groupby([series[c] for c in SERIES_KEY], sort=False).transform("any")
+    headline = any_checked | (series["metric"] == "duration")
+    # a kernel with none of those (nothing checked, no duration) shows all it has
+    kernel = [series[c] for c in ("suite", "machine", "kernel")]
+    return headline | ~headline.groupby(kernel, sort=False).transform("any")
+
+
 def open_regressions(view: HistoryView) -> pd.DataFrame:
-    """The change points that are regressions still in force, worst first."""
+    """The change points that are regressions still in force, worst first; the
+    ``headline`` column tells those on checked metrics (and duration) from the rest."""
     _, changes = _normalised(view)
     found = changes[changes["open"]]
     order = found["change_pct"].abs().fillna(0.0).sort_values(ascending=False, kind="stable").index
@@ -191,6 +212,7 @@ figcaption { margin-bottom: 4px; }
 svg.trend { display: block; height: auto; }
 svg.legend { max-width: 100%; height: auto; }
 details { margin-top: 6px; }
+details.more > summary { margin: 8px 0; }
 summary { cursor: pointer; color: var(--muted); }
 nav.toc ul { padding-left: 1.2em; }
 footer { margin-top: 2em; padding-bottom: 2em; font-size: 0.85em; }
@@ -270,9 +292,23 @@ def budget_text(low: float, high: float, unit: str) -> str:
     return "-"
 
 
-def _regressions_table(found: pd.DataFrame, units: dict[tuple[str, str, str, str], str], *, with_suite: bool) -> str:
+def _regressions_section(found: pd.DataFrame, units: dict[tuple[str, str, str, str], str], *, with_suite: bool) -> str:
+    """The open regressions on headline metrics as a table; those on the other
+    metrics (a slower kernel also moves its duration_max, duration_total, ...) in a
+    collapsed table below it."""
     if found.empty:
         return '<p class="good">No open regressions.</p>'
+    main, other = found[found["headline"]], found[~found["headline"]]
+    html = _regressions_table(main, units, with_suite=with_suite) if len(main) else \
+        '<p class="good">No open regressions on checked metrics.</p>'
+    if len(other):
+        names = ", ".join(sorted(other["metric"].astype(str).unique()))
+        html += (f'<details class="more"><summary>{len(other)} more on other metrics ({escape(names)})</summary>'
+                 + _regressions_table(other, units, with_suite=with_suite) + "</details>")
+    return html
+
+
+def _regressions_table(found: pd.DataFrame, units: dict[tuple[str, str, str, str], str], *, with_suite: bool) -> str:
     rows = []
     for row in found.itertuples(index=False):  # the table's rows: one string each
         unit = units.get((row.suite, row.machine, row.kernel, row.metric), "")
@@ -351,7 +387,7 @@ def suite_html(view: HistoryView, suite: str) -> str:
         "</header>",
         "<main>",
         "<h2>Open regressions</h2>",
-        _regressions_table(open_regressions(HistoryView(mine, my_changes)), _units(mine), with_suite=False),
+        _regressions_section(open_regressions(HistoryView(mine, my_changes)), _units(mine), with_suite=False),
         "<h2>Kernels</h2>",
         legend_svg(),
     ]
@@ -364,13 +400,21 @@ def suite_html(view: HistoryView, suite: str) -> str:
     body.append(f'<nav class="toc"><ul>{toc}</ul></nav>')
     for (machine, kernel), rows in groups:
         heading = escape(kernel) + (f' <span class="sub">on {escape(machine)}</span>' if len(machines) > 1 else "")
-        figures = []
-        for metric, points in rows.groupby("metric", sort=True):
+        figures: dict[bool, list[str]] = {True: [], False: []}
+        names: list[str] = []
+        for (headline, metric), points in rows.groupby(["headline", "metric"], sort=True):
             here = my_changes[(my_changes["machine"] == machine) & (my_changes["kernel"] == kernel)
                               & (my_changes["metric"] == metric)]
-            figures.append(_chart_figure(points, here, machine=machine, kernel=kernel, metric=str(metric)))
+            figures[bool(headline)].append(_chart_figure(points, here, machine=machine, kernel=kernel,
+                                                         metric=str(metric)))
+            if not headline:
+                names.append(str(metric))
+        section = f'<div class="charts">{"".join(figures[True])}</div>'
+        if figures[False]:
+            section += (f'<details class="more"><summary>{len(names)} more metrics ({escape(", ".join(names))})'
+                        f'</summary><div class="charts">{"".join(figures[False])}</div></details>')
         body.append(f'<section id="{kernel_anchor(machine, kernel)}"><h2 class="kernel">{heading}</h2>'
-                    f'<div class="charts">{"".join(figures)}</div></section>')
+                    f"{section}</section>")
     body.append("</main>")
     return _page(f"{suite} - {view.title}", body)
 
@@ -384,7 +428,7 @@ def index_html(view: HistoryView) -> str:
     rows = []
     for suite, mine in series.groupby("suite", sort=True):
         last = latest[latest["suite"] == suite]
-        n_open = int((found["suite"] == suite).sum())
+        n_open = int(((found["suite"] == suite) & found["headline"]).sum())
         n_out = int(last["outside"].sum())
         newest_row = mine.loc[mine["time"].idxmax()]
         rows.append([
@@ -405,8 +449,8 @@ def index_html(view: HistoryView) -> str:
         f'<p class="meta">{meta}</p>',
         "</header>",
         "<main>",
-        f"<h2>Open regressions ({len(found)})</h2>",
-        _regressions_table(found, _units(series), with_suite=True),
+        f"<h2>Open regressions ({int(found['headline'].sum())})</h2>",
+        _regressions_section(found, _units(series), with_suite=True),
         "<h2>Suites</h2>",
         _table(["suite", "kernels", "series", "runs", "latest run", "open regressions", "outside budget"], rows,
                numeric=(1, 2, 3, 5, 6), cls="suites") if rows else "<p>No runs recorded yet.</p>",
@@ -439,10 +483,12 @@ def _md_code(text: str) -> str:
 
 def markdown_digest(view: HistoryView, *, link: str | None = None) -> str:
     """A few lines for a nightly issue or a chat message: the latest run, the
-    open regressions (worst first), the kernels whose latest value is outside
-    its budget. ``link``: where the HTML report is published."""
+    open regressions on checked metrics and duration (worst first; those on other
+    metrics are counted), the kernels whose latest value is outside its budget.
+    ``link``: where the HTML report is published."""
     series, _ = _normalised(view)
-    found = open_regressions(view)
+    everything = open_regressions(view)
+    found, other = everything[everything["headline"]], everything[~everything["headline"]]
     latest = latest_runs(series)
     outside = latest[latest["outside"]]
     units = _units(series)
@@ -473,6 +519,10 @@ def markdown_digest(view: HistoryView, *, link: str | None = None) -> str:
                          f"{row.change_pct:+.1f}% |")
         if len(found) > MAX_DIGEST_ROWS:
             lines.append(f"\n...and {len(found) - MAX_DIGEST_ROWS} more.")
+    if not other.empty:
+        names = ", ".join(sorted(other["metric"].astype(str).unique()))
+        lines += ["", f"Also {len(other)} open regression{'s' if len(other) != 1 else ''} on metrics no "
+                  f"expectation checks ({_md(names)}): see the report."]
     if not outside.empty:
         lines += ["", "### Outside budget in the latest run", "",
                   "| suite | kernel | metric | value | budget |", "|---|---|---|---:|---|"]
