@@ -228,3 +228,13 @@ def test_checked_metrics_first_the_others_collapsed() -> None:
     assert len(page.find("svg", "trend")) == 4 and len(collapsed) == 2
     digest = markdown_digest(view)
     assert "**1 open regression**" in digest and "Also 1 open regression on metrics no expectation checks" in digest
+
+
+def test_constant_and_whole_number_series_get_distinct_ticks() -> None:
+    times = pd.date_range("2026-11-01", periods=4, freq="D", tz="UTC")
+    zero = Page(trend_svg(pd.DataFrame({"time": times, "value": [0.0] * 4}), unit="B", label="scratch"))
+    labels = [e.text for e in zero.find("text") if e.attrs.get("text-anchor") == "end"]
+    assert labels == ["0 B", "1 B"]
+    assert nice_ticks(0.0, 3.2, integer=True).tolist() == [0.0, 1.0, 2.0, 3.0]
+    flat = Page(trend_svg(pd.DataFrame({"time": times, "value": [2e-3] * 4}), unit="s", label="d"))
+    assert len({e.text for e in flat.find("text") if e.attrs.get("text-anchor") == "end"}) >= 3

@@ -49,8 +49,13 @@ TEXT = "#333333"
 _LIMIT_REACH = 1.0
 
 
-def nice_ticks(low: float, high: float, count: int = 5) -> np.ndarray:
-    """Round tick values (1, 2, 2.5 or 5 x 10^k apart) within [low, high]."""
+# Units whose values are whole numbers (bytes, registers, calls): no tick between them.
+INTEGER_UNITS = ("B", "count")
+
+
+def nice_ticks(low: float, high: float, count: int = 5, *, integer: bool = False) -> np.ndarray:
+    """Round tick values (1, 2, 2.5 or 5 x 10^k apart; whole numbers with
+    ``integer``) within [low, high]."""
     if not (math.isfinite(low) and math.isfinite(high)) or high <= low:
         return np.array([low]) if math.isfinite(low) else np.array([0.0])
     raw = (high - low) / max(count - 1, 1)
@@ -58,6 +63,8 @@ def nice_ticks(low: float, high: float, count: int = 5) -> np.ndarray:
     # the round step nearest the raw one (in ratio), so a chart gets about
     # ``count`` ticks, never just two
     step = min((m * magnitude for m in (1.0, 2.0, 2.5, 5.0, 10.0)), key=lambda s: abs(math.log(s / raw)))
+    if integer:
+        step = max(1.0, float(math.ceil(step)))
     first = math.ceil(low / step - 1e-9) * step
     ticks = np.arange(first, high + step * 1e-6, step)
     return np.round(ticks / step) * step  # no 0.30000000000000004
@@ -67,7 +74,9 @@ def _value_range(values: np.ndarray, low: np.ndarray, high: np.ndarray) -> tuple
     """y range: the data, the band edges near it, padded; notes for limits left out."""
     data = values[np.isfinite(values)]
     lo, hi = (float(data.min()), float(data.max())) if data.size else (0.0, 1.0)
-    span = hi - lo if hi > lo else (abs(hi) or 1.0) * 0.1
+    if hi == lo:  # a constant series (no spills, every night): a range around it
+        lo, hi = (lo - abs(lo) * 0.1, hi + abs(hi) * 0.1) if lo else (0.0, 1.0)
+    span = hi - lo
     notes: list[str] = []
     for edges, side in ((low, "lower"), (high, "upper")):
         finite = edges[np.isfinite(edges)]
@@ -160,7 +169,7 @@ def trend_svg(
         f"<title>{escape(label)}</title>",
     ]
     # grid and y axis labels
-    for tick in nice_ticks(y0, y1):
+    for tick in nice_ticks(y0, y1, integer=unit in INTEGER_UNITS):
         y = float(y_of(np.array([tick]))[0])
         if _TOP - 0.5 <= y <= _TOP + plot_h + 0.5:
             out.append(f'<line x1="{_LEFT}" x2="{_LEFT + plot_w}" y1="{y:.1f}" y2="{y:.1f}" stroke="{GRID}"/>')
