@@ -113,7 +113,7 @@ def test_budget_band_and_points_outside_it() -> None:
     # the band runs from the 1.5 s limit (above every point but the 1.6 s one) to the bottom
     assert min(ys) > cys[4] and min(ys) < min(cys[:4] + cys[5:])
     assert [c.attrs["fill"] for c in circles].count("#c62828") == 1  # the one point outside its budget
-    assert "outside the budget" in [e.text for e in page.find("title") if "circle" in e.parents][4]
+    assert "outside its budget" in [e.text for e in page.find("title") if "circle" in e.parents][4]
 
 
 def test_points_higher_values_higher_and_gaps_break_the_line() -> None:
@@ -238,3 +238,18 @@ def test_constant_and_whole_number_series_get_distinct_ticks() -> None:
     assert nice_ticks(0.0, 3.2, integer=True).tolist() == [0.0, 1.0, 2.0, 3.0]
     flat = Page(trend_svg(pd.DataFrame({"time": times, "value": [2e-3] * 4}), unit="s", label="d"))
     assert len({e.text for e in flat.find("text") if e.attrs.get("text-anchor") == "end"}) >= 3
+
+
+def test_a_failed_check_counts_as_outside_the_budget_without_stored_limits() -> None:
+    times = pd.date_range("2026-11-01", periods=3, freq="D", tz="UTC")
+    series = pd.DataFrame({"suite": "s", "kernel": "k", "metric": "duration", "unit": "s", "time": times,
+                           "value": [1e-3, 1e-3, 2e-3], "outcome": ["passed", "passed", "failed"]})
+    view = HistoryView(series)
+    index = index_html(view)
+    assert [e.text for e in Page(index).find("span", "bad")] == ["1"]  # the suite's "outside budget" cell
+    page = Page(suite_html(view, "s"))
+    assert [c.attrs["fill"] for c in page.find("circle", "run")] == ["#1f5fa8", "#1f5fa8", "#c62828"]
+    assert "its check failed in the latest run" in suite_html(view, "s")
+    states = [e.text for e in page.find("span", "bad") if "td" in e.parents]
+    assert states == ["failed"]
+    assert "**1 outside budget**" in markdown_digest(view)

@@ -136,7 +136,7 @@ def trend_svg(
 
     ``points``: one row per run, columns ``time`` (UTC timestamps), ``value``
     (base units), optional ``low``/``high`` (the budget band, NaN where
-    unbounded) and ``commit``. ``changes``: one row per change point, columns
+    unbounded), ``failed`` (a check failed on that run's value) and ``commit``. ``changes``: one row per change point, columns
     ``time``, ``before``, ``after``, ``change_pct`` and ``kind``
     ("regression" or "improvement"), optional ``commit``. ``label`` names the
     chart for screen readers ("duration of stencil_kernel").
@@ -228,12 +228,14 @@ def trend_svg(
     if line:
         out.append(f'<path class="series" d="{line}" fill="none" stroke="{LINE}" stroke-width="1.8"/>')
     outside = (np.isfinite(low) & (values < low)) | (np.isfinite(high) & (values > high))
+    if "failed" in points:  # a check of that run failed on this value (limits not stored)
+        outside |= points["failed"].fillna(False).to_numpy(dtype=bool)
     for x, y, when, value, commit, out_of_budget in zip(
             xs.tolist(), ys.tolist(), times.tolist(), values.tolist(), commits, outside.tolist()):
         if not math.isfinite(y):
             continue
         tip = f"{when.strftime('%Y-%m-%d %H:%M UTC')}" + (f", commit {commit}" if commit else "") \
-            + f": {format_value(value, unit)}" + (" (outside the budget)" if out_of_budget else "")
+            + f": {format_value(value, unit)}" + (" (outside its budget)" if out_of_budget else "")
         fill = REGRESSION if out_of_budget else LINE
         out.append(f'<circle class="run" cx="{x:.1f}" cy="{y:.1f}" r="3.5" fill="{fill}" stroke="#fff">'
                    f"<title>{escape(tip)}</title></circle>")

@@ -111,6 +111,12 @@ def _normalised(view: HistoryView) -> tuple[pd.DataFrame, pd.DataFrame]:
     series["commit"] = series["commit"].fillna("").astype(str)
     series = series.sort_values([*SERIES_KEY, "time"], kind="stable").reset_index(drop=True)
     series["headline"] = _headline(series)
+    # outside its budget: beyond the stored limits, or a check of that run failed on
+    # it (a store without limits still knows the outcome)
+    value, low, high = (series[c].astype(float) for c in ("value", "low", "high"))
+    failed = series["outcome"].astype(str).eq("failed") if "outcome" in series.columns else False
+    series["failed"] = failed
+    series["outside"] = (low.notna() & (value < low)) | (high.notna() & (value > high)) | series["failed"]
 
     changes = view.changes.copy() if view.changes is not None else pd.DataFrame(columns=CHANGE_COLUMNS)
     missing = [c for c in CHANGE_COLUMNS if c not in changes.columns]
@@ -158,11 +164,8 @@ def open_regressions(view: HistoryView) -> pd.DataFrame:
 
 
 def latest_runs(series: pd.DataFrame) -> pd.DataFrame:
-    """The newest row of every series, with ``outside`` (value beyond its band)."""
-    latest = series[~series.duplicated(SERIES_KEY, keep="last")].copy()
-    value, low, high = (latest[c].astype(float) for c in ("value", "low", "high"))
-    latest["outside"] = (low.notna() & (value < low)) | (high.notna() & (value > high))
-    return latest
+    """The newest row of every series (``outside``: beyond its band, or its check failed)."""
+    return series[~series.duplicated(SERIES_KEY, keep="last")].copy()
 
 
 # --- names and links ---------------------------------------------------------------------
@@ -334,10 +337,10 @@ def _units(series: pd.DataFrame) -> dict[tuple[str, str, str, str], str]:
 def _runs_table(points: pd.DataFrame, unit: str) -> str:
     recent = points.iloc[::-1].head(MAX_RUN_ROWS)
     rows = []
-    value, low, high = (recent[c].astype(float) for c in ("value", "low", "high"))
-    outside = ((low.notna() & (value < low)) | (high.notna() & (value > high))).tolist()
-    for row, out in zip(recent.itertuples(index=False), outside):
-        state = '<span class="bad">outside</span>' if out else ("ok" if pd.notna(row.low) or pd.notna(row.high) else "-")
+    for row in recent.itertuples(index=False):
+        judged = pd.notna(row.low) or pd.notna(row.high) or isinstance(getattr(row, "outcome", None), str)
+        state = ('<span class="bad">failed</span>' if row.failed else '<span class="bad">outside</span>'
+                 if row.outside else "ok" if judged else "-")
         rows.append([_when(row.time), _commit(row.commit), escape(str(row.run)) if row.run != "" else "-",
                      escape(format_value(row.value, unit)), escape(budget_text(row.low, row.high, unit)), state])
     more = f" (latest {MAX_RUN_ROWS} of {len(points)})" if len(points) > MAX_RUN_ROWS else ""
@@ -349,9 +352,8 @@ def _runs_table(points: pd.DataFrame, unit: str) -> str:
 def _chart_figure(points: pd.DataFrame, changes: pd.DataFrame, *, machine: str, kernel: str, metric: str) -> str:
     unit = str(points["unit"].iloc[-1])
     last = points.iloc[-1]
-    outside = ((pd.notna(last["low"]) and last["value"] < last["low"])
-               or (pd.notna(last["high"]) and last["value"] > last["high"]))
-    status = '<br><span class="bad">outside its budget</span>' if outside else ""
+    status = ('<br><span class="bad">its check failed in the latest run</span>' if last["failed"] else
+              '<br><span class="bad">outside its budget</span>' if last["outside"] else "")
     open_here = changes[changes["open"]]
     if len(open_here):
         worst = open_here.iloc[-1]
