@@ -113,3 +113,20 @@ def test_prometheus_text_has_millisecond_timestamps(frame: pd.DataFrame) -> None
     assert min(stamps) == int(START * 1000)
     with pytest.raises(ValueError):
         timestamped_metrics(frame, timestamps="us")
+
+
+def test_the_prometheus_projects_parsers_read_both_exports(frame: pd.DataFrame) -> None:
+    from prometheus_client.openmetrics.parser import text_string_to_metric_families as openmetrics
+    from prometheus_client.parser import text_string_to_metric_families as prometheus
+
+    families = {f.name: f for f in openmetrics(timestamped_metrics(frame))}  # raises on any violation
+    duration = families["perfcheck_duration_seconds"]
+    assert duration.type == "gauge" and duration.unit == "seconds"
+    assert len(duration.samples) == 2 * NIGHTS
+    first = duration.samples[0]
+    assert float(first.timestamp.sec) + first.timestamp.nsec / 1e9 == START
+    assert families["perfcheck_run"].type == "info" and len(families["perfcheck_run"].samples) == NIGHTS
+    text_families = {f.name: f for f in prometheus(timestamped_metrics(frame, timestamps="ms"))}
+    samples = text_families["perfcheck_duration_seconds"].samples
+    assert samples[0].timestamp == START  # the parser turns milliseconds back into seconds
+    assert [s.value for s in samples] == [s.value for s in duration.samples]
