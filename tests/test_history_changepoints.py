@@ -142,3 +142,14 @@ def test_an_improvement_is_not_a_regression(tmp_path: Path) -> None:
     assert [p.direction for p in points] == ["improvement"] and recent_regressions(points, frame) == []
     assert detect(frame, min_change_pct=15.0) == []
     assert math.isclose(points[0].change_pct, -10.0, abs_tol=1.5)
+
+
+def test_a_spike_on_the_first_night_of_a_step_does_not_hide_it() -> None:
+    x = _noise(10, 40, 0.005)
+    x[37:] *= 1.05
+    x[37] *= 1.4
+    assert spikes(np.log(x))[37]
+    assert [s.index for s in split_points(x)] == [38]  # found from the runs after the spike
+    x[37] /= 1.4
+    assert not spikes(np.log(x))[37]  # the first run of a shift is not a spike
+    assert [s.index for s in split_points(x)] == [37]

@@ -6,8 +6,9 @@ The method (numpy only; each step says why):
    1 us and a 1 s kernel) and multiplicative noise (clocks) is additive.
 2. Single-run spikes (a preempted job, a throttled node) are set aside before any
    test: a run that stands out from BOTH neighbours in the same direction by more
-   than ``SPIKE_K`` robust standard deviations of the run-to-run differences, while
-   the neighbours agree with each other. Peers
+   than ``SPIKE_K`` robust standard deviations of the run-to-run differences, and
+   by more than twice the neighbours differ from each other (so the first run of a
+   shift, whose neighbours sit on two levels, is not one). Peers
    that test spikes along with the data report them as changes or lose power to
    their variance; a real shift moves its neighbours too, so it is never a spike.
    The first and the newest run have one neighbour: they are set aside when far
@@ -186,7 +187,8 @@ def _robust_sigma(y: np.ndarray) -> float:
 
 def spikes(y: np.ndarray, k: float = SPIKE_K) -> np.ndarray:
     """Mask of single-run spikes: points beyond ``k`` robust sigmas from both
-    neighbours, on the same side of both, while the neighbours agree. An end point has one neighbour: it is a
+    neighbours, on the same side of both, and twice as far from each as the
+    neighbours are from each other. An end point has one neighbour: it is a
     spike when it is that far from it while that neighbour agrees with its own next
     one (the newest run is thereby set aside until the next run says whether it
     started a shift; it could not start a change point alone anyway)."""
@@ -198,10 +200,17 @@ def spikes(y: np.ndarray, k: float = SPIKE_K) -> np.ndarray:
     limit = max(k * sigma, 1e-12 * float(np.max(np.abs(y))))
     prev, nxt = y[1:-1] - y[:-2], y[1:-1] - y[2:]
     same_side = np.sign(prev) == np.sign(nxt)
-    agree = np.abs(y[2:] - y[:-2]) <= limit  # the neighbours agree: not the first run of a shift
-    mask[1:-1] = same_side & agree & (np.minimum(np.abs(prev), np.abs(nxt)) > limit) & (prev != 0)
-    mask[0] = abs(y[0] - y[1]) > limit and abs(y[1] - y[2]) <= limit
-    mask[-1] = abs(y[-1] - y[-2]) > limit and abs(y[-2] - y[-3]) <= limit
+    # the neighbours agree, relative to the jump: the first run of a shift has a neighbour
+    # on each level; a spike on the first run of a shift stands out from both levels
+    jump = np.minimum(np.abs(prev), np.abs(nxt))
+    agree = np.abs(y[2:] - y[:-2]) * 2.0 < jump
+    mask[1:-1] = same_side & agree & (jump > limit) & (prev != 0)
+    # an end: far from its neighbour, which agrees with its own, and far from the level
+    # of the runs next to it (a run back at the old level after two spikes is no spike)
+    mask[0] = (abs(y[0] - y[1]) > limit and abs(y[1] - y[2]) <= limit
+               and abs(y[0] - np.median(y[1:6])) > limit)
+    mask[-1] = (abs(y[-1] - y[-2]) > limit and abs(y[-2] - y[-3]) <= limit
+                and abs(y[-1] - np.median(y[-6:-1])) > limit)
     return mask
 
 
@@ -255,11 +264,14 @@ def _prune(y: np.ndarray, cps: list[int], p: float, window: int, min_after: int)
             # outliers in a row (two spikes) are not one shift
             if not too_short and len(right) == 2 and abs(right[1] - right[0]) > SPIKE_K * sigma:
                 too_short = True
-            # persistence: each of the first min_after runs is nearer the new level than the old
+            # persistence: each of the first min_after runs is nearer the new level than the
+            # old; and while the newest level is short, every run of it (an excursion of two
+            # spikes that came back is not a shift)
             if not too_short:
                 mid = (left.mean() + right.mean()) / 2.0
                 side = np.sign(right.mean() - left.mean())
-                too_short = not bool(np.all(side * (right[:min_after] - mid) > 0))
+                newest = bounds[i + 2] == len(y) and len(right) <= min_after + 2
+                too_short = not bool(np.all(side * ((right if newest else right[:min_after]) - mid) > 0))
             pvalues.append(1.0 if too_short else _ttest(left, right))
         worst = int(np.argmax(pvalues))
         if pvalues[worst] < p:
