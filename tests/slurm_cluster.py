@@ -165,6 +165,8 @@ def start(root: Path | None = None) -> Cluster:
         "JobAcctGatherType=jobacct_gather/none",
         "MpiDefault=none",
         "ReturnToService=2",
+        # start a submitted batch job at once (the default waits up to 3 s to batch them)
+        "SchedulerParameters=batch_sched_delay=0,sched_min_interval=0",
         # jobs that finish are gone from squeue quickly; the next one starts at once
         "MinJobAge=30",
         f"{node} NodeAddr=127.0.0.1 State=UNKNOWN",
