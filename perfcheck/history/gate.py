@@ -11,7 +11,9 @@ only, while runs differ by more (clocks, placement, thermals; one project measur
 on drift alone.
 
 The rule: fail when the run is worse than the allowance with at least 90% confidence,
-i.e. beyond ``reference x exp(Z x se)`` (``Z`` = 1.2816, one-sided 90%), where
+i.e. beyond ``reference x exp(t x se)`` (``t`` the one-sided 90% Student quantile
+with one degree of freedom fewer than the runs the spread was measured on: 1.53
+for 5 runs, 1.31 for 30), where
 ``reference`` is the literal bound (history median x (1 + allowance)) and ``se`` the
 standard error of log(observed / history median): the run-to-run spread (or the
 run's own within-run noise, whichever is larger) plus the uncertainty of a median of
@@ -36,7 +38,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from perfcheck.history.changepoints import MIN_AFTER, P_VALUE, WINDOW, spikes, split_points
+from perfcheck.history.changepoints import MIN_AFTER, P_VALUE, WINDOW, spikes, split_points, t_pvalue
 from perfcheck.model import FAILED, PASSED, RECORDED, Check
 
 if TYPE_CHECKING:
@@ -44,7 +46,27 @@ if TYPE_CHECKING:
 
 RECENT_RUNS = 10  # the baseline is the median of this many latest runs since the last change point
 MIN_RUNS = 5  # fewer comparable runs: the baseline file decides
-Z = 1.2815515655446004  # one-sided 90%: fail when 90% sure the run is worse than the allowance
+CONFIDENCE = 0.90  # one-sided: fail when 90% sure the run is worse than the allowance
+_QUANTILES: dict[int, float] = {}
+
+
+def t_quantile(df: int, confidence: float = CONFIDENCE) -> float:
+    """One-sided Student t quantile (the spread is estimated from few runs: with 5 runs
+    the 90% quantile is 1.53, not the normal 1.28). Bisection on the CDF, cached."""
+    df = max(1, int(df))
+    key = df if confidence == CONFIDENCE else -1
+    if key in _QUANTILES:
+        return _QUANTILES[key]
+    lo, hi = 0.0, 50.0
+    for _ in range(60):
+        mid = (lo + hi) / 2.0
+        if t_pvalue(mid, df) / 2.0 > 1.0 - confidence:
+            lo = mid
+        else:
+            hi = mid
+    if key > 0:
+        _QUANTILES[key] = hi
+    return hi
 SERIES_RUNS = 60  # runs read per series to find the last change point and the spread
 
 
@@ -89,8 +111,10 @@ def reference(values: Sequence[float] | np.ndarray, *, recent: int = RECENT_RUNS
     logs = np.log(tail[-window:])
     diffs = np.abs(np.diff(logs))
     # run-to-run sigma from successive differences (a slow trend barely moves it),
-    # never below the spread around the median (short, flat stretches)
-    spread = float(max(1.4826 * np.median(diffs) / math.sqrt(2.0), 1.4826 * np.median(np.abs(logs - np.median(logs)))))
+    # never below the spread around the median, nor (spikes are set aside) the standard
+    # deviation, which is the steadier estimate when only a few runs are there
+    spread = float(max(1.4826 * np.median(diffs) / math.sqrt(2.0), 1.4826 * np.median(np.abs(logs - np.median(logs))),
+                       np.std(logs, ddof=1)))
     recent_values = tail[-recent:]
     return Reference(float(np.median(recent_values)), spread, len(recent_values), len(tail), start)
 
@@ -128,11 +152,12 @@ def judge(observed: float, relation: str, fraction: float, absolute: float | Non
     bound = base * (1.0 + fraction) + (absolute or 0.0)
     run_sigma = max(ref.spread, current_se)
     se = math.sqrt(run_sigma**2 + (math.pi / 2.0) * ref.spread**2 / max(ref.runs, 1))
+    z = t_quantile(min(ref.comparable, WINDOW) - 1)
     if relation in ("<=", "<"):
-        limit = bound * math.exp(Z * se)
+        limit = bound * math.exp(z * se)
         passed = observed <= limit if relation == "<=" else observed < limit
     else:
-        limit = bound * math.exp(-Z * se)
+        limit = bound * math.exp(-z * se)
         passed = observed >= limit if relation == ">=" else observed > limit
     return Judgement(passed, base, bound, limit, se)
 
