@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from perfcheck.history import Result, RunRecord, better, detect, open_store, recent_regressions, split_points
-from perfcheck.history.changepoints import spikes, t_pvalue
+from perfcheck.history.changepoints import _robust_sigma, spikes, t_pvalue
 
 DAY = 86400.0
 T0 = 1_767_225_600.0
@@ -36,12 +36,20 @@ def test_a_step_is_found_where_it_starts(at: int) -> None:
 
 
 def test_a_change_needs_two_runs_at_its_new_level() -> None:
-    x = _noise(1, 40)
-    x[-1] *= 1.10
+    x = 1e-3 * (1.0 + 0.005 * (-1.0) ** np.arange(40))  # +-0.5%: successive differences of 1%
+    jump = math.exp(4.0 * _robust_sigma(np.log(x)))  # four sigmas of them: less than a spike
+    x[-1] *= jump
     assert split_points(x) == []  # the newest run alone starts nothing
-    x[-2] *= 1.10
+    x[-2] *= jump
     assert [s.index for s in split_points(x)] == [38]
     assert split_points(x, min_after=3) == []
+
+
+def test_a_jump_as_large_as_a_spike_needs_a_third_run() -> None:
+    x = _noise(1, 41)
+    x[-3:] *= 1.3
+    assert split_points(x[:-1]) == []  # two runs 30% slower: two spikes, or a shift?
+    assert [s.index for s in split_points(x)] == [38]
 
 
 @pytest.mark.parametrize("at", [0, 1, 20, 38, 39])
@@ -145,7 +153,7 @@ def test_an_improvement_is_not_a_regression(tmp_path: Path) -> None:
 
 
 def test_a_spike_on_the_first_night_of_a_step_does_not_hide_it() -> None:
-    x = _noise(10, 40, 0.005)
+    x = _noise(10, 41, 0.005)
     x[37:] *= 1.05
     x[37] *= 1.4
     assert spikes(np.log(x))[37]

@@ -26,8 +26,9 @@ The method (numpy only; each step says why):
    survivors are re-tested against their final neighbours (each side at most
    ``window`` runs) and the weakest is dropped until all pass.
 5. Persistence: a change needs at least ``min_after`` runs at its new level (the
-   run where it starts counts), so one spike is never a change point, and the
-   newest run alone never starts one.
+   run where it starts counts), each nearer the new level than the old, so one
+   spike is never a change point and the newest run alone never starts one; a
+   jump as large as a spike needs one run more (two spikes in a row happen).
 
 Every change point records the run and commit where it starts, the medians
 before and after, the change in % and whether it is a regression by the metric's
@@ -263,6 +264,12 @@ def _prune(y: np.ndarray, cps: list[int], p: float, window: int, min_after: int)
             # a new level seen on two runs only must agree with itself: two different
             # outliers in a row (two spikes) are not one shift
             if not too_short and len(right) == 2 and abs(right[1] - right[0]) > SPIKE_K * sigma:
+                too_short = True
+            # a jump as large as a spike, seen on min_after runs only, could be that many
+            # spikes in a row: it needs one run more
+            newest_level = bounds[i + 2] == len(y)
+            if not too_short and newest_level and len(right) == min_after and \
+                    abs(right.mean() - left.mean()) > SPIKE_K * sigma:
                 too_short = True
             # persistence: each of the first min_after runs is nearer the new level than the
             # old; and while the newest level is short, every run of it (an excursion of two
