@@ -18,9 +18,19 @@ Rules, on the same samples:
   resamples, clear of 1). It needs the raw samples and resamples x n work per
   decision; the table shows it buys nothing over the order-statistic interval.
 
-Seeded (every cell has its own seed), so the table is the same on every run.
+Then nightly series (see the comment above ``simulate``): about 1,000 series x 60
+nights with drift, spikes, steps and creep; perfcheck's ``history detect`` and
+history-aware gate against a fixed % vs the previous run (pytest-benchmark,
+github-action-benchmark), Bencher's t-test threshold, Google benchmark's
+compare.py U test and MongoDB's E-divisive with permutations: false alarms per
+1,000 nightly decisions, detection within 3 nights, nights to detection, and the
+per-PR gate with 5-40 runs of history.
 
-    python benchmarks/decisions.py [--trials N] [--seed S]
+Seeded (every cell has its own seed), so the tables are the same on every run
+(about 2 minutes on one core).
+
+    python benchmarks/decisions.py [--trials N] [--seed S] [--series N] [--nights N]
+                                   [--ediv-every N] [--only per-run|nightly]
 """
 
 from __future__ import annotations
