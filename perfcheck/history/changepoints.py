@@ -28,7 +28,8 @@ The method (numpy only; each step says why):
 5. Persistence: a change needs at least ``min_after`` runs at its new level (the
    run where it starts counts), each nearer the new level than the old, so one
    spike is never a change point and the newest run alone never starts one; a
-   jump as large as a spike needs one run more (two spikes in a row happen).
+   jump as large as a spike needs one run more unless its runs agree within 3
+   sigmas (two spikes in a row happen, and differ).
 
 Every change point records the run and commit where it starts, the medians
 before and after, the change in % and whether it is a regression by the metric's
@@ -266,10 +267,11 @@ def _prune(y: np.ndarray, cps: list[int], p: float, window: int, min_after: int)
             if not too_short and len(right) == 2 and abs(right[1] - right[0]) > SPIKE_K * sigma:
                 too_short = True
             # a jump as large as a spike, seen on min_after runs only, could be that many
-            # spikes in a row: it needs one run more
+            # spikes in a row: unless those runs agree closely (spikes differ), it needs
+            # one run more
             newest_level = bounds[i + 2] == len(y)
             if not too_short and newest_level and len(right) == min_after and \
-                    abs(right.mean() - left.mean()) > SPIKE_K * sigma:
+                    abs(right.mean() - left.mean()) > SPIKE_K * sigma and np.ptp(right) > 3.0 * sigma:
                 too_short = True
             # persistence: each of the first min_after runs is nearer the new level than the
             # old; and while the newest level is short, every run of it (an excursion of two
