@@ -216,13 +216,12 @@ def gated_pairs(checks: Sequence[Check]) -> list[tuple[str, str]]:
 
 
 def rejudge(checks: Sequence[Check], refs: Mapping[tuple[str, str], Reference], analysis: "Analysis | None",
-            tolerances: Mapping[str, float], *, unit_format=None) -> list[Check]:  # noqa: ANN001
+            tolerances: Mapping[str, float]) -> list[Check]:
     """Checks with the baseline-relative ones judged on history where it suffices; the
     others say why the baseline file decided."""
     from perfcheck.baseline import is_exact
-    from perfcheck.report.units import format_value
+    from perfcheck.report.units import format_value as fmt
 
-    fmt = unit_format or format_value
     out = []
     for check in checks:
         key = (check.kernel, check.metric)

@@ -176,7 +176,7 @@ class Store:
                 raise InputError(self.path, "is not a perfcheck history store (not an SQLite database)",
                                  hint="name another file for --history") from None
             raise InputError(self.path, f"cannot open the history store ({exc})") from None
-        except PerfcheckErrorTypes:
+        except (InputError, UsageError):
             self._db.close()
             raise
 
@@ -387,9 +387,6 @@ class Store:
             frame[column] = frame[column].astype("float64")
         frame["n"] = frame["n"].astype("Int64")
         return frame
-
-
-PerfcheckErrorTypes = (InputError, UsageError)
 
 
 def _statements(script: str) -> list[str]:
