@@ -179,13 +179,9 @@ def timestamped_metrics(series: pd.DataFrame, *, timestamps: str = "s") -> str:
         lines.append(f"# TYPE {name} {'info' if openmetrics else 'gauge'}")
         lines.append(f"# HELP {name} perfcheck history: one sample per run, its commit and branch")
         sample = "perfcheck_run_info"
-        stamps = _timestamps(runs["time"], timestamps)
-        for (_, run), stamp in zip(runs.iterrows(), stamps):
-            pairs = [("run_id", str(run["run_id"]))]
-            for key in ("commit", "branch"):
-                text = _text(run.get(key))
-                if text:
-                    pairs.append((key, text))
+        columns = [runs[key] if key in runs else pd.Series(None, index=runs.index) for key in ("commit", "branch")]
+        for run_id, commit, branch, stamp in zip(runs["run_id"], *columns, _timestamps(runs["time"], timestamps)):
+            pairs = [("run_id", str(run_id))] + [(k, t) for k, t in (("commit", _text(commit)), ("branch", _text(branch))) if t]
             lines.append(f"{sample}{_labels(pairs)} 1 {stamp}")
     if openmetrics:
         lines.append("# EOF")
