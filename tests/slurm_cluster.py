@@ -126,7 +126,9 @@ class Cluster:
 
 def start(root: Path | None = None) -> Cluster:
     """Start munged, slurmctld and slurmd; return once the node is idle. The caller
-    must call ``stop()`` (a pytest finalizer), also when this raises."""
+    calls ``stop()`` (a pytest finalizer); when starting fails, whatever had
+    started is stopped here and the error raised."""
+    own_root = root is None
     if root is None:
         # not under pytest's tmp_path: that is root-only (0700), and munged, running
         # as the munge user, must reach its socket directory
@@ -137,10 +139,23 @@ def start(root: Path | None = None) -> Cluster:
     munge = pwd.getpwnam("munge")
     os.chown(root / "munge", munge.pw_uid, munge.pw_gid)
     socket_path = root / "munge" / "munge.socket"
+    conf = root / "slurm.conf"
+    cluster = Cluster(root, conf)
+    try:
+        _configure(conf, root, socket_path)
+        _start(cluster, root, conf, socket_path, munge)
+    except BaseException:
+        cluster.stop()
+        if own_root:
+            shutil.rmtree(root, ignore_errors=True)
+        raise
+    return cluster
 
+
+def _configure(conf: Path, root: Path, socket_path: Path) -> None:
+    """slurm.conf: this host (its ``slurmd -C`` line) as the only node, at 127.0.0.1."""
     node = subprocess.run([_sbin("slurmd"), "-C"], capture_output=True, text=True, check=True).stdout.splitlines()[0]
     hostname = node.split()[0].split("=", 1)[1]
-    conf = root / "slurm.conf"
     conf.write_text("\n".join([
         "ClusterName=perfcheck-test",
         f"SlurmctldHost={hostname}(127.0.0.1)",
@@ -167,19 +182,12 @@ def start(root: Path | None = None) -> Cluster:
         "ReturnToService=2",
         # start a submitted batch job at once (the default waits up to 3 s to batch them)
         "SchedulerParameters=batch_sched_delay=0,sched_min_interval=0",
-        # jobs that finish are gone from squeue quickly; the next one starts at once
+        # a finished job stays known for 30 s: long enough for scontrol to read its exit code
         "MinJobAge=30",
         f"{node} NodeAddr=127.0.0.1 State=UNKNOWN",
         f"PartitionName=test Nodes={hostname} Default=YES MaxTime=INFINITE State=UP",
         "",
     ]))
-    cluster = Cluster(root, conf)
-    try:
-        _start(cluster, root, conf, socket_path, munge)
-    except BaseException:
-        cluster.stop()
-        raise
-    return cluster
 
 
 def _start(cluster: Cluster, root: Path, conf: Path, socket_path: Path, munge: pwd.struct_passwd) -> None:
