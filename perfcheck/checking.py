@@ -51,6 +51,7 @@ from perfcheck.model import ERROR, FAILED, PASSED, RECORDED, Check
 if TYPE_CHECKING:
     from perfcheck.analysis import Analysis
     from perfcheck.baseline import Baseline
+    from perfcheck.history.store import RunRecord
     from perfcheck.model import Peaks, Profile
 
 COMPARED, RECORDED_ACTION, UPDATED = "compared", "recorded", "updated"
@@ -247,6 +248,8 @@ def check(run: SuiteRun, expectations: Mapping[str, Sequence[str]] | None = None
     expectations = run.settings.expect if expectations is None else expectations
     checks = evaluate(run.name, expectations, run.analysis, run.baseline, tolerances=run.settings.tolerances)
     checks = [_with_baseline(c, run.baseline) for c in checks]
+    if run.settings.history is not None and not run.settings.update_baseline:
+        checks = _history_gate(run, checks)
     if run.settings.update_baseline:
         checks = [_accepted(c) for c in checks]
     elif run.settings.strict_baseline:
@@ -275,6 +278,17 @@ def _located(settings: SuiteSettings, check: Check, source: tuple[str, int] | No
     if settings.config_file is None:
         return check
     return replace(check, source_file=str(settings.config_file), source_line=line)
+
+
+def _history_gate(run: SuiteRun, checks: list[Check]) -> list[Check]:
+    """Baseline-relative checks judged on this machine's recent history (read only)."""
+    from perfcheck import baseline as baselines
+    from perfcheck.history import gate
+    from perfcheck.history.store import machine_key
+
+    machine = machine_key(baselines.fingerprint(run.analysis))
+    refs = gate.references(run.settings.history, machine, run.name, gate.gated_pairs(checks))
+    return gate.rejudge(checks, refs, run.analysis, run.settings.tolerances)
 
 
 def _accepted(check: Check) -> Check:
@@ -406,8 +420,9 @@ def _slug(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._+-]+", "-", name).strip("-.") or "suite"
 
 
-def write_reports(runs: Sequence[SuiteRun], settings: Settings) -> dict[str, list[Path]]:
-    """Write every report ``settings`` asks for (and $GITHUB_STEP_SUMMARY when set)."""
+def write_reports(runs: Sequence[SuiteRun], settings: Settings, record: "RunRecord | None" = None) -> dict[str, list[Path]]:
+    """Write every report ``settings`` asks for (and $GITHUB_STEP_SUMMARY when set);
+    ``record``: the run's identity, carried by the JSON results file."""
     from perfcheck.report.results import BaselineStatus
 
     active = [r for r in runs if not r.skipped]
@@ -437,7 +452,12 @@ def write_reports(runs: Sequence[SuiteRun], settings: Settings) -> dict[str, lis
     if settings.json is not None:
         from perfcheck.report.results import write_results
 
-        guarded("json", settings.json, lambda: write_results(settings.json, suites, analyses=analyses, baselines=statuses))
+        from perfcheck.history.runs import run_dict, suite_extras
+
+        extras = {r.name: suite_extras(r.analysis) for r in active if r.analysis is not None}
+        guarded("json", settings.json, lambda: write_results(
+            settings.json, suites, analyses=analyses, baselines=statuses,
+            run=run_dict(record) if record is not None else None, extras=extras))
     if settings.openmetrics is not None:
         from perfcheck.report.openmetrics import write_openmetrics
 
@@ -487,7 +507,22 @@ def finish(runs: Sequence[SuiteRun], settings: Settings) -> Run:
     """Settle baselines (written only when ``settings.write_baselines``), then write
     every report; the caller exits with ``Run.exit_code`` after this returns."""
     settle_baselines(runs, write=settings.write_baselines)
-    return Run(list(runs), write_reports(runs, settings))
+    from perfcheck.history.runs import current_run
+
+    record = current_run() if settings.json is not None or settings.history is not None else None
+    if settings.history is not None and settings.write_baselines and record is not None:
+        append_history(runs, settings.history, record)
+    return Run(list(runs), write_reports(runs, settings, record))
+
+
+def append_history(runs: Sequence[SuiteRun], path: Path, record: "RunRecord") -> None:
+    """Append this run's values to the history store: once, at the end of a run."""
+    from perfcheck.history.runs import results_of
+    from perfcheck.history.store import open_store
+
+    results, machines = results_of([(r.name, r.analysis, r.checks) for r in runs if not r.skipped and r.analysis is not None])
+    with open_store(path) as store:
+        store.add(record, results, machines)
 
 
 def run_suites(settings: Settings) -> Run:

@@ -10,10 +10,11 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from perfcheck import __version__
-from perfcheck.errors import PerfcheckError
+from perfcheck.errors import PerfcheckError, UsageError
 
 if TYPE_CHECKING:
     from perfcheck.checking import Run
@@ -192,7 +193,239 @@ def _parser() -> argparse.ArgumentParser:
     from perfcheck.cli_run import add_parser as add_run_parser  # light: argparse only
 
     add_run_parser(sub)
+    _history_parser(sub)
     return parser
+
+
+# --- perfcheck history ---------------------------------------------------------------------------
+
+def _history_parser(sub: "argparse._SubParsersAction") -> None:
+    """``perfcheck history ACTION``: each action is an entry of ``_HISTORY`` (add more there)."""
+    history = sub.add_parser(
+        "history", help="the history store of runs: add, list, prune, detect change points",
+        description="A history store (SQLite) keeps every run's values per machine x suite x kernel x metric. "
+        "The store is --history PATH, else PERFCHECK_HISTORY, else history = \"...\" in the config.")
+    actions = history.add_subparsers(dest="history_command", metavar="ACTION", parser_class=_Parser, required=True)
+
+    def common(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--history", metavar="PATH", help="the history store (SQLite file)")
+        parser.add_argument("--config", metavar="FILE", help="config file naming the store (history = \"...\")")
+
+    add = actions.add_parser("add", help="import results files (perfcheck check --json) into the store",
+                             description="Import results files written elsewhere (per job, rank, runner). "
+                             "A run already stored is skipped, so importing a file twice adds it once.")
+    add.add_argument("results", nargs="+", metavar="RESULTS.json")
+    common(add)
+    listing = actions.add_parser("list", help="list the stored runs, oldest first")
+    listing.add_argument("--since", metavar="WHEN", help="runs since a date (2026-01-31) or an age (30d, 12h)")
+    listing.add_argument("--limit", type=int, metavar="N", help="the latest N runs")
+    listing.add_argument("--json", action="store_true", help="print JSON")
+    common(listing)
+    prune = actions.add_parser("prune", help="delete runs older than N days")
+    prune.add_argument("--keep-days", type=float, required=True, metavar="N")
+    common(prune)
+    detect = actions.add_parser(
+        "detect", help="find change points (exit 1 when a regression starts in the last runs)",
+        description="Change points per machine x suite x kernel x metric: E-divisive means with a t-test, "
+        "windowed; single-run spikes are never change points. Exit 1 when a regression change point starts "
+        "in the last --last runs of its series, 0 otherwise.")
+    detect.add_argument("--suite", action="append", metavar="NAME", help="only this suite (repeatable)")
+    detect.add_argument("--kernel", action="append", metavar="NAME", help="only this kernel (repeatable)")
+    detect.add_argument("--metric", action="append", metavar="NAME", help="only this metric (repeatable; default all)")
+    detect.add_argument("--machine", metavar="SLUG", help="only this machine")
+    detect.add_argument("--since", metavar="WHEN", help="runs since a date (2026-01-31) or an age (90d)")
+    detect.add_argument("--last", type=int, default=3, metavar="K", help="fail on regressions in the last K runs (default 3)")
+    detect.add_argument("--p", type=float, default=0.001, metavar="P", help="significance level (default 0.001)")
+    detect.add_argument("--min-after", type=int, default=2, metavar="N",
+                        help="runs a change must persist, its first included (default 2)")
+    detect.add_argument("--window", type=int, default=30, metavar="N", help="runs per window (default 30)")
+    detect.add_argument("--min-change", type=float, default=0.0, metavar="PCT", help="ignore shifts below PCT %%")
+    form = detect.add_mutually_exclusive_group()
+    form.add_argument("--json", action="store_true", help="print JSON")
+    form.add_argument("--markdown", action="store_true", help="print a Markdown table")
+    common(detect)
+
+    report = actions.add_parser(
+        "report", help="write the dashboard (static HTML) and a Markdown digest",
+        description="A static site from the history: index.html (open regressions, a line per suite) and a page "
+        "per suite with a trend chart per kernel x metric (budget band, change points, commits on hover and in a "
+        "table). Self-contained (inline CSS and SVG, no script, no CDN): it opens offline and on a narrow screen. "
+        "--markdown writes a digest for a nightly issue or chat message.")
+    report.add_argument("--html", metavar="DIR", help="write the site into DIR (index.html, suite-*.html)")
+    report.add_argument("--markdown", metavar="FILE", help="write the Markdown digest")
+    report.add_argument("--link", metavar="URL", help="where the site is published, linked from the digest")
+    report.add_argument("--suite", action="append", metavar="NAME", help="only this suite (repeatable)")
+    report.add_argument("--machine", metavar="SLUG", help="only this machine")
+    report.add_argument("--last", type=int, metavar="N", help="only the last N runs of each series")
+    report.add_argument("--title", default="perfcheck history", help="the site's title")
+    common(report)
+    export = actions.add_parser(
+        "export", help="export the history for Bencher, Prometheus/Grafana or VictoriaMetrics",
+        description="--bencher DIR: Bencher Metric Format JSON, a file per run and machine, and manifest.json "
+        "(commit, branch, machine for `bencher run --adapter json`). --openmetrics FILE: every value as a gauge "
+        "sample with its run's timestamp in seconds (promtool tsdb create-blocks-from openmetrics). "
+        "--prometheus FILE: the same in the Prometheus text format, timestamps in milliseconds "
+        "(VictoriaMetrics /api/v1/import/prometheus).")
+    export.add_argument("--bencher", metavar="DIR", help="write Bencher Metric Format files into DIR")
+    export.add_argument("--openmetrics", metavar="FILE", help="write OpenMetrics text with timestamps (seconds)")
+    export.add_argument("--prometheus", metavar="FILE", help="write Prometheus text with timestamps (milliseconds)")
+    export.add_argument("--suite", action="append", metavar="NAME", help="only this suite (repeatable)")
+    export.add_argument("--machine", metavar="SLUG", help="only this machine")
+    export.add_argument("--since", metavar="WHEN", help="runs since a date (2026-01-31) or an age (90d)")
+    common(export)
+
+
+def _history_path(args: argparse.Namespace) -> Path:
+    from perfcheck.config import resolver
+
+    value = resolver(cli={"config": args.config, "history": args.history}).get("history")
+    if value is None:
+        raise UsageError("no history store: give --history PATH, set PERFCHECK_HISTORY, or add history = \"...\" "
+                         "to the config")
+    return value.value  # type: ignore[return-value]
+
+
+def _since(text: str | None) -> float | None:
+    """Unix seconds of "2026-01-31[T12:00]" (UTC unless it says) or an age "30d" / "12h"."""
+    if text is None:
+        return None
+    import datetime as dt
+    import re
+    import time
+
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([dhw])\s*", text)
+    if match:
+        hours = float(match[1]) * {"h": 1, "d": 24, "w": 168}[match[2]]
+        return time.time() - hours * 3600.0
+    try:
+        when = dt.datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise UsageError(f"--since {text!r}: give a date (2026-01-31) or an age (30d, 12h, 2w)") from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.timezone.utc)
+    return when.timestamp()
+
+
+def _history_add(args: argparse.Namespace) -> int:
+    from perfcheck.history import open_store, read_results
+
+    imported = [read_results(path) for path in args.results]  # every file is read before anything is written
+    with open_store(_history_path(args)) as store:
+        for path, run in zip(args.results, imported):
+            for notice in run.notices:
+                print(f"perfcheck: notice: {notice}", file=sys.stderr)
+            done = store.add(run.run, run.results, run.machines)
+            state = f"added run {done.run_id} ({done.values} values)" if done.added else f"run {done.run_id} already stored"
+            print(f"{path}: {state}")
+    return EXIT_OK
+
+
+def _history_list(args: argparse.Namespace) -> int:
+    import json
+
+    from perfcheck.history import open_store
+
+    with open_store(_history_path(args), create=False) as store:
+        runs = store.runs(since=_since(args.since), limit=args.limit)
+    if args.json:
+        records = runs.assign(time=runs["time"].map(lambda t: t.isoformat()), added=runs["added"].map(lambda t: t.isoformat()))
+        print(json.dumps({"runs": records.astype(object).where(records.notna(), None).to_dict("records")}, indent=2))
+        return EXIT_OK
+    if not len(runs):
+        print("no runs stored")
+        return EXIT_OK
+    shown = runs.assign(time=runs["time"].dt.strftime("%Y-%m-%d %H:%M"), commit=runs["commit"].str.slice(0, 10))
+    shown = shown[["run_id", "time", "commit", "branch", "ci_job", "suites", "values"]].fillna("-")
+    print(shown.rename(columns={"run_id": "run", "time": "time (UTC)", "ci_job": "job"}).to_string(index=False))
+    return EXIT_OK
+
+
+def _history_prune(args: argparse.Namespace) -> int:
+    from perfcheck.history import open_store
+
+    with open_store(_history_path(args), create=False) as store:
+        removed = store.prune(keep_days=args.keep_days)
+    print(f"removed {removed} run{'s' if removed != 1 else ''} older than {args.keep_days:g} days")
+    return EXIT_OK
+
+
+def _history_detect(args: argparse.Namespace) -> int:
+    from perfcheck.history import detect, open_store, recent_regressions
+    from perfcheck.report import changepoints as render
+
+    if args.last < 1 or args.min_after < 1 or args.window < 4 or not 0 < args.p < 1:
+        raise UsageError("--last and --min-after must be 1 or more, --window 4 or more, --p between 0 and 1")
+    with open_store(_history_path(args), create=False) as store:
+        frame = store.series(machine=args.machine, suite=args.suite, kernel=args.kernel, metric=args.metric,
+                             since=_since(args.since))
+    points = detect(frame, p=args.p, min_after=args.min_after, window=args.window, min_change_pct=args.min_change)
+    recent = recent_regressions(points, frame, last=args.last)
+    if args.json:
+        print(render.as_json(points, recent))
+    elif args.markdown:
+        print(render.markdown(points, recent), end="")
+    else:
+        series = frame.groupby(["machine", "suite", "kernel", "metric"]).ngroups if len(frame) else 0
+        print(render.text(points, recent))
+        print(f"{len(points)} change point{'s' if len(points) != 1 else ''} in {series} series; "
+              f"{len(recent)} regression{'s' if len(recent) != 1 else ''} in the last {args.last} runs")
+    return EXIT_FAILED if recent else EXIT_OK
+
+
+def _history_report(args: argparse.Namespace) -> int:
+    from perfcheck.atomicfile import write_atomic
+    from perfcheck.history import open_store
+    from perfcheck.history.dashboard import load_view, markdown_digest, write_site
+
+    if not args.html and not args.markdown:
+        raise UsageError("history report: give --html DIR and/or --markdown FILE")
+    if args.last is not None and args.last < 1:
+        raise UsageError(f"--last must be 1 or more, not {args.last}")
+    path = _history_path(args)
+    with open_store(path, create=False) as store:
+        view = load_view(store, suites=args.suite, machine=args.machine, last=args.last, title=args.title)
+    if view.series.empty:
+        print(f"perfcheck: warning: {path}: no runs stored that match", file=sys.stderr)
+    if args.html:
+        pages = write_site(view, args.html)
+        print(f"perfcheck: dashboard: {pages[0]} and {len(pages) - 1} suite page{'s' if len(pages) != 2 else ''}",
+              file=sys.stderr)
+    if args.markdown:
+        write_atomic(args.markdown, markdown_digest(view, link=args.link))
+        print(f"perfcheck: digest: {args.markdown}", file=sys.stderr)
+    return EXIT_OK
+
+
+def _history_export(args: argparse.Namespace) -> int:
+    from perfcheck.history import open_store
+    from perfcheck.history.export import write_bencher, write_timestamped_metrics
+
+    if not (args.bencher or args.openmetrics or args.prometheus):
+        raise UsageError("history export: give --bencher DIR, --openmetrics FILE and/or --prometheus FILE")
+    path = _history_path(args)
+    with open_store(path, create=False) as store:
+        frame = store.series(machine=args.machine, suite=args.suite, since=_since(args.since))
+    if frame.empty:
+        print(f"perfcheck: warning: {path}: no values stored that match", file=sys.stderr)
+    if args.bencher:
+        files = write_bencher(frame, args.bencher)
+        print(f"perfcheck: Bencher: {len(files) - 1} run file{'s' if len(files) != 2 else ''} and {files[-1]}",
+              file=sys.stderr)
+    if args.openmetrics:
+        write_timestamped_metrics(frame, args.openmetrics, timestamps="s")
+        print(f"perfcheck: OpenMetrics: {args.openmetrics}", file=sys.stderr)
+    if args.prometheus:
+        write_timestamped_metrics(frame, args.prometheus, timestamps="ms")
+        print(f"perfcheck: Prometheus text: {args.prometheus}", file=sys.stderr)
+    return EXIT_OK
+
+
+_HISTORY = {"add": _history_add, "list": _history_list, "prune": _history_prune, "detect": _history_detect,
+            "report": _history_report, "export": _history_export}
+
+
+def _history(args: argparse.Namespace) -> int:
+    return _HISTORY[args.history_command](args)
 
 
 def _check_options(parser: argparse.ArgumentParser) -> None:
@@ -220,6 +453,8 @@ def _check_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--junit-flavour", choices=("xunit", "gitlab"), metavar="NAME",
                         help="xunit (default: valid against Jenkins' junit-10.xsd, file on <testsuite>) or "
                         "gitlab (also file and line on every <testcase>, as GitLab and GitHub test reporters read them)")
+    parser.add_argument("--history", metavar="PATH", help="history store (SQLite): baseline-relative checks use this "
+                        "machine's recent runs, and this run is appended")
 
 
 def _warn(oddities: Sequence[object]) -> None:
@@ -412,7 +647,8 @@ def _run_checks(args: argparse.Namespace, *, update: bool | None) -> "Run":
     from perfcheck.report.text import print_run
 
     options: dict[str, object] = {k: getattr(args, k) for k in (
-        "config", "arch", "peaks", "format", "baseline_dir", "junit", "markdown", "json", "openmetrics", "roofline")}
+        "config", "arch", "peaks", "format", "baseline_dir", "junit", "markdown", "json", "openmetrics", "roofline",
+        "history")}
     if getattr(args, "junit_flavour", None):
         options["junit_flavour"] = args.junit_flavour
     options["update_baseline"] = update
@@ -544,6 +780,7 @@ _COMMANDS = {
     "check": _check, "baseline": _baseline, "peaks-measure": _peaks_measure, "run": _run,
     "metrics": _metrics,
     "github": _github, "schema": _schema,
+    "history": _history,
 }
 
 

@@ -268,11 +268,13 @@ _CONVERT: dict[str, Callable[[object, str, Path], object]] = {
     "timeout": _seconds,
     "rank": _rank,
     "runs_dir": _path,
+    # the history store (perfcheck.history): the gate reads it, the runner appends the run
+    "history": _path,
 }
 # Keys a config file may set, at the top of [tool.perfcheck] and in a suite.
 GLOBAL_KEYS = ("arch", "peaks", "machine", "format", "baseline_dir", "tolerances", "aliases", "strict_baseline",
                "junit", "markdown", "json", "openmetrics", "roofline", "junit_flavour",
-               "profiler", "launcher", "timeout", "runs_dir")
+               "profiler", "launcher", "timeout", "runs_dir", "history")
 SUITE_KEYS = ("profiles", "expect", "arch", "peaks", "machine", "format", "tolerances", "aliases", "skip_if_missing",
               "command", "profiler", "launcher", "timeout", "rank", "runs_dir")
 # Written names that mean a canonical key ("device = mi100" is "arch": lookup takes both).
@@ -286,6 +288,7 @@ ENVIRONMENT = {
     "MARKDOWN": "markdown", "JSON": "json", "OPENMETRICS": "openmetrics", "ROOFLINE": "roofline",
     "JUNIT_FLAVOUR": "junit_flavour",
     "PROFILER": "profiler", "LAUNCHER": "launcher", "TIMEOUT": "timeout", "RUNS_DIR": "runs_dir",
+    "HISTORY": "history",
 }
 
 
@@ -568,6 +571,7 @@ class SuiteSettings:
     runs_dir: Path | None = None  # parent of the run directories (default: perfcheck-runs/ by the baselines)
     workdir: Path | None = None  # where the command runs (the config file's directory)
     aliases: Mapping[str, str] = field(default_factory=dict)  # old kernel name -> new (baselines follow)
+    history: Path | None = None  # the history store the gate reads (perfcheck.history.gate)
 
     def origin(self, key: str) -> str:
         return self.origins.get(key, "default")
@@ -587,6 +591,7 @@ class SuiteSettings:
             "launcher": self.launcher, "timeout": self.timeout, "rank": self.rank,
             "runs_dir": str(self.runs_dir) if self.runs_dir else None, "workdir": str(self.workdir) if self.workdir else None,
             "aliases": dict(self.aliases),
+            "history": str(self.history) if self.history else None,
         }
 
     @classmethod
@@ -606,6 +611,7 @@ class SuiteSettings:
             rank=doc.get("rank"), runs_dir=Path(doc["runs_dir"]) if doc.get("runs_dir") else None,  # type: ignore[arg-type]
             workdir=Path(doc["workdir"]) if doc.get("workdir") else None,  # type: ignore[arg-type]
             aliases=dict(doc.get("aliases") or {}),  # type: ignore[arg-type]
+            history=Path(doc["history"]) if doc.get("history") else None,  # type: ignore[arg-type]
         )
 
 
@@ -622,6 +628,7 @@ class Settings:
     roofline: Path | None = None  # a directory: <suite>.png / .svg
     junit_flavour: str = "xunit"  # "xunit" (junit-10.xsd valid) | "gitlab" (file/line on testcases)
     write_baselines: bool = True  # False in pytest-xdist workers: only the controller writes
+    history: Path | None = None  # the history store this run is appended to (perfcheck.history)
     origins: Mapping[str, str] = field(default_factory=dict)
 
     @property
@@ -738,6 +745,7 @@ class Resolver:
             rank=get("rank"),  # type: ignore[arg-type]
             runs_dir=get("runs_dir"),  # type: ignore[arg-type]
             aliases=dict(get("aliases", {})),  # type: ignore[arg-type]
+            history=get("history"),  # type: ignore[arg-type]
         )
         if settings.command is not None:
             settings = _replace(settings, workdir=self._default_base())
@@ -781,7 +789,7 @@ class Resolver:
         """Settings for ``suites`` with the report outputs this resolver gives."""
         origins: dict[str, str] = {}
         outputs: dict[str, Path | None] = {}
-        for key in ("junit", "markdown", "json", "openmetrics", "roofline"):
+        for key in ("junit", "markdown", "json", "openmetrics", "roofline", "history"):
             value = self.get(key)
             outputs[key] = value.value if value is not None else None  # type: ignore[assignment]
             if value is not None:

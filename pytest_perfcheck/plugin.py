@@ -77,7 +77,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     for name, text in _OUTPUTS.items():
         group.addoption(f"--perf-{name}", metavar="FILE", help=text)
     group.addoption("--perf-roofline", metavar="DIR", help="write roofline plots (PNG and SVG per suite) into DIR")
-    for key in ("config", "arch", "baseline_dir", *_OUTPUTS, "roofline"):
+    group.addoption("--perf-history", metavar="PATH", help="history store (SQLite): baseline-relative checks use this "
+                    "machine's recent runs, and the session's run is appended")
+    for key in ("config", "arch", "baseline_dir", *_OUTPUTS, "roofline", "history"):
         parser.addini(f"perf_{key}", f"perfcheck {key.replace('_', ' ')} (below --perf-{key.replace('_', '-')} "
                       "and PERFCHECK_* in precedence); relative to the ini file", default=None)
     parser.addini("perf_peaks", "perfcheck peak files, one per line; relative to the ini file", type="linelist", default=[])
@@ -118,7 +120,7 @@ class _State:
         base = inipath.parent if inipath is not None else self.config.rootpath
         name = inipath.name if inipath is not None else "ini"
         raw: dict[str, object] = {}
-        for key in ("config", "arch", "baseline_dir", *_OUTPUTS, "roofline", "strict_baseline"):
+        for key in ("config", "arch", "baseline_dir", *_OUTPUTS, "roofline", "strict_baseline", "history"):
             value = self.config.getini(f"perf_{key}")
             if value:
                 raw[key] = value
@@ -133,6 +135,7 @@ class _State:
             "config": opt("--perf-config"), "arch": opt("--perf-arch"), "peaks": opt("--perf-peaks"),
             "baseline_dir": opt("--perf-baseline-dir"), "update_baseline": opt("--perf-update-baseline"),
             "roofline": opt("--perf-roofline"), "strict_baseline": opt("perf_strict_baseline"),
+            "history": opt("--perf-history"),
         }
         for name in _OUTPUTS:
             cli[name] = opt(f"--perf-{name}")

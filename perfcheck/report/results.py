@@ -11,6 +11,12 @@ The document (``format_version`` 1)::
                        "summary": {...}, "warnings": [...]}},
      "summary": {"total", "passed", "failed", "recorded", "error", "ok"}}
 
+Added without a version change (older readers ignore them, ``perfcheck history add``
+imports files without them): a top-level ``"run": {"id", "time", "time_iso", "commit",
+"branch", "ci": {"system", "job", "url"}, "host"}`` and per suite ``"fingerprint"``,
+``"machine"``, ``"measurements": {kernel: {metric: value}}`` and ``"samples": {kernel:
+{"n", "median", "spread"}}`` (``perfcheck.history.runs``).
+
 Numbers are in base units (each check names its ``unit``); NaN becomes null so
 the file is strict JSON.
 """
@@ -208,6 +214,8 @@ def results_document(
     *,
     analyses: Mapping[str, "Analysis"] | None = None,
     baselines: Mapping[str, BaselineStatus] | None = None,
+    run: Mapping[str, object] | None = None,
+    extras: Mapping[str, Mapping[str, object]] | None = None,
 ) -> dict[str, object]:
     """The results file as a dict (see the module docstring)."""
     analyses = analyses or {}
@@ -227,12 +235,16 @@ def results_document(
         entry["baseline"] = status.as_dict() if status is not None else None
         entry["checks"] = [_check_dict(c) for c in checks]
         entry["summary"] = count_outcomes(checks)
+        entry.update((extras or {}).get(name, {}))
         out[name] = entry
-    return {
+    document: dict[str, object] = {
         "format_version": FORMAT_VERSION,
         "suites": out,
         "summary": count_outcomes(c for checks in suites.values() for c in checks),
     }
+    if run is not None:
+        document["run"] = dict(run)
+    return document
 
 
 def write_results(
@@ -241,8 +253,10 @@ def write_results(
     *,
     analyses: Mapping[str, "Analysis"] | None = None,
     baselines: Mapping[str, BaselineStatus] | None = None,
+    run: Mapping[str, object] | None = None,
+    extras: Mapping[str, Mapping[str, object]] | None = None,
 ) -> Path:
     """Write the JSON results file atomically (sorted keys, indented, newline at the end)."""
-    document = results_document(suites, analyses=analyses, baselines=baselines)
+    document = results_document(suites, analyses=analyses, baselines=baselines, run=run, extras=extras)
     text = json.dumps(document, indent=2, sort_keys=True, allow_nan=False) + "\n"
     return write_atomic(path, text)

@@ -1,0 +1,72 @@
+"""History of runs: an SQLite store of every run's values, change-point detection
+over its series, and the history-aware baseline of the gate.
+
+Public API (stable; the dashboard and exports build on it)::
+
+    from perfcheck.history import open_store, detect, recent_regressions, ChangePoint
+
+    with open_store("perf-history.sqlite", create=False) as store:   # InputError if absent/not a store
+        store.version                       # schema version (migrated on open)
+        store.machines()                    # {machine slug: {device, arch, tool, tool_version}}
+        runs = store.runs(since=None, limit=None)
+        #   DataFrame, one row per run, oldest first: run_id, time (UTC Timestamp), commit,
+        #   branch, ci_system, ci_job, ci_url, host, source, added, machines, suites, values
+        frame = store.series(machine=None, suite=None, kernel=None, metric=None, since=None, last=None)
+        #   DataFrame, one row per run x machine x suite x kernel x metric, sorted by
+        #   machine, suite, kernel, metric, time: machine, suite, kernel, metric, unit,
+        #   run_id, time (UTC Timestamp), commit, branch, ci_job, ci_url, value (base
+        #   units), n, median, spread (the run's duration samples: count, median s,
+        #   relative 1.4826 x MAD / median; NaN when not known), outcome (passed |
+        #   failed | recorded | error | None). Group by KEY for one series each.
+        points = detect(frame, p=0.001, min_after=2, window=30, min_change_pct=0.0)
+        #   list[ChangePoint], per series oldest first
+        recent_regressions(points, frame, last=3)   # regressions starting in each series' last 3 runs
+
+    ChangePoint (frozen): machine, suite, kernel, metric, unit, run_id, commit, time (Unix s),
+        index (position in its series), before, after (medians, base units), change_pct,
+        direction ("regression" | "improvement"), p, runs_before, runs_after;
+        .regression, .as_dict() (adds time_iso)
+    better(metric, unit) -> "lower" | "higher"      # the metric's better direction
+    split_points(values, p=, min_after=, window=) -> list[Split(index, p)]   # one bare series
+
+Writing (the suite runner and ``perfcheck history add`` only; checks never write)::
+
+    store.add(RunRecord(...), [Result(machine, suite, kernel, metric, value, unit, n, median,
+              spread, outcome), ...], [Machine(slug, fingerprint)]) -> AddResult(run_id, added, values)
+    store.prune(keep_days=N) -> runs deleted
+    read_results(path) -> ImportedRun(run, results, machines, notices)   # a check --json file
+    current_run() -> RunRecord                      # id, time, commit, branch, CI job from the environment
+
+The history-aware gate (``perfcheck.history.gate``) reads a store; see its docstring.
+"""
+
+from __future__ import annotations
+
+from perfcheck.history.changepoints import (
+    IMPROVEMENT,
+    KEY,
+    REGRESSION,
+    ChangePoint,
+    Split,
+    better,
+    detect,
+    recent_regressions,
+    split_points,
+)
+from perfcheck.history.runs import ImportedRun, current_run, read_results
+from perfcheck.history.store import (
+    SCHEMA_VERSION,
+    AddResult,
+    Machine,
+    Result,
+    RunRecord,
+    Store,
+    machine_key,
+    open_store,
+)
+
+__all__ = [
+    "IMPROVEMENT", "KEY", "REGRESSION", "SCHEMA_VERSION", "AddResult", "ChangePoint", "ImportedRun", "Machine",
+    "Result", "RunRecord", "Split", "Store", "better", "current_run", "detect", "machine_key", "open_store",
+    "read_results", "recent_regressions", "split_points",
+]

@@ -1,0 +1,400 @@
+"""Change points: lasting shifts in a series of runs, not one-night spikes.
+
+The method (numpy only; each step says why):
+
+1. Work on log values, so a change is a ratio (a 3% slowdown is the same step on a
+   1 us and a 1 s kernel) and multiplicative noise (clocks) is additive.
+2. Single-run spikes (a preempted job, a throttled node) are set aside before any
+   test: a run that stands out from BOTH neighbours in the same direction by more
+   than ``SPIKE_K`` robust standard deviations of the run-to-run differences, and
+   by more than twice the neighbours differ from each other (so the first run of a
+   shift, whose neighbours sit on two levels, is not one). Peers
+   that test spikes along with the data report them as changes or lose power to
+   their variance; a real shift moves its neighbours too, so it is never a spike.
+   The first and the newest run have one neighbour: they are set aside when far
+   from it while it agrees with its own other neighbour (the newest run cannot
+   start a change alone anyway: persistence, below).
+3. Candidates by E-divisive means (Matteson & James 2014, energy statistic with
+   alpha = 1), by binary segmentation inside sliding windows of ``window`` runs
+   (half-overlapping), so an old change or a slow drift far away neither hides nor
+   fakes a recent one.
+4. Significance by Student's t-test between the two segments around a candidate,
+   with the variance pooled (the run-to-run noise is the machine's, not the
+   segment's: pooling gives short new segments their power) instead of the
+   permutation test of the original method: deterministic, and thousands of times
+   cheaper. A candidate whose p-value is not below ``p`` is dropped; then the
+   survivors are re-tested against their final neighbours (each side at most
+   ``window`` runs) and the weakest is dropped until all pass.
+5. Persistence: a change needs at least ``min_after`` runs at its new level (the
+   run where it starts counts), each nearer the new level than the old, so one
+   spike is never a change point and the newest run alone never starts one; a
+   jump as large as a spike needs one run more unless its runs agree within 3
+   sigmas (two spikes in a row happen, and differ).
+
+Every change point records the run and commit where it starts, the medians
+before and after, the change in % and whether it is a regression by the metric's
+better direction (``better``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+P_VALUE = 0.001
+MIN_AFTER = 2
+WINDOW = 30
+MIN_BEFORE = 3  # runs before a change: fewer say nothing about the old level
+SPIKE_K = 5.0
+REGRESSION, IMPROVEMENT = "regression", "improvement"
+LOWER, HIGHER = "lower", "higher"
+KEY = ("machine", "suite", "kernel", "metric")
+
+
+@dataclass(frozen=True)
+class ChangePoint:
+    """A lasting shift in one series (machine x suite x kernel x metric)."""
+
+    machine: str
+    suite: str
+    kernel: str
+    metric: str
+    unit: str
+    run_id: str  # the first run at the new level
+    commit: str | None  # that run's commit
+    time: float  # that run's time, Unix seconds UTC
+    index: int  # position of that run in the series given (0 = oldest)
+    before: float  # median of the runs before (base units, at most ``window`` runs)
+    after: float  # median of the runs after, up to the next change point
+    change_pct: float  # after / before - 1, in %
+    direction: str  # "regression" | "improvement"
+    p: float  # two-sided p-value of the t-test between the two segments
+    runs_before: int
+    runs_after: int
+
+    @property
+    def regression(self) -> bool:
+        return self.direction == REGRESSION
+
+    def as_dict(self) -> dict[str, object]:
+        import datetime as dt
+
+        doc = asdict(self)
+        doc["time_iso"] = dt.datetime.fromtimestamp(self.time, dt.timezone.utc).isoformat(timespec="seconds")
+        return doc
+
+
+@dataclass(frozen=True)
+class Split:
+    """A change point in a bare array: ``index`` is the first value at the new level."""
+
+    index: int
+    p: float
+
+
+# --- the better direction of a metric ------------------------------------------------------
+
+_HIGHER_NAMES = {"gips", "occupancy_pct", "achieved_occupancy_pct", "roofline_pct", "attainable"}
+
+
+def better(metric: str, unit: str = "") -> str:
+    """"lower" (durations, bytes, instructions, registers, spills) or "higher"
+    (bandwidths, rates, % of a ceiling, occupancy)."""
+    if metric in _HIGHER_NAMES or metric.endswith(("_bw", "_rate", "_bw_pct", "_rate_pct")) or metric == "bw":
+        return HIGHER
+    if unit.endswith("/s") or (unit == "%" and not metric.startswith("rank_")):
+        return HIGHER
+    return LOWER
+
+
+# --- statistics ----------------------------------------------------------------------------
+
+def _betacf(a: float, b: float, x: float) -> float:
+    """Continued fraction of the incomplete beta function (modified Lentz)."""
+    tiny = 1e-300
+    qab, qap, qam = a + b, a + 1.0, a - 1.0
+    c, d = 1.0, 1.0 - qab * x / qap
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 300):
+        m2 = 2 * m
+        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c if abs(c) > tiny else tiny
+        h *= d * c
+        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c
+        c = c if abs(c) > tiny else tiny
+        delta = d * c
+        h *= delta
+        if abs(delta - 1.0) < 1e-14:
+            break
+    return h
+
+
+def _betainc(a: float, b: float, x: float) -> float:
+    """Regularised incomplete beta I_x(a, b)."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x))
+    if x < (a + 1.0) / (a + b + 2.0):
+        return front * _betacf(a, b, x) / a
+    return 1.0 - front * _betacf(b, a, 1.0 - x) / b
+
+
+def t_pvalue(t: float, df: float) -> float:
+    """Two-sided p-value of Student's t with ``df`` degrees of freedom."""
+    if not math.isfinite(t):
+        return 0.0 if not math.isnan(t) else 1.0
+    if df <= 0:
+        return 1.0
+    return min(1.0, _betainc(df / 2.0, 0.5, df / (df + t * t)))
+
+
+def _ttest(a: np.ndarray, b: np.ndarray) -> float:
+    """Pooled-variance two-sample t-test, two-sided p."""
+    na, nb = len(a), len(b)
+    df = na + nb - 2
+    if na < 1 or nb < 1 or df < 1:
+        return 1.0
+    diff = float(b.mean() - a.mean())
+    ss = float(((a - a.mean()) ** 2).sum() + ((b - b.mean()) ** 2).sum())
+    scale = math.sqrt(ss / df * (1.0 / na + 1.0 / nb))
+    if scale == 0.0:
+        # noiseless (exact quantities): any difference is a change, none is none
+        return 0.0 if abs(diff) > 1e-12 * max(1.0, abs(float(a.mean()))) else 1.0
+    return t_pvalue(diff / scale, df)
+
+
+def _robust_sigma(y: np.ndarray) -> float:
+    """Run-to-run standard deviation from the median absolute successive difference:
+    level shifts and spikes barely move it."""
+    if len(y) < 3:
+        return 0.0
+    d = np.abs(np.diff(y))
+    return float(1.4826 * np.median(d) / math.sqrt(2.0))
+
+
+def spikes(y: np.ndarray, k: float = SPIKE_K) -> np.ndarray:
+    """Mask of single-run spikes: points beyond ``k`` robust sigmas from both
+    neighbours, on the same side of both, and twice as far from each as the
+    neighbours are from each other. An end point has one neighbour: it is a
+    spike when it is that far from it while that neighbour agrees with its own next
+    one (the newest run is thereby set aside until the next run says whether it
+    started a shift; it could not start a change point alone anyway)."""
+    y = np.asarray(y, dtype="float64")
+    mask = np.zeros(len(y), dtype=bool)
+    if len(y) < 3:
+        return mask
+    sigma = _robust_sigma(y)
+    limit = max(k * sigma, 1e-12 * float(np.max(np.abs(y))))
+    prev, nxt = y[1:-1] - y[:-2], y[1:-1] - y[2:]
+    same_side = np.sign(prev) == np.sign(nxt)
+    # the neighbours agree, relative to the jump: the first run of a shift has a neighbour
+    # on each level; a spike on the first run of a shift stands out from both levels
+    jump = np.minimum(np.abs(prev), np.abs(nxt))
+    agree = np.abs(y[2:] - y[:-2]) * 2.0 < jump
+    mask[1:-1] = same_side & agree & (jump > limit) & (prev != 0)
+    # an end: far from its neighbour, which agrees with its own, and far from the level
+    # of the runs next to it (a run back at the old level after two spikes is no spike)
+    mask[0] = (abs(y[0] - y[1]) > limit and abs(y[1] - y[2]) <= limit
+               and abs(y[0] - np.median(y[1:6])) > limit)
+    mask[-1] = (abs(y[-1] - y[-2]) > limit and abs(y[-2] - y[-3]) <= limit
+                and abs(y[-1] - np.median(y[-6:-1])) > limit)
+    return mask
+
+
+def _edivisive_best(y: np.ndarray, min_before: int, min_after: int) -> int | None:
+    """The split of ``y`` maximising the E-divisive energy statistic (alpha = 1)."""
+    n = len(y)
+    lo, hi = min_before, n - min_after  # candidate tau: y[:tau] | y[tau:]
+    if hi < lo:
+        return None
+    dist = np.abs(y[:, None] - y[None, :])
+    cum = np.zeros((n + 1, n + 1))
+    cum[1:, 1:] = dist.cumsum(0).cumsum(1)
+    tau = np.arange(lo, hi + 1)
+    m, k = tau.astype("float64"), (n - tau).astype("float64")
+    between = cum[tau, n] - cum[tau, tau] - cum[0, n] + cum[0, tau]  # rows :tau, cols tau:
+    within_x = cum[tau, tau]  # both orders of each pair
+    within_y = cum[n, n] - cum[tau, n] - cum[n, tau] + cum[tau, tau]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ex = np.where(m > 1, within_x / (m * (m - 1)), 0.0)
+        ey = np.where(k > 1, within_y / (k * (k - 1)), 0.0)
+        q = (m * k / (m + k)) * (2.0 * between / (m * k) - ex - ey)
+    if not np.isfinite(q).any():
+        return None
+    return int(tau[int(np.nanargmax(q))])
+
+
+def _candidates(y: np.ndarray, start: int, p: float, min_after: int, out: set[int], depth: int = 0) -> None:
+    """Binary segmentation of y: significant splits, as indices offset by ``start``."""
+    if depth > 32 or len(y) < MIN_BEFORE + min_after:
+        return
+    tau = _edivisive_best(y, MIN_BEFORE, min_after)
+    if tau is None or _ttest(y[:tau], y[tau:]) >= p:
+        return
+    out.add(start + tau)
+    _candidates(y[:tau], start, p, min_after, out, depth + 1)
+    _candidates(y[tau:], start + tau, p, min_after, out, depth + 1)
+
+
+def _prune(y: np.ndarray, cps: list[int], p: float, window: int, min_after: int) -> list[Split]:
+    """Re-test each change point against its final neighbours; drop the weakest until all pass."""
+    cps = sorted(set(cps))
+    sigma = _robust_sigma(y)
+    while cps:
+        bounds = [0, *cps, len(y)]
+        pvalues = []
+        for i, cp in enumerate(cps):
+            left = y[max(bounds[i], cp - window):cp]
+            right = y[cp:min(bounds[i + 2], cp + window)]
+            too_short = len(left) < MIN_BEFORE and bounds[i] == 0 or len(right) < min_after
+            # a new level seen on two runs only must agree with itself: two different
+            # outliers in a row (two spikes) are not one shift
+            if not too_short and len(right) == 2 and abs(right[1] - right[0]) > SPIKE_K * sigma:
+                too_short = True
+            # a jump as large as a spike, seen on min_after runs only, could be that many
+            # spikes in a row: unless those runs agree closely (spikes differ), it needs
+            # one run more
+            newest_level = bounds[i + 2] == len(y)
+            if not too_short and newest_level and len(right) == min_after and \
+                    abs(right.mean() - left.mean()) > SPIKE_K * sigma and np.ptp(right) > 3.0 * sigma:
+                too_short = True
+            # persistence: each of the first min_after runs is nearer the new level than the
+            # old; and while the newest level is short, every run of it (an excursion of two
+            # spikes that came back is not a shift)
+            if not too_short:
+                mid = (left.mean() + right.mean()) / 2.0
+                side = np.sign(right.mean() - left.mean())
+                newest = bounds[i + 2] == len(y) and len(right) <= min_after + 2
+                too_short = not bool(np.all(side * ((right if newest else right[:min_after]) - mid) > 0))
+            pvalues.append(1.0 if too_short else _ttest(left, right))
+        worst = int(np.argmax(pvalues))
+        if pvalues[worst] < p:
+            return [Split(cp, pv) for cp, pv in zip(cps, pvalues)]
+        del cps[worst]
+    return []
+
+
+def split_points(
+    values: Sequence[float] | np.ndarray,
+    *,
+    p: float = P_VALUE,
+    min_after: int = MIN_AFTER,
+    window: int = WINDOW,
+) -> list[Split]:
+    """Change points of one series (oldest first). NaN values are ignored; spikes are
+    set aside (see the module docstring). Indices refer to ``values``."""
+    x = np.asarray(values, dtype="float64")
+    keep = np.flatnonzero(np.isfinite(x))
+    x = x[keep]
+    if len(x) < MIN_BEFORE + min_after:
+        return []
+    y = np.log(x) if (x > 0).all() else x / max(float(np.median(np.abs(x))), 1e-300)
+    clean = ~spikes(y)
+    keep, y = keep[clean], y[clean]
+    if len(y) < MIN_BEFORE + min_after:
+        return []
+    window = max(int(window), MIN_BEFORE + min_after)
+    found: set[int] = set()
+    step = max(1, window // 2)
+    starts = list(range(0, max(1, len(y) - window + 1), step))
+    if starts[-1] + window < len(y):
+        starts.append(len(y) - window)
+    for start in starts:
+        _candidates(y[start:start + window], start, p, min_after, found)
+    return [Split(int(keep[s.index]), s.p) for s in _prune(y, sorted(found), p, window, min_after)]
+
+
+# --- over a series frame --------------------------------------------------------------------
+
+def detect(
+    frame: "pd.DataFrame",
+    *,
+    p: float = P_VALUE,
+    min_after: int = MIN_AFTER,
+    window: int = WINDOW,
+    min_change_pct: float = 0.0,
+) -> list[ChangePoint]:
+    """Change points of every series in ``frame`` (``Store.series``: columns KEY, unit,
+    run_id, time, commit, value; sorted by series then time), oldest first per series.
+    ``min_change_pct``: ignore shifts smaller than this (in %)."""
+    out: list[ChangePoint] = []
+    if frame is None or not len(frame):
+        return out
+    for key, group in frame.groupby(list(KEY), sort=True):
+        values = group["value"].to_numpy(dtype="float64")
+        splits = split_points(values, p=p, min_after=min_after, window=window)
+        if not splits:
+            continue
+        out.extend(_records(dict(zip(KEY, key)), group, values, splits, window, min_change_pct))
+    return out
+
+
+def levels(values: np.ndarray, splits: Sequence[Split], window: int = WINDOW) -> list[tuple[np.ndarray, np.ndarray]]:
+    """For each split, the finite values before it (at most ``window``, back to the
+    previous split) and after it (up to the next split)."""
+    values = np.asarray(values, dtype="float64")
+    bounds = [0, *[s.index for s in splits], len(values)]
+    out = []
+    for i, split in enumerate(splits):
+        before = values[max(bounds[i], split.index - window):split.index]
+        after = values[split.index:bounds[i + 2]]
+        out.append((before[np.isfinite(before)], after[np.isfinite(after)]))
+    return out
+
+
+def _records(key: dict, group: "pd.DataFrame", values: np.ndarray, splits: list[Split],
+             window: int, min_change_pct: float) -> list[ChangePoint]:
+    unit = str(group["unit"].iloc[0]) if "unit" in group else ""
+    direction_better = better(key["metric"], unit)
+    times = group["time"]
+    seconds = _unix_seconds(times)
+    records = []
+    for split, (before_vals, after_vals) in zip(splits, levels(values, splits, window)):
+        before, after = float(np.median(before_vals)), float(np.median(after_vals))
+        change = (after / before - 1.0) * 100.0 if before != 0 else math.copysign(math.inf, after)
+        if abs(change) < min_change_pct:
+            continue
+        worse = change > 0 if direction_better == LOWER else change < 0
+        row = group.iloc[split.index]
+        commit = row.get("commit")
+        records.append(ChangePoint(
+            **key, unit=unit, run_id=str(row["run_id"]),
+            commit=None if commit is None or (isinstance(commit, float) and math.isnan(commit)) else str(commit),
+            time=float(seconds[split.index]), index=int(split.index), before=before, after=after,
+            change_pct=float(change), direction=REGRESSION if worse else IMPROVEMENT, p=float(split.p),
+            runs_before=len(before_vals), runs_after=len(after_vals),
+        ))
+    return records
+
+
+def _unix_seconds(times: "pd.Series") -> np.ndarray:
+    """Unix seconds of a timestamp column (any resolution) or of a float column."""
+    import pandas as pd
+
+    if isinstance(times.dtype, pd.DatetimeTZDtype) or pd.api.types.is_datetime64_any_dtype(times):
+        stamps = pd.to_datetime(times, utc=True)
+        return ((stamps - pd.Timestamp(0, tz="UTC")) / pd.Timedelta(seconds=1)).to_numpy(dtype="float64")
+    return times.to_numpy(dtype="float64")
+
+
+def recent_regressions(points: Sequence[ChangePoint], frame: "pd.DataFrame", last: int = 3) -> list[ChangePoint]:
+    """Regression change points that start in the last ``last`` runs of their series."""
+    if not points:
+        return []
+    sizes = frame.groupby(list(KEY), sort=False).size().to_dict()
+    return [cp for cp in points if cp.regression and cp.index >= sizes.get((cp.machine, cp.suite, cp.kernel, cp.metric), 0) - last]

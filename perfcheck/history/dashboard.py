@@ -1,0 +1,536 @@
+"""The history dashboard: a static site a person opens in a browser, and a
+Markdown digest for a nightly issue or chat message.
+
+``write_site(view, DIR)`` writes ``DIR/index.html`` (open regressions across
+all suites, one line per suite) and one page per suite (a trend chart per
+kernel x metric with its budget band and change points, the runs behind each
+chart in a table with their commits). Everything a page needs is inside it:
+inline CSS and inline SVG charts (``perfcheck.history.chart``), no script, no
+font or stylesheet from a CDN, so the site works from a file on an air-gapped
+cluster and can be copied anywhere as a directory. The layout is one column on
+a narrow screen (tables scroll sideways inside their box, long C++ kernel names
+wrap) and a grid of charts on a wide one.
+
+``markdown_digest(view)`` is the same story in a few lines: the latest run,
+the open regressions, the kernels outside their budget.
+
+Both render a ``HistoryView``: plain pandas frames of the series and the
+change points, so this module depends on no storage format (the CLI builds the
+view from the history store).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from html import escape
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from perfcheck import __version__
+from perfcheck.atomicfile import write_atomic
+from perfcheck.history.chart import legend_svg, trend_svg
+from perfcheck.report.units import format_value
+
+SERIES_KEY = ["suite", "machine", "kernel", "metric"]
+SERIES_COLUMNS = ["suite", "kernel", "metric", "unit", "time", "value"]
+CHANGE_COLUMNS = ["suite", "kernel", "metric", "time", "before", "after", "change_pct", "kind"]
+REGRESSION, IMPROVEMENT = "regression", "improvement"
+
+# Rows of the runs table under each chart: the latest ones (the chart shows all).
+MAX_RUN_ROWS = 60
+# Rows of the Markdown digest's tables: a chat message or an issue stays short;
+# the HTML report and the store have the rest.
+MAX_DIGEST_ROWS = 20
+
+
+@dataclass(frozen=True)
+class HistoryView:
+    """What the dashboard shows, as frames.
+
+    ``series``: one row per run x suite x kernel x metric. Required columns
+    ``suite, kernel, metric, unit, time`` (UTC), ``value`` (base units); optional
+    ``machine``, ``commit``, ``run`` (the run's id in the store), ``low`` and
+    ``high`` (the budget band the run was checked against, NaN where unbounded).
+
+    ``changes``: one row per change point. Required columns ``suite, kernel,
+    metric, time`` (of the first run after the shift), ``before``, ``after``
+    (levels, base units), ``change_pct``, ``kind`` ("regression" or
+    "improvement"); optional ``machine``, ``commit`` and ``open`` (a regression
+    still in force; without the column a regression is open when it is the
+    latest change point of its series).
+    """
+
+    series: pd.DataFrame
+    changes: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=CHANGE_COLUMNS))
+    title: str = "perfcheck history"
+
+
+def history_view(frame: pd.DataFrame, points: Iterable[object] = (), *, title: str = "perfcheck history") -> HistoryView:
+    """The view of a history: ``frame`` as ``Store.series()`` gives it, ``points``
+    the ``ChangePoint`` records ``perfcheck.history.detect`` found in it.
+
+    The budget band comes from ``low``/``high`` columns when the store has them;
+    without them the charts draw none."""
+    series = frame.rename(columns={"run_id": "run"}).copy()
+    records = [p.as_dict() if hasattr(p, "as_dict") else dict(p) for p in points]  # type: ignore[call-overload]
+    changes = pd.DataFrame(records, columns=[*CHANGE_COLUMNS, "machine", "commit", "direction"]) if records else \
+        pd.DataFrame(columns=[*CHANGE_COLUMNS, "machine", "commit"])
+    if records:
+        changes["kind"] = changes["direction"]
+        changes["time"] = pd.to_datetime(changes["time"].astype(float), unit="s", utc=True)
+        changes = changes.drop(columns=["direction"])
+    return HistoryView(series, changes, title)
+
+
+def load_view(store: object, *, suites: Iterable[str] | None = None, machine: str | None = None,
+              last: int | None = None, title: str = "perfcheck history") -> HistoryView:
+    """The view of an open ``Store``: its series (``suites``/``machine`` filters,
+    the ``last`` N runs of each series) and the change points found in them."""
+    from perfcheck.history.changepoints import detect
+
+    frame = store.series(machine=machine, suite=list(suites) if suites else None, last=last)  # type: ignore[attr-defined]
+    return history_view(frame, detect(frame), title=title)
+
+
+def _normalised(view: HistoryView) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Both frames with every optional column present, times as UTC timestamps."""
+    missing = [c for c in SERIES_COLUMNS if c not in view.series.columns]
+    if missing:
+        raise ValueError(f"history series frame lacks columns {missing}")
+    series = view.series.copy()
+    for name, default in (("machine", ""), ("commit", ""), ("run", ""), ("low", np.nan), ("high", np.nan)):
+        if name not in series.columns:
+            series[name] = default
+    series["time"] = pd.to_datetime(series["time"], utc=True)
+    series["machine"] = series["machine"].fillna("").astype(str)
+    series["commit"] = series["commit"].fillna("").astype(str)
+    series = series.sort_values([*SERIES_KEY, "time"], kind="stable").reset_index(drop=True)
+    series["headline"] = _headline(series)
+    # outside its budget: beyond the stored limits, or a check of that run failed on
+    # it (a store without limits still knows the outcome)
+    value, low, high = (series[c].astype(float) for c in ("value", "low", "high"))
+    failed = series["outcome"].astype(str).eq("failed") if "outcome" in series.columns else False
+    series["failed"] = failed
+    series["outside"] = (low.notna() & (value < low)) | (high.notna() & (value > high)) | series["failed"]
+
+    changes = view.changes.copy() if view.changes is not None else pd.DataFrame(columns=CHANGE_COLUMNS)
+    missing = [c for c in CHANGE_COLUMNS if c not in changes.columns]
+    if missing:
+        raise ValueError(f"history change-point frame lacks columns {missing}")
+    for name in ("machine", "commit"):
+        if name not in changes.columns:
+            changes[name] = ""
+        changes[name] = changes[name].fillna("").astype(str)
+    changes["time"] = pd.to_datetime(changes["time"], utc=True)
+    changes = changes.sort_values([*SERIES_KEY, "time"], kind="stable").reset_index(drop=True)
+    if "open" not in changes.columns:
+        latest = ~changes.duplicated(SERIES_KEY, keep="last")
+        changes["open"] = latest & (changes["kind"] == REGRESSION)
+    changes["open"] = changes["open"].fillna(False).astype(bool) & (changes["kind"] == REGRESSION)
+    flags = series.drop_duplicates(SERIES_KEY)[[*SERIES_KEY, "headline"]]
+    changes = changes.drop(columns=["headline"], errors="ignore").merge(flags, on=SERIES_KEY, how="left")
+    changes["headline"] = changes["headline"].fillna(True).astype(bool)
+    return series, changes
+
+
+def _headline(series: pd.DataFrame) -> pd.Series:
+    """Per row: is its series one to show first? A store keeps every metric of every
+    kernel (calls, duration_min/mean/max/total, grid size, ...); the ones a person
+    asked about are those an expectation checked (an ``outcome`` in some run), and
+    ``duration``. Without an ``outcome`` column every series is shown first, and so
+    is every series of a kernel that has none of those."""
+    if "outcome" not in series.columns or series.empty:
+        return pd.Series(True, index=series.index)
+    checked = series["outcome"].notna() & (series["outcome"].astype(str) != "")
+    any_checked = checked.groupby([series[c] for c in SERIES_KEY], sort=False).transform("any")
+    headline = any_checked | (series["metric"] == "duration")
+    # a kernel with none of those (nothing checked, no duration) shows all it has
+    kernel = [series[c] for c in ("suite", "machine", "kernel")]
+    return headline | ~headline.groupby(kernel, sort=False).transform("any")
+
+
+def open_regressions(view: HistoryView) -> pd.DataFrame:
+    """The change points that are regressions still in force, worst first; the
+    ``headline`` column tells those on checked metrics (and duration) from the rest."""
+    _, changes = _normalised(view)
+    found = changes[changes["open"]]
+    order = found["change_pct"].abs().fillna(0.0).sort_values(ascending=False, kind="stable").index
+    return found.loc[order].reset_index(drop=True)
+
+
+def latest_runs(series: pd.DataFrame) -> pd.DataFrame:
+    """The newest row of every series (``outside``: beyond its band, or its check failed)."""
+    return series[~series.duplicated(SERIES_KEY, keep="last")].copy()
+
+
+# --- names and links ---------------------------------------------------------------------
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha1(text.encode("utf-8")).hexdigest()[:10]
+
+
+def suite_file(suite: str) -> str:
+    """``suite-<name>.html``, file-system safe; a digest keeps two names that clean
+    to the same text (``a/b``, ``a b``) apart."""
+    clean = re.sub(r"[^A-Za-z0-9_.-]+", "-", suite).strip("-.").lower()[:60]
+    return f"suite-{clean or 'unnamed'}-{_digest(suite)[:6]}.html"
+
+
+def kernel_anchor(machine: str, kernel: str, metric: str | None = None) -> str:
+    """Element id of a kernel's section (or one chart): C++ signatures are too long
+    and too full of punctuation for an id, so a digest of the name."""
+    return "k-" + _digest(f"{machine}\0{kernel}" + (f"\0{metric}" if metric else ""))
+
+
+# --- HTML pieces ---------------------------------------------------------------------------
+
+_CSS = """
+:root { --fg: #1d2329; --muted: #5b6570; --line: #d9dde3; --bad: #c62828; --good: #2e7d32; --bg: #ffffff; --alt: #f5f7f9; }
+* { box-sizing: border-box; }
+body { margin: 0; font: 15px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: var(--fg); background: var(--bg); }
+header, main, footer { max-width: 1200px; margin: 0 auto; padding: 0 16px; }
+header { padding-top: 16px; }
+h1 { font-size: 1.5rem; margin: 0.3em 0; }
+h2 { font-size: 1.2rem; margin: 1.4em 0 0.5em; border-bottom: 1px solid var(--line); padding-bottom: 0.2em; }
+h3 { font-size: 1rem; margin: 0.2em 0; }
+a { color: #1f5fa8; }
+p.meta, footer, figcaption .sub { color: var(--muted); }
+.kernel { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: 0.9em; overflow-wrap: anywhere; }
+.scroll { overflow-x: auto; max-width: 100%; }
+table { border-collapse: collapse; width: 100%; font-size: 0.92em; }
+th, td { text-align: left; padding: 4px 8px; border-bottom: 1px solid var(--line); vertical-align: top; }
+th { background: var(--alt); }
+td.num, th.num { text-align: right; white-space: nowrap; font-variant-numeric: tabular-nums; }
+.bad { color: var(--bad); font-weight: 600; }
+.good { color: var(--good); }
+.charts { display: grid; grid-template-columns: repeat(auto-fill, minmax(min(100%, 460px), 1fr)); gap: 16px; }
+figure { margin: 0; padding: 8px; border: 1px solid var(--line); border-radius: 6px; background: var(--bg); min-width: 0; }
+figcaption { margin-bottom: 4px; }
+svg.trend { display: block; height: auto; }
+svg.legend { max-width: 100%; height: auto; }
+details { margin-top: 6px; }
+details.more > summary { margin: 8px 0; }
+summary { cursor: pointer; color: var(--muted); }
+nav.toc ul { padding-left: 1.2em; }
+footer { margin-top: 2em; padding-bottom: 2em; font-size: 0.85em; }
+@media (max-width: 600px) {
+  body { font-size: 14px; }
+  svg.trend { font-size: 15px; }
+  table, tbody, tr, td { display: block; width: 100%; }
+  thead { display: none; }
+  tr { border: 1px solid var(--line); border-radius: 6px; margin-bottom: 8px; padding: 4px 0; }
+  td, td.num { border: 0; text-align: left; white-space: normal; padding: 2px 8px; }
+  td::before { content: attr(data-label) ": "; color: var(--muted); }
+}
+"""
+
+
+def _page(title: str, body: Iterable[str]) -> str:
+    # <link rel="icon" href="data:,">: a page opened from a file otherwise asks for
+    # /favicon.ico, which the console reports as a failed load.
+    return "\n".join([
+        "<!DOCTYPE html>",
+        '<html lang="en">',
+        "<head>",
+        '<meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        '<link rel="icon" href="data:,">',
+        f"<title>{escape(title)}</title>",
+        f"<style>{_CSS}</style>",
+        "</head>",
+        "<body>",
+        *body,
+        f'<footer>Written by perfcheck {escape(__version__)}. Values in each chart\'s unit; hover a point '
+        "or a change marker for its run, commit and value.</footer>",
+        "</body>",
+        "</html>",
+        "",
+    ])
+
+
+def _table(header: list[str], rows: list[list[str]], numeric: Iterable[int] = (), cls: str = "") -> str:
+    numeric = set(numeric)
+    head = "".join(f'<th{" class=num" if i in numeric else ""} scope="col">{h}</th>' for i, h in enumerate(header))
+    # data-label: on a narrow screen each row becomes a card of "label: value"
+    # lines (CSS below), so a long kernel name does not squeeze every column.
+    labels = [escape(re.sub(r"<[^>]+>", "", h), quote=True) for h in header]
+    body = "".join(
+        "<tr>" + "".join(f'<td{" class=num" if i in numeric else ""} data-label="{labels[i]}">{cell}</td>'
+                         for i, cell in enumerate(row)) + "</tr>"
+        for row in rows
+    )
+    return f'<div class="scroll"><table{f" class={cls}" if cls else ""}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
+
+
+def _when(ts: pd.Timestamp) -> str:
+    return ts.strftime("%Y-%m-%d %H:%M") if pd.notna(ts) else "-"
+
+
+def _commit(commit: str) -> str:
+    return f"<code>{escape(commit[:12])}</code>" if commit else "-"
+
+
+def _change(pct: float, kind: str) -> str:
+    if pd.isna(pct):
+        return "-"
+    cls = "bad" if kind == REGRESSION else "good"
+    return f'<span class="{cls}">{pct:+.1f}%</span>'
+
+
+def budget_text(low: float, high: float, unit: str) -> str:
+    """"<= 2.8 ms", ">= 800 GB/s", "1 ms .. 2 ms", or "-" without a limit."""
+    has_low, has_high = pd.notna(low), pd.notna(high)
+    if has_low and has_high:
+        return f"{format_value(low, unit)} .. {format_value(high, unit)}"
+    if has_high:
+        return f"<= {format_value(high, unit)}"
+    if has_low:
+        return f">= {format_value(low, unit)}"
+    return "-"
+
+
+def _regressions_section(found: pd.DataFrame, units: dict[tuple[str, str, str, str], str], *, with_suite: bool) -> str:
+    """The open regressions on headline metrics as a table; those on the other
+    metrics (a slower kernel also moves its duration_max, duration_total, ...) in a
+    collapsed table below it."""
+    if found.empty:
+        return '<p class="good">No open regressions.</p>'
+    main, other = found[found["headline"]], found[~found["headline"]]
+    html = _regressions_table(main, units, with_suite=with_suite) if len(main) else \
+        '<p class="good">No open regressions on checked metrics.</p>'
+    if len(other):
+        names = ", ".join(sorted(other["metric"].astype(str).unique()))
+        html += (f'<details class="more"><summary>{len(other)} more on other metrics ({escape(names)})</summary>'
+                 + _regressions_table(other, units, with_suite=with_suite) + "</details>")
+    return html
+
+
+def _regressions_table(found: pd.DataFrame, units: dict[tuple[str, str, str, str], str], *, with_suite: bool) -> str:
+    rows = []
+    for row in found.itertuples(index=False):  # the table's rows: one string each
+        unit = units.get((row.suite, row.machine, row.kernel, row.metric), "")
+        href = f"{suite_file(row.suite)}#{kernel_anchor(row.machine, row.kernel, row.metric)}"
+        cells = [f'<a class="kernel" href="{escape(href)}">{escape(row.kernel)}</a>', escape(row.metric)]
+        if with_suite:
+            cells.insert(0, f'<a href="{escape(suite_file(row.suite))}">{escape(row.suite)}</a>')
+        cells += [escape(row.machine) or "-", f"{_when(row.time)} {_commit(row.commit)}",
+                  escape(format_value(row.before, unit)), escape(format_value(row.after, unit)),
+                  _change(row.change_pct, row.kind)]
+        rows.append(cells)
+    header = (["suite"] if with_suite else []) + ["kernel", "metric", "machine", "since (run, commit)", "before",
+                                                  "after", "change"]
+    first_num = 5 if with_suite else 4
+    return _table(header, rows, numeric=range(first_num, first_num + 3), cls="regressions")
+
+
+def _units(series: pd.DataFrame) -> dict[tuple[str, str, str, str], str]:
+    latest = series[~series.duplicated(SERIES_KEY, keep="last")]
+    return dict(zip(map(tuple, latest[SERIES_KEY].to_numpy().tolist()), latest["unit"].astype(str)))
+
+
+def _runs_table(points: pd.DataFrame, unit: str) -> str:
+    recent = points.iloc[::-1].head(MAX_RUN_ROWS)
+    rows = []
+    for row in recent.itertuples(index=False):
+        judged = pd.notna(row.low) or pd.notna(row.high) or isinstance(getattr(row, "outcome", None), str)
+        state = ('<span class="bad">failed</span>' if row.failed else '<span class="bad">outside</span>'
+                 if row.outside else "ok" if judged else "-")
+        rows.append([_when(row.time), _commit(row.commit), escape(str(row.run)) if row.run != "" else "-",
+                     escape(format_value(row.value, unit)), escape(budget_text(row.low, row.high, unit)), state])
+    more = f" (latest {MAX_RUN_ROWS} of {len(points)})" if len(points) > MAX_RUN_ROWS else ""
+    return (f"<details><summary>runs{more}</summary>"
+            + _table(["time (UTC)", "commit", "run", "value", "budget", "status"], rows, numeric=(3,))
+            + "</details>")
+
+
+def _chart_figure(points: pd.DataFrame, changes: pd.DataFrame, *, machine: str, kernel: str, metric: str) -> str:
+    unit = str(points["unit"].iloc[-1])
+    last = points.iloc[-1]
+    status = ('<br><span class="bad">its check failed in the latest run</span>' if last["failed"] else
+              '<br><span class="bad">outside its budget</span>' if last["outside"] else "")
+    open_here = changes[changes["open"]]
+    if len(open_here):
+        worst = open_here.iloc[-1]
+        status += f'<br><span class="bad">regression {worst["change_pct"]:+.1f}% since {_commit(worst["commit"])}</span>'
+    budget = budget_text(last["low"], last["high"], unit)
+    budget = "no budget recorded" if budget == "-" else f"budget {budget}"
+    caption = (f"<h3>{escape(metric)}</h3><span class=sub>latest {escape(format_value(float(last['value']), unit))}"
+               f", {escape(budget)}, {len(points)} runs</span>{status}")
+    label = f"{metric} of {kernel}" + (f" on {machine}" if machine else "") + ", per run"
+    svg = trend_svg(points, changes, unit=unit, label=label)
+    return (f'<figure id="{kernel_anchor(machine, kernel, metric)}"><figcaption>{caption}</figcaption>'
+            f"{svg}{_runs_table(points, unit)}</figure>")
+
+
+# --- pages ----------------------------------------------------------------------------------
+
+
+def suite_html(view: HistoryView, suite: str) -> str:
+    series, changes = _normalised(view)
+    mine = series[series["suite"] == suite]
+    my_changes = changes[changes["suite"] == suite]
+    if mine.empty:
+        raise ValueError(f"no series of suite {suite!r} in the history")
+    machines = sorted(mine["machine"].unique())
+    runs = mine["run"].nunique() if (mine["run"] != "").any() else mine["time"].nunique()
+    body = [
+        "<header>",
+        f'<p><a href="index.html">&larr; all suites</a></p>',
+        f"<h1>Suite {escape(suite)}</h1>",
+        f'<p class="meta">{runs} runs, {_when(mine["time"].min())} to {_when(mine["time"].max())} UTC'
+        + (f"; machines: {escape(', '.join(m for m in machines if m))}" if any(machines) else "")
+        + "</p>",
+        "</header>",
+        "<main>",
+        "<h2>Open regressions</h2>",
+        _regressions_section(open_regressions(HistoryView(mine, my_changes)), _units(mine), with_suite=False),
+        "<h2>Kernels</h2>",
+        legend_svg(),
+    ]
+    groups = list(mine.groupby(["machine", "kernel"], sort=True))
+    toc = "".join(
+        f'<li><a class="kernel" href="#{kernel_anchor(machine, kernel)}">{escape(kernel)}</a>'
+        + (f" ({escape(machine)})" if len(machines) > 1 else "") + "</li>"
+        for (machine, kernel), _ in groups
+    )
+    body.append(f'<nav class="toc"><ul>{toc}</ul></nav>')
+    for (machine, kernel), rows in groups:
+        heading = escape(kernel) + (f' <span class="sub">on {escape(machine)}</span>' if len(machines) > 1 else "")
+        figures: dict[bool, list[str]] = {True: [], False: []}
+        names: list[str] = []
+        for (headline, metric), points in rows.groupby(["headline", "metric"], sort=True):
+            here = my_changes[(my_changes["machine"] == machine) & (my_changes["kernel"] == kernel)
+                              & (my_changes["metric"] == metric)]
+            figures[bool(headline)].append(_chart_figure(points, here, machine=machine, kernel=kernel,
+                                                         metric=str(metric)))
+            if not headline:
+                names.append(str(metric))
+        section = f'<div class="charts">{"".join(figures[True])}</div>'
+        if figures[False]:
+            section += (f'<details class="more"><summary>{len(names)} more metrics ({escape(", ".join(names))})'
+                        f'</summary><div class="charts">{"".join(figures[False])}</div></details>')
+        body.append(f'<section id="{kernel_anchor(machine, kernel)}"><h2 class="kernel">{heading}</h2>'
+                    f"{section}</section>")
+    body.append("</main>")
+    return _page(f"{suite} - {view.title}", body)
+
+
+def index_html(view: HistoryView) -> str:
+    series, changes = _normalised(view)
+    found = open_regressions(view)
+    latest = latest_runs(series)
+    runs = series["run"].nunique() if (series["run"] != "").any() else series["time"].nunique()
+    newest = series.loc[series["time"].idxmax()] if len(series) else None
+    rows = []
+    for suite, mine in series.groupby("suite", sort=True):
+        last = latest[latest["suite"] == suite]
+        n_open = int(((found["suite"] == suite) & found["headline"]).sum())
+        n_out = int(last["outside"].sum())
+        newest_row = mine.loc[mine["time"].idxmax()]
+        rows.append([
+            f'<a href="{escape(suite_file(str(suite)))}">{escape(str(suite))}</a>',
+            str(mine[["machine", "kernel"]].drop_duplicates().shape[0]),
+            str(len(last)),
+            str(mine["run"].nunique() if (mine["run"] != "").any() else mine["time"].nunique()),
+            f"{_when(newest_row['time'])} {_commit(newest_row['commit'])}",
+            f'<span class="bad">{n_open}</span>' if n_open else "0",
+            f'<span class="bad">{n_out}</span>' if n_out else "0",
+        ])
+    meta = f"{runs} runs" + (f", {_when(series['time'].min())} to {_when(series['time'].max())} UTC" if len(series) else "")
+    if newest is not None:
+        meta += f"; latest: {_when(newest['time'])}" + (f", commit {_commit(newest['commit'])}" if newest["commit"] else "")
+    body = [
+        "<header>",
+        f"<h1>{escape(view.title)}</h1>",
+        f'<p class="meta">{meta}</p>',
+        "</header>",
+        "<main>",
+        f"<h2>Open regressions ({int(found['headline'].sum())})</h2>",
+        _regressions_section(found, _units(series), with_suite=True),
+        "<h2>Suites</h2>",
+        _table(["suite", "kernels", "series", "runs", "latest run", "open regressions", "outside budget"], rows,
+               numeric=(1, 2, 3, 5, 6), cls="suites") if rows else "<p>No runs recorded yet.</p>",
+        "</main>",
+    ]
+    return _page(view.title, body)
+
+
+def write_site(view: HistoryView, directory: str | Path) -> list[Path]:
+    """index.html and a page per suite in ``directory`` (created), each written
+    atomically; returns the paths, index first."""
+    target = Path(directory)
+    written = [write_atomic(target / "index.html", index_html(view))]
+    for suite in sorted(view.series["suite"].astype(str).unique()):
+        written.append(write_atomic(target / suite_file(suite), suite_html(view, suite)))
+    return written
+
+
+# --- Markdown digest -------------------------------------------------------------------------
+
+
+def _md(text: str) -> str:
+    """A table cell: one line, no column breaks, no HTML."""
+    return text.replace("\n", " ").replace("|", "\\|").replace("<", "&lt;")
+
+
+def _md_code(text: str) -> str:
+    return "`" + text.replace("`", "'").replace("|", "\\|") + "`"
+
+
+def markdown_digest(view: HistoryView, *, link: str | None = None) -> str:
+    """A few lines for a nightly issue or a chat message: the latest run, the
+    open regressions on checked metrics and duration (worst first; those on other
+    metrics are counted), the kernels whose latest value is outside its budget.
+    ``link``: where the HTML report is published."""
+    series, _ = _normalised(view)
+    everything = open_regressions(view)
+    found, other = everything[everything["headline"]], everything[~everything["headline"]]
+    latest = latest_runs(series)
+    outside = latest[latest["outside"]]
+    units = _units(series)
+    lines = [f"## {view.title}", ""]
+    if series.empty:
+        return "\n".join([*lines, "No runs recorded yet.", ""])
+    newest = series.loc[series["time"].idxmax()]
+    runs = series["run"].nunique() if (series["run"] != "").any() else series["time"].nunique()
+    head = (f"Latest run {_when(newest['time'])} UTC" + (f", commit `{newest['commit'][:12]}`" if newest["commit"] else "")
+            + f"; {runs} runs, {latest.shape[0]} series. ")
+    if found.empty and outside.empty:
+        head += "No open regressions, every latest value within its budget."
+    else:
+        head += f"**{len(found)} open regression{'s' if len(found) != 1 else ''}**, " \
+                f"**{len(outside)} outside budget**."
+    lines.append(head)
+    if link:
+        lines += ["", f"Charts: {link}"]
+    if not found.empty:
+        lines += ["", "### Open regressions", "",
+                  "| suite | kernel | metric | since | before | after | change |",
+                  "|---|---|---|---|---:|---:|---:|"]
+        for row in found.head(MAX_DIGEST_ROWS).itertuples(index=False):
+            unit = units.get((row.suite, row.machine, row.kernel, row.metric), "")
+            since = _when(row.time) + (f" `{row.commit[:12]}`" if row.commit else "")
+            lines.append(f"| {_md(row.suite)} | {_md_code(row.kernel)} | {_md(row.metric)} | {since} | "
+                         f"{format_value(row.before, unit)} | {format_value(row.after, unit)} | "
+                         f"{row.change_pct:+.1f}% |")
+        if len(found) > MAX_DIGEST_ROWS:
+            lines.append(f"\n...and {len(found) - MAX_DIGEST_ROWS} more.")
+    if not other.empty:
+        names = ", ".join(sorted(other["metric"].astype(str).unique()))
+        lines += ["", f"Also {len(other)} open regression{'s' if len(other) != 1 else ''} on metrics no "
+                  f"expectation checks ({_md(names)}): see the report."]
+    if not outside.empty:
+        lines += ["", "### Outside budget in the latest run", "",
+                  "| suite | kernel | metric | value | budget |", "|---|---|---|---:|---|"]
+        for row in outside.head(MAX_DIGEST_ROWS).itertuples(index=False):
+            lines.append(f"| {_md(row.suite)} | {_md_code(row.kernel)} | {_md(row.metric)} | "
+                         f"{format_value(row.value, row.unit)} | {_md(budget_text(row.low, row.high, row.unit))} |")
+        if len(outside) > MAX_DIGEST_ROWS:
+            lines.append(f"\n...and {len(outside) - MAX_DIGEST_ROWS} more.")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,192 @@
+"""Exports of the history for teams that outgrow a file: Bencher and time-series
+databases (Prometheus/Grafana, VictoriaMetrics) take over from the store.
+
+Bencher Metric Format (BMF, bencher.dev/docs/reference/bencher-metric-format): a
+JSON object per run, ``{benchmark: {measure: {"value", "lower_value",
+"upper_value"}}}``, fed to ``bencher run --adapter json --file F``, one file per
+run and machine (Bencher's *testbed*), with a manifest naming each file's run,
+commit and machine for ``--hash`` and ``--testbed``. Benchmarks are
+``suite::kernel``; ``duration`` goes to Bencher's built-in ``latency`` measure,
+which is in nanoseconds; every other metric to a measure named after it and its
+base unit (``hbm_bw (B/s)``), which Bencher creates on first sight. Where a run
+measured its spread (the robust relative standard deviation of the dispatch
+samples) ``lower_value``/``upper_value`` are the value -/+ one such deviation.
+
+OpenMetrics with timestamps: every stored value as a gauge sample at its run's
+time, one family per metric (the names of ``perfcheck check --openmetrics``,
+``perfcheck_duration_seconds``), labels ``machine``, ``suite``, ``kernel``, and
+a ``perfcheck_run`` info family carrying each run's commit and branch. OpenMetrics
+timestamps are seconds (``promtool tsdb create-blocks-from openmetrics`` backfills
+Prometheus from it, Grafana reads Prometheus); the Prometheus text format's are
+milliseconds, as VictoriaMetrics' ``/api/v1/import/prometheus`` takes them
+(``prometheus_text``). A commit is not a label of the value series: a label that
+changes every night would cut each series into one-point pieces.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from collections.abc import Iterable
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from perfcheck.atomicfile import write_atomic
+from perfcheck.report.openmetrics import escape_label, metric_name
+
+# Bencher's limits: a benchmark name up to 1024 characters, a measure name up to 64.
+MAX_BENCHMARK = 1024
+MAX_MEASURE = 64
+LATENCY = "latency"  # Bencher's built-in measure, nanoseconds
+_OM_UNIT = {"s": "seconds", "B": "bytes", "B/s": "bytes_per_second", "%": "percent"}
+
+
+def benchmark_name(suite: str, kernel: str) -> str:
+    """``suite::kernel``; a name over Bencher's limit keeps its start and a digest
+    of the whole, so two long C++ signatures stay two benchmarks."""
+    name = f"{suite}::{kernel}"
+    if len(name) <= MAX_BENCHMARK:
+        return name
+    digest = hashlib.sha1(name.encode("utf-8")).hexdigest()[:12]
+    return f"{name[: MAX_BENCHMARK - 13]}~{digest}"
+
+
+def measure_name(metric: str, unit: str) -> str:
+    if metric == "duration":
+        return LATENCY
+    name = f"{metric} ({unit})" if unit and unit != "count" else metric
+    return name[:MAX_MEASURE]
+
+
+def bencher_documents(series: pd.DataFrame) -> list[tuple[dict[str, object], dict[str, object]]]:
+    """One BMF document per run x machine, oldest first: ``(manifest entry, document)``.
+
+    ``series``: ``Store.series()`` (machine, suite, kernel, metric, unit, run_id,
+    time, commit, value, spread, ...). Missing values are left out, never written
+    as zero."""
+    frame = series[np.isfinite(series["value"].astype(float))].copy()
+    if frame.empty:
+        return []
+    frame["benchmark"] = [benchmark_name(s, k) for s, k in zip(frame["suite"].astype(str), frame["kernel"].astype(str))]
+    frame["measure"] = [measure_name(m, u) for m, u in zip(frame["metric"].astype(str), frame["unit"].fillna("").astype(str))]
+    scale = np.where(frame["measure"] == LATENCY, 1e9, 1.0)  # latency: seconds -> nanoseconds
+    frame["bmf_value"] = frame["value"].astype(float) * scale
+    spread = frame["spread"].astype(float) if "spread" in frame else pd.Series(np.nan, index=frame.index)
+    frame["bmf_lower"] = frame["bmf_value"] * (1.0 - spread)
+    frame["bmf_upper"] = frame["bmf_value"] * (1.0 + spread)
+    out = []
+    order = frame.sort_values(["time", "run_id", "machine"], kind="stable")
+    for (run_id, machine), rows in order.groupby(["run_id", "machine"], sort=False):
+        document: dict[str, dict[str, dict[str, float]]] = {}
+        for bench, measure, value, lower, upper in zip(rows["benchmark"], rows["measure"], rows["bmf_value"],
+                                                       rows["bmf_lower"], rows["bmf_upper"]):
+            metric: dict[str, float] = {"value": float(value)}
+            if math.isfinite(lower) and math.isfinite(upper):
+                metric.update(lower_value=float(lower), upper_value=float(upper))
+            document.setdefault(bench, {})[measure] = metric
+        first = rows.iloc[0]
+        entry = {
+            "run_id": str(run_id),
+            "machine": str(machine),
+            "commit": _text(first.get("commit")),
+            "branch": _text(first.get("branch")),
+            "time": pd.Timestamp(first["time"]).isoformat(),
+        }
+        out.append((entry, document))
+    return out
+
+
+def _text(value: object) -> str | None:
+    if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA:
+        return None
+    return str(value)
+
+
+def _file_name(run_id: str, machine: str) -> str:
+    clean = re.sub(r"[^A-Za-z0-9_.-]+", "-", f"{run_id}--{machine}").strip("-.")[:120]
+    return f"{clean or 'run'}.json"
+
+
+def write_bencher(series: pd.DataFrame, directory: str | Path) -> list[Path]:
+    """``DIR/<run>--<machine>.json`` per run and ``DIR/manifest.json`` listing them
+    (oldest first) with the commit, branch and machine ``bencher run`` needs."""
+    target = Path(directory)
+    manifest = []
+    written = []
+    for entry, document in bencher_documents(series):
+        name = _file_name(entry["run_id"], entry["machine"])  # type: ignore[arg-type]
+        written.append(write_atomic(target / name, json.dumps(document, indent=2, sort_keys=True, allow_nan=False) + "\n"))
+        manifest.append({**entry, "file": name})
+    written.append(write_atomic(target / "manifest.json", json.dumps(manifest, indent=2) + "\n"))
+    return written
+
+
+# --- OpenMetrics / Prometheus text with timestamps ----------------------------------------
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() and abs(value) < 2**53 else repr(float(value))
+
+
+def _labels(pairs: Iterable[tuple[str, str]]) -> str:
+    return "{" + ",".join(f'{k}="{escape_label(v)}"' for k, v in pairs) + "}"
+
+
+def _timestamps(times: pd.Series, unit: str) -> list[str]:
+    # as_unit: a frame's timestamps may be held in s, ms, us or ns (pandas 2)
+    ns = pd.DatetimeIndex(pd.to_datetime(times, utc=True)).as_unit("ns").asi8
+    if unit == "ms":
+        return [str(v) for v in (ns // 1_000_000).tolist()]
+    # seconds with the fraction OpenMetrics allows; whole seconds without one
+    return [str(v // 1_000_000_000) if v % 1_000_000_000 == 0 else repr(v / 1e9) for v in ns.tolist()]
+
+
+def timestamped_metrics(series: pd.DataFrame, *, timestamps: str = "s") -> str:
+    """Every stored value as a timestamped gauge sample.
+
+    ``timestamps="s"``: OpenMetrics 1.0 text (``# UNIT`` lines, an info family for
+    the runs, ``# EOF``). ``timestamps="ms"``: the Prometheus text format (0.0.4),
+    which has no ``# UNIT``, no info type and no ``# EOF``."""
+    if timestamps not in ("s", "ms"):
+        raise ValueError(f"timestamps must be 's' or 'ms', not {timestamps!r}")
+    openmetrics = timestamps == "s"
+    frame = series[np.isfinite(series["value"].astype(float))].copy()
+    frame["unit"] = frame["unit"].fillna("").astype(str)
+    frame["family"] = [metric_name(m, u) for m, u in zip(frame["metric"].astype(str), frame["unit"])]
+    frame["stamp"] = _timestamps(frame["time"], timestamps)
+    frame["sample"] = [_labels((("machine", str(a)), ("suite", str(b)), ("kernel", str(c))))
+                       for a, b, c in zip(frame["machine"], frame["suite"], frame["kernel"])]
+    frame = frame.sort_values(["family", "machine", "suite", "kernel", "time"], kind="stable")
+    lines: list[str] = []
+    for family, rows in frame.groupby("family", sort=False):
+        first = rows.iloc[0]
+        lines.append(f"# TYPE {family} gauge")
+        om_unit = _OM_UNIT.get(str(first["unit"]), "")
+        if openmetrics and om_unit and family.endswith(om_unit):
+            lines.append(f"# UNIT {family} {om_unit}")
+        lines.append(f"# HELP {family} perfcheck history: {first['metric']} per run, in {first['unit'] or 'count'}")
+        lines.extend(f"{family}{labels} {_number(value)} {stamp}"
+                     for labels, value, stamp in zip(rows["sample"], rows["value"].astype(float), rows["stamp"]))
+    runs = series.drop_duplicates("run_id").sort_values("time", kind="stable")
+    if len(runs):
+        # OpenMetrics: an info family "perfcheck_run" whose samples are "perfcheck_run_info";
+        # the Prometheus text format has no info type: a gauge named as its samples.
+        name = "perfcheck_run" if openmetrics else "perfcheck_run_info"
+        lines.append(f"# TYPE {name} {'info' if openmetrics else 'gauge'}")
+        lines.append(f"# HELP {name} perfcheck history: one sample per run, its commit and branch")
+        sample = "perfcheck_run_info"
+        columns = [runs[key] if key in runs else pd.Series(None, index=runs.index) for key in ("commit", "branch")]
+        for run_id, commit, branch, stamp in zip(runs["run_id"], *columns, _timestamps(runs["time"], timestamps)):
+            pairs = [("run_id", str(run_id))] + [(k, t) for k, t in (("commit", _text(commit)), ("branch", _text(branch))) if t]
+            lines.append(f"{sample}{_labels(pairs)} 1 {stamp}")
+    if openmetrics:
+        lines.append("# EOF")
+    return "\n".join(lines) + "\n"
+
+
+def write_timestamped_metrics(series: pd.DataFrame, path: str | Path, *, timestamps: str = "s") -> Path:
+    return write_atomic(path, timestamped_metrics(series, timestamps=timestamps))

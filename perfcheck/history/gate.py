@@ -1,0 +1,255 @@
+"""The gate that knows history: a baseline-relative expectation judged against this
+machine's recent runs instead of one stored snapshot.
+
+With a store, ``duration <= baseline + 5%`` takes as its baseline the median of the
+last ``RECENT_RUNS`` runs of that kernel and metric on this machine since the last
+change point (``perfcheck.history.changepoints``: a lasting shift starts a new
+baseline by itself; single-run spikes are set aside), and as its noise the
+run-to-run spread measured there. Why: one run's dispatches show within-run noise
+only, while runs differ by more (clocks, placement, thermals; one project measured
+2.8% within a run against 14.8% between jobs), so a snapshot baseline fails merges
+on drift alone.
+
+The rule: fail when the run is worse than the allowance with at least 90% confidence,
+i.e. beyond ``reference x exp(t x se)`` (``t`` the one-sided 90% Student quantile
+with one degree of freedom fewer than the runs the spread was measured on: 1.53
+for 5 runs, 1.31 for 30), where
+``reference`` is the literal bound (history median x (1 + allowance)) and ``se`` the
+standard error of log(observed / history median): the run-to-run spread (or the
+run's own within-run noise, whichever is larger) plus the uncertainty of a median of
+N runs (pi/2 x spread^2 / N). With 2% drift, a run 2% slower than usual fails a 5%
+budget 0.4% of the time instead of 8-16% (``benchmarks/decisions.py``); a 10%
+slowdown still fails 85%, a 20% one always.
+
+With fewer than ``MIN_RUNS`` comparable runs since the last change point the check
+keeps the baseline file's decision and says that history was too short. Exact
+quantities (bytes, instructions, registers) keep the baseline file: they have no
+run-to-run noise to learn. Checks only read the store; the suite runner appends.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from perfcheck.history.changepoints import MIN_AFTER, P_VALUE, WINDOW, spikes, split_points, t_pvalue
+from perfcheck.model import FAILED, PASSED, RECORDED, Check
+
+if TYPE_CHECKING:
+    from perfcheck.analysis import Analysis
+
+RECENT_RUNS = 10  # the baseline is the median of this many latest runs since the last change point
+MIN_RUNS = 5  # fewer comparable runs: the baseline file decides
+CONFIDENCE = 0.90  # one-sided: fail when 90% sure the run is worse than the allowance
+_QUANTILES: dict[int, float] = {}
+
+
+def t_quantile(df: int, confidence: float = CONFIDENCE) -> float:
+    """One-sided Student t quantile (the spread is estimated from few runs: with 5 runs
+    the 90% quantile is 1.53, not the normal 1.28). Bisection on the CDF, cached."""
+    df = max(1, int(df))
+    key = df if confidence == CONFIDENCE else -1
+    if key in _QUANTILES:
+        return _QUANTILES[key]
+    lo, hi = 0.0, 50.0
+    for _ in range(60):
+        mid = (lo + hi) / 2.0
+        if t_pvalue(mid, df) / 2.0 > 1.0 - confidence:
+            lo = mid
+        else:
+            hi = mid
+    if key > 0:
+        _QUANTILES[key] = hi
+    return hi
+SERIES_RUNS = 60  # runs read per series to find the last change point and the spread
+
+
+@dataclass(frozen=True)
+class Reference:
+    """What history says about one kernel x metric on this machine."""
+
+    value: float | None  # median of the recent runs (base units); None: too little history
+    spread: float  # run-to-run standard deviation of log values (0.02 = 2%)
+    runs: int  # runs the median is taken over
+    comparable: int  # runs since the last change point (spikes set aside)
+    since_index: int  # where that stretch starts in the series
+    since_run: str | None = None  # the change point's run (None: the series' first run)
+    since_commit: str | None = None
+    since_time: float | None = None
+
+    @property
+    def usable(self) -> bool:
+        return self.value is not None
+
+    def describe(self) -> str:
+        start = "since its first run"
+        if self.since_run is not None:
+            when = dt.datetime.fromtimestamp(self.since_time, dt.timezone.utc).strftime("%Y-%m-%d") if self.since_time else "?"
+            start = f"since the change point at {(self.since_commit or self.since_run)[:12]} ({when})"
+        return (f"history: median of the last {self.runs} runs on this machine {start}, "
+                f"run-to-run spread {100 * self.spread:.2g}%")
+
+
+def reference(values: Sequence[float] | np.ndarray, *, recent: int = RECENT_RUNS, min_runs: int = MIN_RUNS,
+              p: float = P_VALUE, min_after: int = MIN_AFTER, window: int = WINDOW) -> Reference:
+    """The history reference of one series (oldest first; NaN ignored)."""
+    x = np.asarray(values, dtype="float64")
+    splits = split_points(x, p=p, min_after=min_after, window=window)
+    start = splits[-1].index if splits else 0
+    tail = x[start:]
+    tail = tail[np.isfinite(tail) & (tail > 0)]
+    if len(tail) >= 3:
+        tail = tail[~spikes(np.log(tail))]
+    if len(tail) < min_runs:
+        return Reference(None, 0.0, 0, len(tail), start)
+    logs = np.log(tail[-window:])
+    diffs = np.abs(np.diff(logs))
+    # run-to-run sigma from successive differences (a slow trend barely moves it),
+    # never below the spread around the median, nor (spikes are set aside) the standard
+    # deviation, which is the steadier estimate when only a few runs are there
+    spread = float(max(1.4826 * np.median(diffs) / math.sqrt(2.0), 1.4826 * np.median(np.abs(logs - np.median(logs))),
+                       np.std(logs, ddof=1)))
+    recent_values = tail[-recent:]
+    return Reference(float(np.median(recent_values)), spread, len(recent_values), len(tail), start)
+
+
+def within_run_se(samples: np.ndarray | None) -> float:
+    """Standard error of log(median) of one run's dispatch durations: the distribution-
+    free interval of the median (order statistics at n/2 -/+ 1.96 sqrt(n)/2)."""
+    if samples is None:
+        return 0.0
+    x = np.asarray(samples, dtype="float64")
+    x = x[np.isfinite(x) & (x > 0)]
+    if len(x) < 5:
+        return 0.0
+    delta = 1.959963984540054 / (2.0 * math.sqrt(len(x)))
+    lo, hi = np.quantile(x, [max(0.0, 0.5 - delta), min(1.0, 0.5 + delta)])
+    return float(math.log(hi / lo) / (2.0 * 1.959963984540054))
+
+
+@dataclass(frozen=True)
+class Judgement:
+    passed: bool
+    baseline: float
+    reference: float  # the literal bound: baseline x (1 + allowance) + absolute
+    limit: float  # where it fails: reference widened by the noise
+    se: float
+
+
+def judge(observed: float, relation: str, fraction: float, absolute: float | None, ref: Reference,
+          current_se: float = 0.0) -> Judgement | None:
+    """Decide ``observed RELATION baseline x (1 + fraction) + absolute`` against the
+    history reference; None for relations the gate does not judge (==, !=)."""
+    if ref.value is None or relation not in ("<=", "<", ">=", ">") or not (observed > 0) or ref.value <= 0:
+        return None
+    base = ref.value
+    bound = base * (1.0 + fraction) + (absolute or 0.0)
+    run_sigma = max(ref.spread, current_se)
+    se = math.sqrt(run_sigma**2 + (math.pi / 2.0) * ref.spread**2 / max(ref.runs, 1))
+    z = t_quantile(min(ref.comparable, WINDOW) - 1)
+    if relation in ("<=", "<"):
+        limit = bound * math.exp(z * se)
+        passed = observed <= limit if relation == "<=" else observed < limit
+    else:
+        limit = bound * math.exp(-z * se)
+        passed = observed >= limit if relation == ">=" else observed > limit
+    return Judgement(passed, base, bound, limit, se)
+
+
+# --- checks against a store ---------------------------------------------------------------------
+
+def references(store_path: str | Path, machine: str, suite: str, wanted: Sequence[tuple[str, str]]) -> dict[tuple[str, str], Reference]:
+    """History references of ``wanted`` (kernel, metric) pairs of ``suite`` on ``machine``.
+    A store that does not exist yet has no history (the runner creates it at the end)."""
+    path = Path(store_path)
+    if not path.exists() or not wanted:
+        return {}
+    from perfcheck.history.store import open_store
+
+    kernels = sorted({k for k, _ in wanted})
+    metrics = sorted({m for _, m in wanted})
+    with open_store(path, create=False) as store:
+        frame = store.series(machine=machine, suite=suite, kernel=kernels, metric=metrics, last=SERIES_RUNS)
+    out: dict[tuple[str, str], Reference] = {}
+    for (kernel, metric), group in frame.groupby(["kernel", "metric"], sort=False):
+        if (kernel, metric) not in wanted:
+            continue
+        ref = reference(group["value"].to_numpy(dtype="float64"))
+        if ref.usable and ref.since_index > 0:
+            row = group.iloc[ref.since_index]
+            stamp = row["time"]
+            ref = replace(ref, since_run=str(row["run_id"]), since_commit=row["commit"] or None,
+                          since_time=float(stamp.timestamp()) if hasattr(stamp, "timestamp") else float(stamp))
+        out[(str(kernel), str(metric))] = ref
+    return out
+
+
+def _allowance(check: Check, tolerances: Mapping[str, float]) -> tuple[float, float | None] | None:
+    from perfcheck.expect import ExpectationError, parse
+
+    try:
+        first = parse(check.expression)[0]
+    except ExpectationError:
+        return None
+    if first.kind != "baseline":
+        return None
+    fraction = first.value or 0.0
+    if fraction == 0.0 and first.absolute_delta is None and check.metric in tolerances:
+        fraction = tolerances[check.metric] if check.relation in ("<=", "<") else -tolerances[check.metric]
+    return fraction, first.absolute_delta
+
+
+def gated_pairs(checks: Sequence[Check]) -> list[tuple[str, str]]:
+    """(kernel, metric) of the checks the history may judge: baseline-relative, measured
+    (not exact), with an observed value."""
+    from perfcheck.baseline import is_exact
+
+    return sorted({(c.kernel, c.metric) for c in checks
+                   if c.origin == "baseline" and c.observed is not None and not is_exact(c.metric)
+                   and c.relation in ("<=", "<", ">=", ">")})
+
+
+def rejudge(checks: Sequence[Check], refs: Mapping[tuple[str, str], Reference], analysis: "Analysis | None",
+            tolerances: Mapping[str, float]) -> list[Check]:
+    """Checks with the baseline-relative ones judged on history where it suffices; the
+    others say why the baseline file decided."""
+    from perfcheck.baseline import is_exact
+    from perfcheck.report.units import format_value as fmt
+
+    out = []
+    for check in checks:
+        key = (check.kernel, check.metric)
+        gated = check.origin == "baseline" and check.observed is not None and not is_exact(check.metric)
+        ref = refs.get(key)
+        if not gated or check.relation not in ("<=", "<", ">=", ">"):
+            out.append(check)
+            continue
+        if ref is None or not ref.usable:
+            have = 0 if ref is None else ref.comparable
+            source = "baseline file" if check.outcome != RECORDED else "no baseline"
+            note = f" [{source}: history has {have} comparable run{'s' if have != 1 else ''} on this machine, needs {MIN_RUNS}]"
+            out.append(replace(check, message=check.message + note))
+            continue
+        allowance = _allowance(check, tolerances)
+        samples = analysis.duration_samples.get(check.kernel) if analysis is not None else None
+        verdict = judge(check.observed, check.relation, *(allowance or (0.0, None)), ref, within_run_se(samples)) if allowance else None
+        if verdict is None:
+            out.append(check)
+            continue
+        change = (check.observed / verdict.baseline - 1.0) * 100.0
+        message = (
+            f"{check.metric} {fmt(check.observed, check.unit)} ({change:+.1f}%) vs history {fmt(verdict.baseline, check.unit)}; "
+            f"expected {check.relation} {fmt(verdict.reference, check.unit)}, fails beyond {fmt(verdict.limit, check.unit)} "
+            f"(run-to-run noise) [{ref.describe()}]"
+        )
+        detail = (f"{ref.describe()}; se of log ratio {100 * verdict.se:.2g}%; fails when 90% sure the run is worse "
+                  f"than the allowance: beyond {fmt(verdict.limit, check.unit)}")
+        out.append(replace(check, outcome=PASSED if verdict.passed else FAILED, baseline=verdict.baseline,
+                           reference=verdict.reference, message=message, detail=detail))
+    return out

@@ -1,0 +1,316 @@
+"""One run's identity and values: who ran it, when and where (from git and the CI
+environment), and reading a JSON results file (``check --json``) into what the
+store keeps.
+
+Run provenance, first found wins:
+
+* commit: ``GITHUB_SHA``, ``CI_COMMIT_SHA`` (GitLab), ``PERFCHECK_COMMIT``, else
+  ``git rev-parse HEAD`` in the working directory;
+* branch: ``GITHUB_HEAD_REF`` (a pull request's branch), ``GITHUB_REF_NAME``,
+  ``CI_COMMIT_REF_NAME``, ``PERFCHECK_BRANCH``, else git's current branch;
+* CI job: GitHub Actions (``GITHUB_RUN_ID``/``GITHUB_RUN_ATTEMPT``, URL from
+  ``GITHUB_SERVER_URL``/``GITHUB_REPOSITORY``), GitLab (``CI_JOB_ID``, ``CI_JOB_URL``),
+  Slurm (``SLURM_JOB_ID``, array jobs as ``ARRAYJOB_TASK``, ``SLURM_CLUSTER_NAME``).
+
+A results file written by an older perfcheck (no ``run`` block) still imports: its
+run id is a hash of the file's bytes (so importing it twice adds it once) and its
+time the file's modification time, with a notice.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import math
+import os
+import secrets
+import socket
+import subprocess
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from perfcheck.errors import InputError
+from perfcheck.history.store import Machine, Result, RunRecord, machine_key
+
+if TYPE_CHECKING:
+    from perfcheck.analysis import Analysis
+
+
+def _env(env: Mapping[str, str], *names: str) -> str | None:
+    for name in names:
+        value = env.get(name, "").strip()
+        if value:
+            return value
+    return None
+
+
+def _git(*args: str, cwd: Path | None = None) -> str | None:
+    try:
+        done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=5, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    out = done.stdout.strip()
+    return out if done.returncode == 0 and out and out != "HEAD" else None
+
+
+def new_run_id(now: float) -> str:
+    """Sortable by time, unique across hosts: ``20260124T031500Z-<12 hex>``."""
+    stamp = dt.datetime.fromtimestamp(now, dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return f"{stamp}-{secrets.token_hex(6)}"
+
+
+def ci_job(env: Mapping[str, str]) -> tuple[str | None, str | None, str | None]:
+    """(system, job id, URL) of the CI job or batch job this process runs in."""
+    if env.get("GITHUB_ACTIONS") == "true" or env.get("GITHUB_RUN_ID"):
+        run_id = env.get("GITHUB_RUN_ID")
+        attempt = env.get("GITHUB_RUN_ATTEMPT")
+        job = f"{run_id}/{attempt}" if run_id and attempt else run_id
+        server, repo = env.get("GITHUB_SERVER_URL", "https://github.com"), env.get("GITHUB_REPOSITORY")
+        url = f"{server}/{repo}/actions/runs/{run_id}" if repo and run_id else None
+        return "github", job, url
+    if env.get("GITLAB_CI") or env.get("CI_JOB_ID"):
+        return "gitlab", env.get("CI_JOB_ID"), env.get("CI_JOB_URL")
+    if env.get("SLURM_JOB_ID"):
+        array, task = env.get("SLURM_ARRAY_JOB_ID"), env.get("SLURM_ARRAY_TASK_ID")
+        job = f"{array}_{task}" if array and task else env["SLURM_JOB_ID"]
+        cluster = env.get("SLURM_CLUSTER_NAME")
+        return "slurm", f"{cluster}:{job}" if cluster else job, None
+    if env.get("CI"):
+        return "ci", _env(env, "BUILD_ID", "BUILD_NUMBER"), _env(env, "BUILD_URL")
+    return None, None, None
+
+
+def current_run(env: Mapping[str, str] | None = None, *, now: float | None = None, cwd: Path | None = None) -> RunRecord:
+    """This process's run: a fresh id, the time, commit, branch, CI job and host."""
+    env = os.environ if env is None else env
+    now = time.time() if now is None else now
+    commit = _env(env, "GITHUB_SHA", "CI_COMMIT_SHA", "PERFCHECK_COMMIT") or _git("rev-parse", "HEAD", cwd=cwd)
+    branch = _env(env, "GITHUB_HEAD_REF", "GITHUB_REF_NAME", "CI_COMMIT_REF_NAME", "PERFCHECK_BRANCH") or _git(
+        "rev-parse", "--abbrev-ref", "HEAD", cwd=cwd)
+    system, job, url = ci_job(env)
+    return RunRecord(run_id=new_run_id(now), time=now, commit=commit, branch=branch, ci_system=system,
+                     ci_job=job, ci_url=url, host=socket.gethostname() or None)
+
+
+def run_dict(run: RunRecord) -> dict[str, object]:
+    """The ``run`` block of a results file."""
+    return {
+        "id": run.run_id, "time": run.time,
+        "time_iso": dt.datetime.fromtimestamp(run.time, dt.timezone.utc).isoformat(timespec="seconds"),
+        "commit": run.commit, "branch": run.branch,
+        "ci": {"system": run.ci_system, "job": run.ci_job, "url": run.ci_url}, "host": run.host,
+    }
+
+
+# --- what a run measured --------------------------------------------------------------------
+
+def _float(value: object) -> float | None:
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def measurements(analysis: "Analysis") -> dict[str, dict[str, float]]:
+    """kernel -> {metric: value} for every finite numeric metric of the kernel table."""
+    import pandas as pd
+
+    table = analysis.kernels
+    if not len(table):
+        return {}
+    numeric = [c for c in table.columns if c != "kernel" and pd.api.types.is_numeric_dtype(table[c])]
+    values = table[numeric].astype("float64")
+    values.index = table["kernel"].astype(str)
+    stacked = values.stack().dropna()
+    stacked = stacked[stacked.map(math.isfinite)]
+    out: dict[str, dict[str, float]] = {}
+    for (kernel, metric), value in stacked.items():
+        out.setdefault(kernel, {})[metric] = float(value)
+    return out
+
+
+def duration_samples(analysis: "Analysis") -> dict[str, dict[str, float | int]]:
+    """kernel -> {n, median, spread} of its dispatch durations; spread is the relative
+    robust spread 1.4826 x MAD / median."""
+    import numpy as np
+
+    out: dict[str, dict[str, float | int]] = {}
+    for kernel, samples in analysis.duration_samples.items():
+        x = np.asarray(samples, dtype="float64")
+        x = x[np.isfinite(x) & (x > 0)]
+        if not len(x):
+            continue
+        median = float(np.median(x))
+        out[str(kernel)] = {"n": int(len(x)), "median": median,
+                            "spread": float(1.4826 * np.median(np.abs(x - median)) / median)}
+    return out
+
+
+# --- reading a results file -------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ImportedRun:
+    run: RunRecord
+    results: tuple[Result, ...]
+    machines: tuple[Machine, ...]
+    notices: tuple[str, ...] = ()
+
+
+_WORST = {"error": 3, "failed": 2, "recorded": 1, "passed": 0}
+
+
+def read_results(path: str | Path) -> ImportedRun:
+    """A results file (``perfcheck check --json``) as a run for the store."""
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise InputError(path, "no such results file") from None
+    except IsADirectoryError:
+        raise InputError(path, "is a directory, not a results file", hint="give the JSON files, e.g. results/*.json") from None
+    except OSError as exc:
+        raise InputError(path, f"cannot be read ({exc.strerror})") from None
+    try:
+        doc = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise InputError(path, "is not UTF-8 text, not a results file") from None
+    except json.JSONDecodeError as exc:
+        raise InputError(path, f"is not valid JSON ({exc.msg}, column {exc.colno})", line=exc.lineno,
+                         hint="a results file is written by `perfcheck check --json`") from None
+    if not isinstance(doc, dict) or "suites" not in doc or not isinstance(doc.get("suites"), dict):
+        raise InputError(path, "is JSON but not a perfcheck results file (no 'suites')", line=1,
+                         hint="a results file is written by `perfcheck check --json`")
+    notices: list[str] = []
+    run = _run_of(doc.get("run"), path, raw, notices)
+    results: list[Result] = []
+    machines: dict[str, Machine] = {}
+    for suite, entry in doc["suites"].items():
+        if not isinstance(entry, dict):
+            raise InputError(path, f"suite {suite!r} is not an object", line=_line(raw, suite))
+        fingerprint = entry.get("fingerprint")
+        if not isinstance(fingerprint, dict):
+            fingerprint = _fingerprint_from_target(entry)
+        fingerprint = {str(k): str(v) for k, v in fingerprint.items()}
+        machine = str(entry.get("machine") or machine_key(fingerprint))
+        machines.setdefault(machine, Machine(machine, fingerprint))
+        results.extend(_suite_results(path, raw, str(suite), machine, entry))
+    return ImportedRun(run, tuple(results), tuple(machines.values()), tuple(notices))
+
+
+def _line(raw: bytes, key: str) -> int | None:
+    at = raw.find(json.dumps(key).encode())
+    return raw.count(b"\n", 0, at) + 1 if at >= 0 else None
+
+
+def _run_of(block: object, path: Path, raw: bytes, notices: list[str]) -> RunRecord:
+    if isinstance(block, dict) and isinstance(block.get("id"), str) and block["id"]:
+        when = _float(block.get("time"))
+        if when is None:
+            raise InputError(path, "run 'time' must be Unix seconds", line=_line(raw, "time"))
+        ci = block.get("ci") if isinstance(block.get("ci"), dict) else {}
+        text = lambda v: str(v) if v not in (None, "") else None  # noqa: E731
+        return RunRecord(block["id"], when, text(block.get("commit")), text(block.get("branch")),
+                         text(ci.get("system")), text(ci.get("job")), text(ci.get("url")), text(block.get("host")),
+                         str(path))
+    stat_time = path.stat().st_mtime
+    run_id = "file-" + hashlib.sha256(raw).hexdigest()[:24]
+    notices.append(f"{path}: no run block (an older perfcheck wrote it): run id {run_id}, time from the file's "
+                   "modification time")
+    return RunRecord(run_id, stat_time, source=str(path))
+
+
+def _fingerprint_from_target(entry: Mapping[str, object]) -> dict[str, str]:
+    """Older files: the device and arch of the target, the profiler of the profiles."""
+    target = entry.get("target") if isinstance(entry.get("target"), dict) else {}
+    profiles = [p for p in entry.get("profiles", []) if isinstance(p, dict)]  # type: ignore[union-attr]
+
+    def distinct(values: list[object]) -> str:
+        seen = sorted({str(v) for v in values if v})
+        return "+".join(seen) if seen else "unknown"
+
+    return {
+        "device": str(target.get("device") or distinct([p.get("device") for p in profiles])),  # type: ignore[union-attr]
+        "arch": str(target.get("arch") or distinct([p.get("arch") for p in profiles])),  # type: ignore[union-attr]
+        "tool": distinct([p.get("tool") for p in profiles]),
+        "tool_version": distinct([p.get("tool_version") for p in profiles]),
+    }
+
+
+def _suite_results(path: Path, raw: bytes, suite: str, machine: str, entry: Mapping[str, object]) -> list[Result]:
+    from perfcheck.schema import metric_unit
+
+    outcome: dict[tuple[str, str], str] = {}
+    units: dict[tuple[str, str], str] = {}
+    observed: dict[tuple[str, str], float | None] = {}
+    checks = entry.get("checks", [])
+    if not isinstance(checks, list):
+        raise InputError(path, f"suite {suite!r}: 'checks' must be a list", line=_line(raw, "checks"))
+    for check in checks:
+        if not isinstance(check, dict) or not isinstance(check.get("kernel"), str) or not isinstance(check.get("metric"), str):
+            continue
+        if check.get("kernel") == check.get("pattern") and check.get("observed") is None:
+            continue  # a pattern that matched no kernel: nothing was measured
+        key = (check["kernel"], check["metric"])
+        previous = outcome.get(key)
+        now = str(check.get("outcome") or "")
+        if previous is None or _WORST.get(now, 0) > _WORST.get(previous, 0):
+            outcome[key] = now
+        units[key] = str(check.get("unit") or "")
+        observed.setdefault(key, _float(check.get("observed")))
+    values: dict[tuple[str, str], float | None] = dict(observed)
+    table = entry.get("measurements", {})
+    if isinstance(table, dict):
+        for kernel, metrics in table.items():
+            if isinstance(metrics, dict):
+                for metric, value in metrics.items():
+                    values[(str(kernel), str(metric))] = _float(value)
+    samples = entry.get("samples", {}) if isinstance(entry.get("samples"), dict) else {}
+    out = []
+    for (kernel, metric), value in values.items():
+        stats = samples.get(kernel) if metric == "duration" else None
+        stats = stats if isinstance(stats, dict) else {}
+        n = stats.get("n")
+        out.append(Result(
+            machine, suite, kernel, metric, value, units.get((kernel, metric)) or metric_unit(metric),
+            n=int(n) if isinstance(n, int) and not isinstance(n, bool) else None,
+            median=_float(stats.get("median")), spread=_float(stats.get("spread")),
+            outcome=outcome.get((kernel, metric)),
+        ))
+    return out
+
+
+# --- from a finished run (the suite runner) ---------------------------------------------------
+
+def suite_extras(analysis: "Analysis") -> dict[str, object]:
+    """What a results file carries per suite for the history: fingerprint, machine,
+    every kernel's measurements and its duration samples."""
+    from perfcheck.baseline import fingerprint
+
+    fp = fingerprint(analysis)
+    return {"fingerprint": fp, "machine": machine_key(fp), "measurements": measurements(analysis),
+            "samples": duration_samples(analysis)}
+
+
+def results_of(suites: "list[tuple[str, Analysis, list]]") -> tuple[list[Result], list[Machine]]:
+    """The store's rows for finished suites: (name, analysis, checks) each. The same
+    rows ``read_results`` makes of the results file the run wrote."""
+    from perfcheck.report.results import results_document
+
+    doc = results_document({name: checks for name, _, checks in suites},
+                           analyses={name: a for name, a, _ in suites},
+                           extras={name: suite_extras(a) for name, a, _ in suites})
+    doc = json.loads(json.dumps(doc, allow_nan=False))  # the same numbers a file would hold
+    results: list[Result] = []
+    machines: dict[str, Machine] = {}
+    for name, entry in doc["suites"].items():
+        machine = entry["machine"]
+        machines.setdefault(machine, Machine(machine, entry["fingerprint"]))
+        results.extend(_suite_results(Path("<run>"), b"", name, machine, entry))
+    return results, list(machines.values())

@@ -1,0 +1,399 @@
+"""The history store: every run's values in one SQLite file, per machine x suite x
+kernel x metric.
+
+SQLite because it is embedded (no server on a cluster login node or a CI runner),
+one file that can be copied or archived, and safe for several local writers at once:
+the store runs in WAL mode (readers never block the writer) with a busy timeout, and
+every write is one ``BEGIN IMMEDIATE`` transaction, so parallel ``perfcheck check``
+processes on one node queue instead of failing. WAL needs shared memory, which
+network file systems (NFS, Lustre, GPFS) do not give reliably: on a cluster each
+job writes its own results file and one job imports them (``perfcheck history add``).
+
+Schema (``PRAGMA user_version`` is the schema version; ``MIGRATIONS[i]`` takes a
+store from version i to i + 1, each in one transaction, so an older store is brought
+up to date when it is opened and a newer one is refused with a clear error)::
+
+    machines(machine PK, fingerprint JSON)            the fingerprint slug and its parts
+    runs(run_id PK, time, commit_sha, branch, ci_system, ci_job, ci_url, host, source, added)
+    results(run_id -> runs ON DELETE CASCADE, machine, suite, kernel, metric,
+            value, unit, n, median, spread, outcome)  one row per run x machine x suite x kernel x metric
+
+``time`` and ``added`` are Unix seconds (UTC); ``value`` is in base units (``unit``);
+``n``/``median``/``spread`` describe the run's samples of that value (dispatch count,
+median, relative spread 1.4826 x MAD / median), null when the run had none.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sqlite3
+import time as _time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from perfcheck.errors import InputError, UsageError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+# "pckh" in ASCII: marks a SQLite file as a perfcheck history store, so a rocpd or
+# rocprof database given by mistake is refused instead of being written into.
+APPLICATION_ID = 0x70636B68
+BUSY_TIMEOUT_S = 60.0  # a writer waits this long for another one (imports of many files)
+
+MIGRATIONS: tuple[str, ...] = (
+    # 0 -> 1
+    """
+    CREATE TABLE machines (
+        machine TEXT PRIMARY KEY,
+        fingerprint TEXT NOT NULL
+    );
+    CREATE TABLE runs (
+        run_id TEXT PRIMARY KEY,
+        time REAL NOT NULL,
+        commit_sha TEXT,
+        branch TEXT,
+        ci_system TEXT,
+        ci_job TEXT,
+        ci_url TEXT,
+        host TEXT,
+        source TEXT,
+        added REAL NOT NULL
+    );
+    CREATE INDEX runs_time ON runs(time);
+    CREATE TABLE results (
+        run_id TEXT NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,
+        machine TEXT NOT NULL REFERENCES machines(machine),
+        suite TEXT NOT NULL,
+        kernel TEXT NOT NULL,
+        metric TEXT NOT NULL,
+        value REAL,
+        unit TEXT NOT NULL DEFAULT '',
+        n INTEGER,
+        median REAL,
+        spread REAL,
+        outcome TEXT,
+        PRIMARY KEY (run_id, machine, suite, kernel, metric)
+    ) WITHOUT ROWID;
+    CREATE INDEX results_series ON results(machine, suite, kernel, metric);
+    """,
+)
+SCHEMA_VERSION = len(MIGRATIONS)
+
+SERIES_COLUMNS = (
+    "machine", "suite", "kernel", "metric", "unit", "run_id", "time", "commit", "branch",
+    "ci_job", "ci_url", "value", "n", "median", "spread", "outcome",
+)
+RUN_COLUMNS = ("run_id", "time", "commit", "branch", "ci_system", "ci_job", "ci_url", "host", "source", "added",
+               "machines", "suites", "values")
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """Who, when and where of one run (``perfcheck.history.runs.current_run`` fills it
+    from git and the CI environment)."""
+
+    run_id: str
+    time: float  # Unix seconds, UTC
+    commit: str | None = None
+    branch: str | None = None
+    ci_system: str | None = None  # github | gitlab | slurm | ...
+    ci_job: str | None = None
+    ci_url: str | None = None
+    host: str | None = None
+    source: str | None = None  # the results file it was imported from
+
+
+@dataclass(frozen=True)
+class Result:
+    """One value of one run: machine x suite x kernel x metric."""
+
+    machine: str
+    suite: str
+    kernel: str
+    metric: str
+    value: float | None
+    unit: str = ""
+    n: int | None = None
+    median: float | None = None
+    spread: float | None = None
+    outcome: str | None = None  # passed | failed | recorded | error, when a check judged it
+
+
+@dataclass(frozen=True)
+class AddResult:
+    run_id: str
+    added: bool  # False: the store already had this run (imports are idempotent)
+    values: int
+
+
+@dataclass(frozen=True)
+class Machine:
+    machine: str  # the slug series are keyed by
+    fingerprint: Mapping[str, str] = field(default_factory=dict)
+
+
+def machine_key(fingerprint: Mapping[str, str]) -> str:
+    """The machine a series belongs to: the same slug the baseline files use
+    (``mi100_gfx908_rocprofv3-1.0.0``), so a history and a baseline name one machine alike."""
+    from perfcheck.baseline import baseline_path
+
+    return baseline_path(".", "s", fingerprint).stem
+
+
+def _finite(value: object) -> float | None:
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+class Store:
+    """An open history store. Use as a context manager or call ``close``."""
+
+    def __init__(self, path: str | Path, *, create: bool = True) -> None:
+        self.path = Path(path)
+        if not create and not self.path.exists():
+            raise InputError(self.path, "no such history store", hint="name an existing store, or run `perfcheck check --history PATH` to create one")
+        if self.path.is_dir():
+            raise InputError(self.path, "is a directory, not a history store", hint="name a file, e.g. perf-history.sqlite")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(str(self.path), timeout=BUSY_TIMEOUT_S, isolation_level=None)
+        except (OSError, sqlite3.Error) as exc:
+            raise InputError(self.path, f"cannot open the history store ({exc})") from None
+        try:
+            self._prepare()
+        except sqlite3.DatabaseError as exc:
+            self._db.close()
+            if "file is not a database" in str(exc) or "malformed" in str(exc):
+                raise InputError(self.path, "is not a perfcheck history store (not an SQLite database)",
+                                 hint="name another file for --history") from None
+            raise InputError(self.path, f"cannot open the history store ({exc})") from None
+        except (InputError, UsageError):
+            self._db.close()
+            raise
+
+    # --- opening and migrations ----------------------------------------------------------
+
+    def _prepare(self) -> None:
+        db = self._db
+        db.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+        db.execute("PRAGMA foreign_keys = ON")
+        self._check_identity()
+        mode = self._retry(lambda: db.execute("PRAGMA journal_mode = WAL").fetchone()[0])
+        if str(mode).lower() != "wal":  # e.g. a file system without shared memory: still correct, less concurrent
+            db.execute("PRAGMA journal_mode = DELETE")
+        db.execute("PRAGMA synchronous = NORMAL")  # WAL: durable at checkpoints, never corrupt
+        self._migrate()
+
+    def _check_identity(self) -> None:
+        app = self._db.execute("PRAGMA application_id").fetchone()[0]
+        tables = self._db.execute("SELECT count(*) FROM sqlite_master WHERE type = 'table'").fetchone()[0]
+        if app not in (0, APPLICATION_ID) or (app == 0 and tables):
+            raise InputError(self.path, "is an SQLite database but not a perfcheck history store",
+                             hint="name another file for --history")
+
+    def _retry(self, action):  # noqa: ANN001, ANN202
+        """Run ``action``, retrying while another process holds a lock the busy handler
+        does not wait for (switching to WAL, creating the schema at the same moment)."""
+        deadline = _time.monotonic() + BUSY_TIMEOUT_S
+        while True:
+            try:
+                return action()
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) and "busy" not in str(exc) or _time.monotonic() > deadline:
+                    raise
+                _time.sleep(0.05)
+
+    @property
+    def version(self) -> int:
+        return int(self._db.execute("PRAGMA user_version").fetchone()[0])
+
+    def _migrate(self) -> None:
+        if self.version == SCHEMA_VERSION:
+            return
+        if self.version > SCHEMA_VERSION:
+            from perfcheck import __version__
+
+            raise InputError(self.path, f"history schema version {self.version} is newer than this perfcheck "
+                             f"({__version__}) reads ({SCHEMA_VERSION})", hint="upgrade perfcheck")
+
+        def step() -> None:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                current = self.version  # another process may have migrated meanwhile
+                for index in range(current, SCHEMA_VERSION):
+                    for statement in _statements(MIGRATIONS[index]):
+                        self._db.execute(statement)
+                    self._db.execute(f"PRAGMA user_version = {index + 1}")
+                if current == 0:
+                    self._db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+
+        self._retry(step)
+
+    def close(self) -> None:
+        self._db.close()
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- writing -------------------------------------------------------------------------
+
+    def add(self, run: RunRecord, results: Iterable[Result], machines: Iterable[Machine] = ()) -> AddResult:
+        """Append one run and its values in one transaction. A run id already stored is
+        left alone (``added`` False): importing the same results file twice adds nothing."""
+        rows = [
+            (run.run_id, r.machine, r.suite, r.kernel, r.metric, _finite(r.value), r.unit or "",
+             r.n, _finite(r.median), _finite(r.spread), r.outcome)
+            for r in results
+        ]
+        named = {m.machine: m for m in machines}
+        for machine in {r[1] for r in rows} - set(named):
+            named[machine] = Machine(machine)
+
+        def write() -> AddResult:
+            db = self._db
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                exists = db.execute("SELECT 1 FROM runs WHERE run_id = ?", (run.run_id,)).fetchone()
+                if exists:
+                    db.execute("ROLLBACK")
+                    return AddResult(run.run_id, False, 0)
+                db.execute(
+                    "INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (run.run_id, float(run.time), run.commit, run.branch, run.ci_system, run.ci_job, run.ci_url,
+                     run.host, run.source, _time.time()),
+                )
+                # a machine seen again keeps its first fingerprint unless this one says more
+                db.executemany(
+                    "INSERT INTO machines VALUES (?, ?) ON CONFLICT(machine) DO UPDATE SET fingerprint = excluded.fingerprint "
+                    "WHERE excluded.fingerprint != '{}'",
+                    [(m.machine, json.dumps(dict(m.fingerprint), sort_keys=True)) for m in named.values()],
+                )
+                db.executemany("INSERT OR REPLACE INTO results VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            return AddResult(run.run_id, True, len(rows))
+
+        try:
+            return self._retry(write)
+        except sqlite3.Error as exc:
+            raise InputError(self.path, f"cannot write to the history store ({exc})") from None
+
+    def prune(self, *, keep_days: float, now: float | None = None) -> int:
+        """Delete runs older than ``keep_days`` (and their values); returns how many."""
+        if not keep_days >= 0:
+            raise UsageError(f"--keep-days must be 0 or more, not {keep_days!r}")
+        cutoff = (now if now is not None else _time.time()) - keep_days * 86400.0
+
+        def delete() -> int:
+            db = self._db
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                count = db.execute("DELETE FROM runs WHERE time < ?", (cutoff,)).rowcount
+                db.execute("DELETE FROM machines WHERE machine NOT IN (SELECT DISTINCT machine FROM results)")
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            return int(count)
+
+        return self._retry(delete)
+
+    # --- reading -------------------------------------------------------------------------
+
+    def machines(self) -> dict[str, dict[str, str]]:
+        """machine slug -> its fingerprint (device, arch, tool, tool_version)."""
+        return {m: json.loads(fp) for m, fp in self._db.execute("SELECT machine, fingerprint FROM machines ORDER BY machine")}
+
+    def runs(self, *, since: float | None = None, limit: int | None = None) -> "pd.DataFrame":
+        """One row per run, oldest first: RUN_COLUMNS, ``time``/``added`` as UTC
+        timestamps, ``machines``/``suites`` comma-joined, ``values`` the count stored."""
+        import pandas as pd
+
+        sql = (
+            "SELECT r.run_id, r.time, r.commit_sha, r.branch, r.ci_system, r.ci_job, r.ci_url, r.host, r.source, r.added, "
+            "group_concat(DISTINCT v.machine), group_concat(DISTINCT v.suite), count(v.metric) "
+            "FROM runs r LEFT JOIN results v ON v.run_id = r.run_id"
+        )
+        params: list[object] = []
+        if since is not None:
+            sql += " WHERE r.time >= ?"
+            params.append(float(since))
+        sql += " GROUP BY r.run_id ORDER BY r.time, r.run_id"
+        rows = self._db.execute(sql, params).fetchall()
+        frame = pd.DataFrame(rows, columns=list(RUN_COLUMNS))
+        if limit is not None:
+            frame = frame.tail(limit).reset_index(drop=True)
+        for column in ("time", "added"):
+            frame[column] = pd.to_datetime(frame[column].astype("float64"), unit="s", utc=True)
+        frame["values"] = frame["values"].astype("int64")
+        return frame
+
+    def series(
+        self,
+        *,
+        machine: str | None = None,
+        suite: str | Sequence[str] | None = None,
+        kernel: str | Sequence[str] | None = None,
+        metric: str | Sequence[str] | None = None,
+        since: float | None = None,
+        last: int | None = None,
+    ) -> "pd.DataFrame":
+        """The values as one long frame (SERIES_COLUMNS), sorted by machine, suite,
+        kernel, metric, then time: group by the first four for one series each.
+        ``time`` is a UTC timestamp. Filters are exact names (a list: any of them);
+        ``since``: Unix seconds; ``last``: the latest N runs of each series."""
+        import pandas as pd
+
+        where, params = [], []  # type: ignore[var-annotated]
+        for column, wanted in (("v.machine", machine), ("v.suite", suite), ("v.kernel", kernel), ("v.metric", metric)):
+            if wanted is None:
+                continue
+            values = [wanted] if isinstance(wanted, str) else list(wanted)
+            where.append(f"{column} IN ({', '.join('?' * len(values))})")
+            params.extend(values)
+        if since is not None:
+            where.append("r.time >= ?")
+            params.append(float(since))
+        sql = (
+            "SELECT v.machine, v.suite, v.kernel, v.metric, v.unit, v.run_id, r.time, r.commit_sha, r.branch, "
+            "r.ci_job, r.ci_url, v.value, v.n, v.median, v.spread, v.outcome "
+            "FROM results v JOIN runs r ON r.run_id = v.run_id"
+            + (" WHERE " + " AND ".join(where) if where else "")
+            + " ORDER BY v.machine, v.suite, v.kernel, v.metric, r.time, v.run_id"
+        )
+        frame = pd.DataFrame(self._db.execute(sql, params).fetchall(), columns=list(SERIES_COLUMNS))
+        if last is not None and len(frame):
+            frame = frame.groupby(["machine", "suite", "kernel", "metric"], sort=False).tail(last).reset_index(drop=True)
+        frame["time"] = pd.to_datetime(frame["time"].astype("float64"), unit="s", utc=True)
+        for column in ("value", "median", "spread"):
+            frame[column] = frame[column].astype("float64")
+        frame["n"] = frame["n"].astype("Int64")
+        return frame
+
+
+def _statements(script: str) -> list[str]:
+    return [s.strip() for s in script.split(";") if s.strip()]
+
+
+def open_store(path: str | Path, *, create: bool = True) -> Store:
+    """Open (and create or migrate) the store at ``path``. ``create=False``: a missing
+    file is an InputError (reading commands: list, detect, report)."""
+    return Store(path, create=create)

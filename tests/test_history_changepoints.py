@@ -1,0 +1,167 @@
+"""Change points: lasting shifts found where they start, spikes never, noise rarely."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from perfcheck.history import Result, RunRecord, better, detect, open_store, recent_regressions, split_points
+from perfcheck.history.changepoints import _robust_sigma, spikes, t_pvalue
+
+DAY = 86400.0
+T0 = 1_767_225_600.0
+
+
+def _noise(seed: int, n: int = 60, sigma: float = 0.01) -> np.ndarray:
+    return 1e-3 * np.exp(np.random.default_rng(seed).normal(0.0, sigma, n))
+
+
+@pytest.mark.parametrize(("t", "df", "p"), [
+    (2.0, 10, 0.073388), (3.5, 30, 0.001477), (1.0, 1, 0.5), (0.0, 5, 1.0), (10.0, 40, 1.88e-12)])
+def test_t_pvalue_matches_tables(t: float, df: int, p: float) -> None:
+    # two-sided Student t p-values (scipy.stats.t.sf(t, df) * 2)
+    assert t_pvalue(t, df) == pytest.approx(p, rel=1e-3)
+
+
+@pytest.mark.parametrize("at", [15, 40, 57])
+def test_a_step_is_found_where_it_starts(at: int) -> None:
+    x = _noise(at)
+    x[at:] *= 1.05
+    splits = split_points(x)
+    assert [s.index for s in splits] == [at]
+    assert splits[0].p < 1e-6
+
+
+def test_a_change_needs_two_runs_at_its_new_level() -> None:
+    x = 1e-3 * (1.0 + 0.005 * (-1.0) ** np.arange(40))  # +-0.5%: successive differences of 1%
+    jump = math.exp(4.0 * _robust_sigma(np.log(x)))  # four sigmas of them: less than a spike
+    x[-1] *= jump
+    assert split_points(x) == []  # the newest run alone starts nothing
+    x[-2] *= jump
+    assert [s.index for s in split_points(x)] == [38]
+    assert split_points(x, min_after=3) == []
+
+
+def test_a_jump_as_large_as_a_spike_needs_a_third_run_unless_its_runs_agree() -> None:
+    x = _noise(1, 41)
+    x[-3:] *= 1.3
+    x[-2] *= 1.15  # two runs 30% and 50% slower: two spikes, or a shift?
+    assert split_points(x[:-1]) == []
+    assert [s.index for s in split_points(x)] == [38]  # a third run says: a shift
+    x = np.full(6, 1e-3)
+    x[3:] *= 1.3  # noiseless runs (a deterministic stand-in) that agree: a shift at once
+    assert [s.index for s in split_points(x[:5])] == [3]
+
+
+@pytest.mark.parametrize("at", [0, 1, 20, 38, 39])
+@pytest.mark.parametrize("factor", [1.2, 2.0, 0.6])
+def test_a_single_spike_is_never_a_change_point(at: int, factor: float) -> None:
+    x = _noise(at, 40)
+    x[at] *= factor
+    assert split_points(x) == []
+
+
+def test_spike_mask() -> None:
+    y = np.log(_noise(3, 20))
+    y[7] += 0.5
+    y[-1] += 0.5
+    assert np.flatnonzero(spikes(y)).tolist() == [7, 19]
+    y[18] += 0.5  # the last two agree: the start of a shift, not spikes
+    assert np.flatnonzero(spikes(y)).tolist() == [7]
+
+
+def test_spikes_around_a_step_do_not_hide_it() -> None:
+    x = _noise(4)
+    x[30:] *= 1.05
+    x[[10, 29, 45]] *= 1.8
+    assert [s.index for s in split_points(x)] == [30]
+
+
+def test_an_old_change_and_a_recent_one_are_both_found() -> None:
+    x = _noise(5, 120)
+    x[20:] *= 1.04
+    x[110:] *= 0.95
+    assert [s.index for s in split_points(x)] == [20, 110]
+
+
+def test_noise_alone_rarely_makes_change_points() -> None:
+    found = sum(len(split_points(_noise(seed, 60, 0.02))) for seed in range(200))
+    assert found <= 6  # 200 series x 60 runs at p = 0.001: a few series in 100 (the nightly rate is in benchmarks/decisions.py)
+
+
+def test_exact_quantities_change_without_noise() -> None:
+    x = np.full(20, 4096.0)
+    x[12:] = 4097.0
+    splits = split_points(x)
+    assert [s.index for s in splits] == [12] and splits[0].p < 1e-100
+    assert split_points(np.full(20, 4096.0)) == []
+
+
+def test_nan_values_are_skipped() -> None:
+    x = _noise(6, 40)
+    x[30:] *= 1.06
+    x[[5, 31]] = np.nan
+    assert [s.index for s in split_points(x)] == [30]
+
+
+def test_better_direction() -> None:
+    assert better("duration", "s") == "lower" and better("hbm_bytes", "B") == "lower"
+    assert better("hbm_bw", "B/s") == "higher" and better("occupancy_pct", "%") == "higher"
+    assert better("gips") == "higher" and better("scratch_per_thread") == "lower"
+
+
+def _store(tmp_path: Path, duration: np.ndarray) -> Path:
+    path = tmp_path / "h.sqlite"
+    with open_store(path) as store:
+        for i, value in enumerate(duration):
+            run = RunRecord(f"r{i:03d}", T0 + i * DAY, commit=f"{i:03d}abcdef")
+            store.add(run, [Result("m", "s", "k", "duration", float(value), "s"),
+                            Result("m", "s", "k", "hbm_bw", 1e6 / float(value), "B/s")])
+    return path
+
+
+def test_detect_over_a_store_reports_runs_commits_levels_and_direction(tmp_path: Path) -> None:
+    x = _noise(7, 40)
+    x[36:] *= 1.08
+    with open_store(_store(tmp_path, x), create=False) as store:
+        frame = store.series()
+    points = detect(frame)
+    assert [(p.metric, p.index, p.run_id, p.commit, p.direction) for p in points] == [
+        ("duration", 36, "r036", "036abcdef", "regression"),
+        ("hbm_bw", 36, "r036", "036abcdef", "regression"),  # higher is better: a drop
+    ]
+    duration = points[0]
+    assert duration.before == pytest.approx(np.median(x[6:36]))
+    assert duration.after == pytest.approx(np.median(x[36:]))
+    assert duration.change_pct == pytest.approx(8.0, abs=1.5)
+    assert duration.time == T0 + 36 * DAY and duration.runs_after == 4
+    assert duration.as_dict()["time_iso"] == "2026-02-06T00:00:00+00:00"
+    assert recent_regressions(points, frame, last=3) == []
+    assert recent_regressions(points, frame, last=4) == points
+    with pytest.raises(Exception):
+        duration.p = 1.0  # type: ignore[misc]  # frozen
+
+
+def test_an_improvement_is_not_a_regression(tmp_path: Path) -> None:
+    x = _noise(9, 30)
+    x[27:] *= 0.9
+    with open_store(_store(tmp_path, x), create=False) as store:
+        frame = store.series(metric="duration")
+    points = detect(frame)
+    assert [p.direction for p in points] == ["improvement"] and recent_regressions(points, frame) == []
+    assert detect(frame, min_change_pct=15.0) == []
+    assert math.isclose(points[0].change_pct, -10.0, abs_tol=1.5)
+
+
+def test_a_spike_on_the_first_night_of_a_step_does_not_hide_it() -> None:
+    x = _noise(10, 41, 0.005)
+    x[37:] *= 1.05
+    x[37] *= 1.4
+    assert spikes(np.log(x))[37]
+    assert [s.index for s in split_points(x)] == [38]  # found from the runs after the spike
+    x[37] /= 1.4
+    assert not spikes(np.log(x))[37]  # the first run of a shift is not a spike
+    assert [s.index for s in split_points(x)] == [37]

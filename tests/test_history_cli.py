@@ -1,0 +1,134 @@
+"""perfcheck history add|list|prune|detect, and pytest --perf-history."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from perfcheck.history import Result, RunRecord, open_store
+from tests.conftest import one_line_error
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "examples" / "stencil"
+DAY = 86400.0
+T0 = 1_767_225_600.0
+
+
+@pytest.fixture(autouse=True)
+def _no_store_from_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("PERFCHECK_HISTORY", raising=False)
+    monkeypatch.chdir(tmp_path)
+
+
+def _nightly(path: Path, values: np.ndarray, *, kernel: str = "stencil_kernel") -> Path:
+    with open_store(path) as store:
+        for i, value in enumerate(values):
+            store.add(RunRecord(f"night-{i:02d}", T0 + i * DAY, commit=f"{i:02d}" + "f" * 38, branch="main"),
+                      [Result("mi250x_gfx90a_rocprofv3-1.0.0", "nightly", kernel, "duration", float(value), "s")])
+    return path
+
+
+def _noise(n: int, seed: int = 0) -> np.ndarray:
+    return 2e-3 * np.exp(np.random.default_rng(seed).normal(0.0, 0.01, n))
+
+
+def test_detect_fails_on_a_recent_regression(cli, tmp_path: Path) -> None:  # noqa: ANN001
+    values = _noise(30)
+    values[27:] *= 1.08
+    store = _nightly(tmp_path / "h.sqlite", values)
+    result = cli("history", "detect", "--history", store)
+    assert result.code == 1, result.out
+    assert "+7.6% regression (new)" in result.out and "regression (new)" in result.out and "27ffff" in result.out
+    assert "1 regression in the last 3 runs" in result.out
+    doc = cli("history", "detect", "--history", store, "--json").json()
+    assert doc["recent_regressions"] == 1
+    (point,) = doc["change_points"]
+    assert (point["run_id"], point["direction"], point["recent"]) == ("night-27", "regression", True)
+    assert point["time_iso"] == "2026-01-28T00:00:00+00:00" and point["p"] < 0.001
+    markdown = cli("history", "detect", "--history", store, "--markdown").out
+    assert markdown.startswith("**1 new regression**") and "| nightly / stencil_kernel / duration on " in markdown
+    assert cli("history", "detect", "--history", store, "--last", "2").code == 0  # it started 3 runs ago
+    assert cli("history", "detect", "--history", store, "--kernel", "other").code == 0
+
+
+def test_a_spike_last_night_is_not_a_regression(cli, tmp_path: Path) -> None:  # noqa: ANN001
+    values = _noise(30, 1)
+    values[-1] *= 1.9
+    store = _nightly(tmp_path / "h.sqlite", values)
+    result = cli("history", "detect", "--history", store)
+    assert result.code == 0 and "no change points" in result.out
+    values[-3] *= 1.9  # an older spike: still nothing
+    store = _nightly(tmp_path / "h2.sqlite", values)
+    assert cli("history", "detect", "--history", store).code == 0
+
+
+def test_add_is_idempotent_and_list_shows_runs(cli, tmp_path: Path) -> None:  # noqa: ANN001
+    config = ["--config", str(EXAMPLE / "perfcheck.toml"), "--suite", "after", "--baseline-dir", str(tmp_path / "b")]
+    assert cli("check", *config, "--json", "r1.json").code == 0
+    assert cli("check", *config, "--json", "r2.json").code == 0
+    result = cli("history", "add", "r1.json", "r2.json", "--history", "fleet.sqlite")
+    assert result.code == 0 and result.out.count("added run") == 2
+    again = cli("history", "add", "r1.json", "--history", "fleet.sqlite")
+    assert "already stored" in again.out
+    listing = cli("history", "list", "--history", "fleet.sqlite")
+    assert listing.code == 0 and len(listing.out.strip().splitlines()) == 3 and "after" in listing.out
+    runs = cli("history", "list", "--history", "fleet.sqlite", "--json").json()["runs"]
+    assert [r["run_id"] for r in runs] == [json.loads(Path(f).read_text())["run"]["id"] for f in ("r1.json", "r2.json")]
+    assert cli("history", "list", "--history", "fleet.sqlite", "--limit", "1", "--json").json()["runs"] == runs[1:]
+
+
+def test_prune(cli, tmp_path: Path) -> None:  # noqa: ANN001
+    store = _nightly(tmp_path / "h.sqlite", _noise(10))
+    result = cli("history", "prune", "--history", store, "--keep-days", "0")
+    assert result.code == 0 and "removed 10 runs" in result.out
+    assert "no runs stored" in cli("history", "list", "--history", store).out
+
+
+def test_since_filters(cli, tmp_path: Path) -> None:  # noqa: ANN001
+    values = _noise(30)
+    values[10:] *= 1.08
+    store = _nightly(tmp_path / "h.sqlite", values)
+    assert "night-10" in cli("history", "detect", "--history", store).out
+    assert "no change points" in cli("history", "detect", "--history", store, "--since", "2026-01-15").out
+    one_line_error(cli("history", "detect", "--history", store, "--since", "yesterday"), None, "--since")
+
+
+def test_store_from_the_environment_and_the_config(cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
+    store = _nightly(tmp_path / "env.sqlite", _noise(5))
+    monkeypatch.setenv("PERFCHECK_HISTORY", str(store))
+    assert "night-04" in cli("history", "list").out
+    monkeypatch.delenv("PERFCHECK_HISTORY")
+    (tmp_path / "perfcheck.toml").write_text('history = "env.sqlite"\n')
+    assert "night-04" in cli("history", "list").out
+
+
+@pytest.mark.parametrize("args", [
+    ("history", "list"),
+    ("history", "detect", "--history", "absent.sqlite"),
+    ("history", "add", "missing.json", "--history", "h.sqlite"),
+    ("history", "detect", "--history", "notes.txt"),
+])
+def test_errors_are_one_line(cli, tmp_path: Path, args: tuple[str, ...]) -> None:  # noqa: ANN001
+    (tmp_path / "notes.txt").write_text("not a database\n" * 100)
+    result = cli(*args)
+    one_line_error(result)
+    assert not (tmp_path / "h.sqlite").exists()  # nothing is written when an input is bad
+
+
+def test_pytest_perf_history_appends_the_session(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text(
+        f'[tool.perfcheck]\ndevice = "mi100"\nbaseline_dir = "b"\n[tool.perfcheck.suites.after]\n'
+        f'profiles = ["{EXAMPLE / "results-after.csv"}"]\n[tool.perfcheck.suites.after.expect]\n'
+        '"*Clover*FBCGPU*" = ["duration <= baseline + 5%"]\n')
+    for _ in range(2):
+        done = subprocess.run([sys.executable, "-m", "pytest", "--perf", "-q", "-p", "no:randomly", "-p", "no:cacheprovider",
+                               "--perf-history", "h.sqlite", str(tmp_path)], cwd=tmp_path, capture_output=True, text=True)
+        assert done.returncode == 0, done.stdout + done.stderr
+    with open_store(tmp_path / "h.sqlite", create=False) as store:
+        assert len(store.runs()) == 2
+        assert set(store.series(metric="duration")["suite"]) == {"after"}

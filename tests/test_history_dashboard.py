@@ -1,0 +1,255 @@
+"""The history dashboard's HTML and Markdown, parsed: what a person finds on the
+pages (regressions, charts, commits, budget bands) and what must never be there
+(a script, a resource from the network, unescaped kernel names)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dashboard_data import COPY, NIGHTS, STENCIL, STEP_AT, Page, commit, fill_store
+from perfcheck.history import detect, open_store
+from perfcheck.history.chart import nice_ticks, trend_svg
+from perfcheck.history.dashboard import (
+    HistoryView,
+    history_view,
+    index_html,
+    kernel_anchor,
+    markdown_digest,
+    open_regressions,
+    suite_file,
+    suite_html,
+    write_site,
+)
+
+
+@pytest.fixture(scope="module")
+def view(tmp_path_factory: pytest.TempPathFactory) -> HistoryView:
+    path = fill_store(tmp_path_factory.mktemp("history") / "history.sqlite")
+    with open_store(path, create=False) as store:
+        frame = store.series()
+    return history_view(frame, detect(frame))
+
+
+def _no_outside_world(text: str) -> None:
+    """Works offline: no script, no stylesheet or image from anywhere, no web font."""
+    page = Page(text)
+    assert not page.find("script")
+    assert not [e for e in page.find("link") if e.attrs.get("rel") != "icon"]
+    for element in page.elements:
+        for name in ("src", "href", "xlink:href"):
+            value = element.attrs.get(name, "")
+            assert not re.match(r"^(https?:)?//", value), (element.tag, value)
+    assert "@import" not in text and "url(" not in text
+
+
+def test_index_lists_the_open_regression_and_links_every_suite(view: HistoryView, tmp_path: Path) -> None:
+    paths = write_site(view, tmp_path / "site")
+    assert [p.name for p in paths] == ["index.html", suite_file("cpu"), suite_file("stencil")]
+    index = (tmp_path / "site" / "index.html").read_text()
+    page = Page(index)
+    assert page.doctype.lower() == "doctype html"
+    assert page.find("meta") and any(e.attrs.get("name") == "viewport" for e in page.find("meta"))
+    rows = [e for e in page.find("tr") if "table" in e.parents]
+    regression_rows = [e for e in page.elements if e.tag == "td" and e.attrs.get("data-label") == "change"]
+    assert len(regression_rows) == 1  # the stencil duration step; the bandwidth step is an improvement
+    assert "Open regressions (1)" in index
+    assert STENCIL.replace("<", "&lt;").replace(">", "&gt;") in index
+    assert re.search(r"\+1[12]\.\d%", index)
+    assert commit(STEP_AT)[:12] in index
+    # every link leads to a page that was written, to an anchor that exists there
+    for link in page.find("a"):
+        target, _, anchor = link.attrs["href"].partition("#")
+        assert (tmp_path / "site" / target).is_file(), target
+        if anchor:
+            assert f'id="{anchor}"' in (tmp_path / "site" / target).read_text()
+    assert len(rows) >= 3
+    _no_outside_world(index)
+
+
+def test_suite_page_has_a_chart_per_kernel_and_metric(view: HistoryView) -> None:
+    text = suite_html(view, "stencil")
+    page = Page(text)
+    charts = page.find("svg", "trend")
+    assert len(charts) == 3  # stencil: duration, hbm_bw; copy: duration
+    figures = {e.attrs["id"] for e in page.find("figure")}
+    machine = view.series["machine"].iloc[0]
+    assert figures == {kernel_anchor(machine, STENCIL, "duration"), kernel_anchor(machine, STENCIL, "hbm_bw"),
+                       kernel_anchor(machine, COPY, "duration")}
+    # one point per run, each with its commit on hover
+    points = page.find("circle", "run")
+    assert len(points) == 3 * NIGHTS
+    titles = [e.text for e in page.find("title") if "circle" in e.parents]
+    assert sum(commit(STEP_AT) in t for t in titles) == 3
+    assert all(re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC, commit [0-9a-f]{40}: ", t) for t in titles)
+    # change points marked: one regression, one improvement, each with its commit on hover
+    assert len(page.find("g", "regression")) == 1
+    assert len(page.find("g", "improvement")) == 1
+    tips = [e.text for e in page.find("title") if "g" in e.parents and "circle" not in e.parents]
+    assert any(t.startswith("regression at") and commit(STEP_AT) in t for t in tips)
+    # the runs behind every chart, newest first, with their commits
+    tables = [e for e in page.find("table") if "details" in e.parents]
+    assert len(tables) == 3
+    commits = [e.text for e in page.find("code") if "td" in e.parents and "details" in e.parents]
+    assert commits[0] == commit(NIGHTS - 1)[:12]
+    _no_outside_world(text)
+
+
+def test_budget_band_and_points_outside_it() -> None:
+    times = pd.date_range("2026-11-01", periods=6, freq="D", tz="UTC")
+    points = pd.DataFrame({"time": times, "value": [1.0, 1.1, 0.9, 1.0, 1.6, 1.0], "low": np.nan,
+                           "high": [1.5] * 6, "commit": [f"c{i}" for i in range(6)]})
+    svg = trend_svg(points, unit="s", label="duration of k")
+    page = Page(svg)
+    band = page.find("polygon", "band")
+    assert len(band) == 1
+    ys = [float(p.split(",")[1]) for p in band[0].attrs["points"].split()]
+    circles = page.find("circle", "run")
+    cys = [float(c.attrs["cy"]) for c in circles]
+    # the band runs from the 1.5 s limit (above every point but the 1.6 s one) to the bottom
+    assert min(ys) > cys[4] and min(ys) < min(cys[:4] + cys[5:])
+    assert [c.attrs["fill"] for c in circles].count("#c62828") == 1  # the one point outside its budget
+    assert "outside its budget" in [e.text for e in page.find("title") if "circle" in e.parents][4]
+
+
+def test_points_higher_values_higher_and_gaps_break_the_line() -> None:
+    times = pd.date_range("2026-11-01", periods=5, freq="D", tz="UTC")
+    points = pd.DataFrame({"time": times, "value": [1e-3, 2e-3, np.nan, 3e-3, 4e-3]})
+    page = Page(trend_svg(points, unit="s", label="x"))
+    circles = page.find("circle", "run")
+    assert len(circles) == 4  # the missing value is not drawn as zero
+    cys = [float(c.attrs["cy"]) for c in circles]
+    cxs = [float(c.attrs["cx"]) for c in circles]
+    assert cys == sorted(cys, reverse=True) and cxs == sorted(cxs)
+    path = page.find("path", "series")[0].attrs["d"]
+    assert path.count("M") == 2  # the line breaks at the gap
+    labels = [e.text for e in page.find("text")]
+    assert "1 ms" in labels and "4 ms" in labels  # y ticks in the metric's unit
+
+
+def test_a_single_run_and_no_values_still_draw() -> None:
+    one = pd.DataFrame({"time": [pd.Timestamp("2026-11-01", tz="UTC")], "value": [5.0], "low": [4.0], "high": [np.nan]})
+    page = Page(trend_svg(one, unit="%", label="occupancy"))
+    assert len(page.find("circle", "run")) == 1 and len(page.find("polygon", "band")) == 1
+    empty = pd.DataFrame({"time": [pd.Timestamp("2026-11-01", tz="UTC")], "value": [np.nan]})
+    assert "no value recorded" in trend_svg(empty, unit="s", label="d")
+
+
+def test_nice_ticks() -> None:
+    assert nice_ticks(0.0, 10.0).tolist() == [0.0, 2.5, 5.0, 7.5, 10.0]
+    assert nice_ticks(2.61e-3, 3.02e-3).tolist() == pytest.approx([2.7e-3, 2.8e-3, 2.9e-3, 3.0e-3])
+    assert nice_ticks(1.0, 1.0).tolist() == [1.0]
+
+
+def test_kernel_names_are_escaped_everywhere(tmp_path: Path) -> None:
+    evil = 'k<script>alert("x")</script>&"quoted"'
+    times = pd.date_range("2026-11-01", periods=3, freq="D", tz="UTC")
+    series = pd.DataFrame({"suite": "s<b>", "kernel": evil, "metric": "duration", "unit": "s", "time": times,
+                           "value": [1.0, 1.0, 1.0], "commit": ['"><img src=x>', "b", "c"]})
+    for path in write_site(HistoryView(series), tmp_path):
+        text = path.read_text()
+        assert "<script" not in text and "<img" not in text and "<b>" not in text
+        Page(text)  # well formed
+    assert "`" not in evil and "<script" not in markdown_digest(HistoryView(series)).replace("&lt;script", "")
+
+
+def test_a_regression_followed_by_a_recovery_is_not_open() -> None:
+    times = pd.date_range("2026-11-01", periods=3, freq="D", tz="UTC")
+    series = pd.DataFrame({"suite": "s", "kernel": "k", "metric": "duration", "unit": "s", "time": times,
+                           "value": [1.0, 1.2, 1.0]})
+    changes = pd.DataFrame({"suite": "s", "kernel": "k", "metric": "duration", "time": times[1:],
+                            "before": [1.0, 1.2], "after": [1.2, 1.0], "change_pct": [20.0, -16.7],
+                            "kind": ["regression", "improvement"]})
+    assert open_regressions(HistoryView(series, changes)).empty
+    assert len(open_regressions(HistoryView(series, changes.iloc[:1]))) == 1
+    assert "No open regressions" in index_html(HistoryView(series, changes))
+
+
+def test_markdown_digest(view: HistoryView) -> None:
+    text = markdown_digest(view, link="https://perf.example/nightly/")
+    lines = text.splitlines()
+    assert lines[0] == "## perfcheck history"
+    assert "**1 open regression**" in text
+    assert "Charts: https://perf.example/nightly/" in text
+    table = [line for line in lines if line.startswith("| stencil |")]
+    assert len(table) == 1
+    assert f"`{STENCIL}`" in table[0] and "duration" in table[0]
+    assert re.search(r"\| 2\.\d+ ms \| 2\.\d+ ms \| \+1[12]\.\d% \|$", table[0])
+    assert commit(STEP_AT)[:12] in table[0]
+    quiet = markdown_digest(HistoryView(view.series[view.series["suite"] == "cpu"], view.changes.iloc[:0]))
+    assert "No open regressions, every latest value within its budget." in quiet
+    assert "###" not in quiet
+
+
+def test_view_needs_the_columns_it_draws() -> None:
+    with pytest.raises(ValueError, match="lacks columns"):
+        index_html(HistoryView(pd.DataFrame({"suite": ["s"]})))
+
+
+def test_runs_are_spaced_evenly_and_labelled_with_their_time() -> None:
+    from perfcheck.history.chart import run_ticks
+
+    nights = pd.Series(pd.date_range("2026-10-01 02:00", periods=30, freq="D", tz="UTC"))
+    ticks = run_ticks(nights)
+    assert [i for i, _ in ticks] == [0, 7, 14, 22, 29] and ticks[0][1] == "Oct 01" and ticks[-1][1] == "Oct 30"
+    burst = pd.Series(pd.to_datetime(["2026-10-01 02:00:00", "2026-10-01 02:00:09", "2026-10-01 02:00:30"], utc=True))
+    assert [t for _, t in run_ticks(burst)] == ["02:00:00", "02:00:09", "02:00:30"]
+    # a weekend without runs takes no room: equal steps between runs, whatever the dates
+    irregular = pd.DataFrame({"time": pd.to_datetime(["2026-10-01", "2026-10-02", "2026-10-05", "2026-10-06"], utc=True),
+                              "value": [1.0, 1.0, 1.0, 1.0]})
+    cxs = [float(c.attrs["cx"]) for c in Page(trend_svg(irregular, unit="s", label="x")).find("circle", "run")]
+    assert np.diff(cxs) == pytest.approx([cxs[1] - cxs[0]] * 3, abs=0.25)  # coordinates are rounded to 0.1
+
+
+def test_checked_metrics_first_the_others_collapsed() -> None:
+    """A store keeps every metric of a kernel; a slower kernel moves duration_max and
+    duration_total too. The charts and regressions of checked metrics (and duration)
+    come first; the rest are one click away, counted."""
+    times = pd.date_range("2026-11-01", periods=6, freq="D", tz="UTC")
+    rows = []
+    for metric, outcome in (("duration", "passed"), ("hbm_bw", "passed"), ("duration_max", None), ("calls", None)):
+        rows.append(pd.DataFrame({"suite": "s", "kernel": "k", "metric": metric, "unit": "s", "time": times,
+                                  "value": [1.0, 1.0, 1.0, 2.0, 2.0, 2.0], "outcome": outcome}))
+    series = pd.concat(rows, ignore_index=True)
+    changes = pd.DataFrame({"suite": "s", "kernel": "k", "metric": ["duration", "duration_max"], "time": times[3],
+                            "before": 1.0, "after": 2.0, "change_pct": 100.0, "kind": "regression"})
+    view = HistoryView(series, changes)
+    index = Page(index_html(view))
+    assert any(e.text == "Open regressions (1)" for e in index.find("h2"))
+    more = index.find("details", "more")
+    assert len(more) == 1
+    assert [e.text for e in index.elements if e.tag == "summary"] == ["1 more on other metrics (duration_max)"]
+    page = Page(suite_html(view, "s"))
+    collapsed = [e for e in page.find("svg", "trend") if "details" in e.parents]
+    assert len(page.find("svg", "trend")) == 4 and len(collapsed) == 2
+    digest = markdown_digest(view)
+    assert "**1 open regression**" in digest and "Also 1 open regression on metrics no expectation checks" in digest
+
+
+def test_constant_and_whole_number_series_get_distinct_ticks() -> None:
+    times = pd.date_range("2026-11-01", periods=4, freq="D", tz="UTC")
+    zero = Page(trend_svg(pd.DataFrame({"time": times, "value": [0.0] * 4}), unit="B", label="scratch"))
+    labels = [e.text for e in zero.find("text") if e.attrs.get("text-anchor") == "end"]
+    assert labels == ["0 B", "1 B"]
+    assert nice_ticks(0.0, 3.2, integer=True).tolist() == [0.0, 1.0, 2.0, 3.0]
+    flat = Page(trend_svg(pd.DataFrame({"time": times, "value": [2e-3] * 4}), unit="s", label="d"))
+    assert len({e.text for e in flat.find("text") if e.attrs.get("text-anchor") == "end"}) >= 3
+
+
+def test_a_failed_check_counts_as_outside_the_budget_without_stored_limits() -> None:
+    times = pd.date_range("2026-11-01", periods=3, freq="D", tz="UTC")
+    series = pd.DataFrame({"suite": "s", "kernel": "k", "metric": "duration", "unit": "s", "time": times,
+                           "value": [1e-3, 1e-3, 2e-3], "outcome": ["passed", "passed", "failed"]})
+    view = HistoryView(series)
+    index = index_html(view)
+    assert [e.text for e in Page(index).find("span", "bad")] == ["1"]  # the suite's "outside budget" cell
+    page = Page(suite_html(view, "s"))
+    assert [c.attrs["fill"] for c in page.find("circle", "run")] == ["#1f5fa8", "#1f5fa8", "#c62828"]
+    assert "its check failed in the latest run" in suite_html(view, "s")
+    states = [e.text for e in page.find("span", "bad") if "td" in e.parents]
+    assert states == ["failed"]
+    assert "**1 outside budget**" in markdown_digest(view)

@@ -1,0 +1,132 @@
+"""History exports: Bencher Metric Format per run, OpenMetrics and Prometheus text
+with timestamps, from a real store."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from dashboard_data import COPY, MACHINE, NIGHTS, START, STENCIL, commit, fill_store
+from perfcheck.history import open_store
+from perfcheck.history.export import (
+    LATENCY,
+    benchmark_name,
+    bencher_documents,
+    timestamped_metrics,
+    write_bencher,
+)
+
+
+@pytest.fixture(scope="module")
+def frame(tmp_path_factory: pytest.TempPathFactory) -> pd.DataFrame:
+    path = fill_store(tmp_path_factory.mktemp("history") / "history.sqlite")
+    with open_store(path, create=False) as store:
+        return store.series()
+
+
+def _bmf_valid(document: object) -> None:
+    """The BMF JSON schema (bencher.dev/bmf.json): benchmark -> measure -> {value
+    required, lower_value, upper_value numbers}, nothing else."""
+    assert isinstance(document, dict) and document
+    for benchmark, measures in document.items():
+        assert isinstance(benchmark, str) and 0 < len(benchmark) <= 1024
+        assert isinstance(measures, dict) and measures
+        for measure, metric in measures.items():
+            assert isinstance(measure, str) and 0 < len(measure) <= 64
+            assert set(metric) <= {"value", "lower_value", "upper_value"} and "value" in metric
+            assert all(isinstance(v, float) and math.isfinite(v) for v in metric.values())
+
+
+def test_bencher_one_file_per_run_with_a_manifest(frame: pd.DataFrame, tmp_path: Path) -> None:
+    paths = write_bencher(frame, tmp_path / "bencher")
+    assert len(paths) == NIGHTS + 1
+    manifest = json.loads((tmp_path / "bencher" / "manifest.json").read_text())
+    assert [m["commit"] for m in manifest] == [commit(n) for n in range(NIGHTS)]  # oldest first
+    assert {m["machine"] for m in manifest} == {MACHINE}
+    assert manifest[0]["time"].startswith("2026-09-2")
+    first = json.loads((tmp_path / "bencher" / manifest[0]["file"]).read_text())
+    _bmf_valid(first)
+    assert set(first) == {f"stencil::{STENCIL}", f"stencil::{COPY}", "cpu::copyto"}
+    latency = first[f"stencil::{STENCIL}"][LATENCY]
+    stored = frame[(frame["run_id"] == "run-000") & (frame["kernel"] == STENCIL) & (frame["metric"] == "duration")]
+    assert latency["value"] == pytest.approx(float(stored["value"].iloc[0]) * 1e9)  # Bencher's latency is in ns
+    assert latency["lower_value"] == pytest.approx(latency["value"] * 0.99)  # the run's 1% spread
+    assert latency["upper_value"] == pytest.approx(latency["value"] * 1.01)
+    bandwidth = first[f"stencil::{STENCIL}"]["hbm_bw (B/s)"]
+    assert set(bandwidth) == {"value"}  # no spread stored: no made-up interval
+    assert 8e11 < bandwidth["value"] < 1e12
+
+
+def test_bencher_leaves_missing_values_out_and_keeps_long_names_apart(frame: pd.DataFrame) -> None:
+    holes = frame.copy()
+    holes.loc[(holes["run_id"] == "run-001") & (holes["metric"] == "hbm_bw"), "value"] = float("nan")
+    documents = dict((entry["run_id"], doc) for entry, doc in bencher_documents(holes))
+    assert "hbm_bw (B/s)" not in documents["run-001"][f"stencil::{STENCIL}"]
+    long_a, long_b = benchmark_name("s", "k" * 2000 + "a"), benchmark_name("s", "k" * 2000 + "b")
+    assert len(long_a) == 1024 and long_a != long_b
+
+
+_SAMPLE = re.compile(r'^(?P<name>[a-z_:][a-z0-9_:]*)\{(?P<labels>[^}]*)\} (?P<value>\S+) (?P<ts>\S+)$')
+
+
+def _parse(text: str) -> tuple[list[str], list[dict[str, str]]]:
+    meta, samples = [], []
+    for line in text.splitlines():
+        if line.startswith("#"):
+            meta.append(line)
+            continue
+        match = _SAMPLE.match(line)
+        assert match, line
+        samples.append(match.groupdict())
+    return meta, samples
+
+
+def test_openmetrics_with_timestamps(frame: pd.DataFrame) -> None:
+    text = timestamped_metrics(frame)
+    assert text.endswith("# EOF\n") and text.count("# EOF") == 1
+    meta, samples = _parse(text)
+    duration = [s for s in samples if s["name"] == "perfcheck_duration_seconds"]
+    assert len(duration) == 2 * NIGHTS
+    assert "# UNIT perfcheck_duration_seconds seconds" in meta
+    assert "# TYPE perfcheck_run info" in meta
+    stencil = [s for s in duration if STENCIL in s["labels"]]
+    assert [float(s["ts"]) for s in stencil] == [START + n * 86400.0 for n in range(NIGHTS)]  # seconds, in order
+    assert f'machine="{MACHINE}"' in stencil[0]["labels"] and 'suite="stencil"' in stencil[0]["labels"]
+    runs = [s for s in samples if s["name"] == "perfcheck_run_info"]
+    assert len(runs) == NIGHTS and f'commit="{commit(0)}"' in runs[0]["labels"]
+    # a family's lines are contiguous (OpenMetrics requires it)
+    names = [s["name"] for s in samples]
+    assert all(names.index(n) + names.count(n) - 1 == len(names) - 1 - names[::-1].index(n) for n in set(names))
+    assert "commit" not in " ".join(s["labels"] for s in duration)  # not a label of the value series
+
+
+def test_prometheus_text_has_millisecond_timestamps(frame: pd.DataFrame) -> None:
+    text = timestamped_metrics(frame, timestamps="ms")
+    assert "# EOF" not in text and "# UNIT" not in text and " info" not in text
+    _, samples = _parse(text)
+    stamps = {int(s["ts"]) for s in samples}
+    assert min(stamps) == int(START * 1000)
+    with pytest.raises(ValueError):
+        timestamped_metrics(frame, timestamps="us")
+
+
+def test_the_prometheus_projects_parsers_read_both_exports(frame: pd.DataFrame) -> None:
+    from prometheus_client.openmetrics.parser import text_string_to_metric_families as openmetrics
+    from prometheus_client.parser import text_string_to_metric_families as prometheus
+
+    families = {f.name: f for f in openmetrics(timestamped_metrics(frame))}  # raises on any violation
+    duration = families["perfcheck_duration_seconds"]
+    assert duration.type == "gauge" and duration.unit == "seconds"
+    assert len(duration.samples) == 2 * NIGHTS
+    first = duration.samples[0]
+    assert float(first.timestamp.sec) + first.timestamp.nsec / 1e9 == START
+    assert families["perfcheck_run"].type == "info" and len(families["perfcheck_run"].samples) == NIGHTS
+    text_families = {f.name: f for f in prometheus(timestamped_metrics(frame, timestamps="ms"))}
+    samples = text_families["perfcheck_duration_seconds"].samples
+    assert samples[0].timestamp == START  # the parser turns milliseconds back into seconds
+    assert [s.value for s in samples] == [s.value for s in duration.samples]

@@ -1,0 +1,163 @@
+"""The gate that knows history: baseline from recent runs, noise from their spread."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from perfcheck.history import Result, RunRecord, open_store
+from perfcheck.history.gate import MIN_RUNS, reference, judge, within_run_se
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "examples" / "stencil"
+T0 = 1_767_225_600.0
+EO = "EOCloverFBCGPU(float*, float const*, int)"
+
+
+def _drift(seed: int, n: int, sigma: float) -> np.ndarray:
+    return np.exp(np.random.default_rng(seed).normal(0.0, sigma, n))
+
+
+def test_reference_is_the_median_since_the_last_change_point() -> None:
+    x = _drift(1, 40, 0.01)
+    x[30:] *= 1.20
+    ref = reference(x)
+    assert ref.usable and ref.since_index == 30 and ref.runs == 10
+    assert ref.value == pytest.approx(float(np.median(x[30:])))
+    assert 0.005 < ref.spread < 0.02
+
+
+def test_reference_sets_spikes_aside_and_needs_enough_runs() -> None:
+    x = _drift(2, 12, 0.01)
+    x[8] *= 1.8
+    ref = reference(x)
+    assert ref.spread < 0.02 and ref.value == pytest.approx(float(np.median(np.delete(x, 8)[-10:])))
+    short = reference(x[:MIN_RUNS - 1])
+    assert not short.usable and short.comparable == MIN_RUNS - 1
+    x = _drift(3, 30, 0.01)
+    x[27:] *= 1.2  # a change three runs ago: three comparable runs, not enough
+    assert not reference(x).usable and reference(x).comparable == 3
+
+
+def test_drift_does_not_fail_but_a_real_slowdown_does() -> None:
+    ref = reference(_drift(4, 30, 0.02))
+    base = ref.value
+    assert judge(base * 1.02, "<=", 0.05, None, ref).passed  # +2% with 2% drift: within the noise
+    assert judge(base * 1.06, "<=", 0.05, None, ref).passed  # beyond 5%, but not 90% sure of it
+    slow = judge(base * 1.20, "<=", 0.05, None, ref)
+    assert not slow.passed and slow.reference == pytest.approx(base * 1.05) and slow.limit > slow.reference
+    # a higher-is-better metric: a 20% drop fails, a 2% one does not
+    assert not judge(base * 0.80, ">=", -0.05, None, ref).passed
+    assert judge(base * 0.98, ">=", -0.05, None, ref).passed
+    assert judge(base, "==", 0.0, None, ref) is None
+
+
+def test_quiet_history_is_strict() -> None:
+    ref = reference(_drift(5, 30, 0.001))
+    assert not judge(ref.value * 1.06, "<=", 0.05, None, ref).passed
+    # a noisy current run widens the limit
+    noisy = np.exp(np.random.default_rng(6).normal(0.0, 0.3, 20)) * ref.value
+    assert within_run_se(noisy) > 0.05
+    assert judge(ref.value * 1.06, "<=", 0.05, None, ref, within_run_se(noisy)).passed
+
+
+# --- end to end: perfcheck check --history --------------------------------------------------------
+
+@pytest.fixture
+def stencil(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    for name in ("results-after.csv", "machines"):
+        src = EXAMPLE / name
+        (shutil.copytree if src.is_dir() else shutil.copy)(src, tmp_path / name)
+    (tmp_path / "perfcheck.toml").write_text(
+        '[tool.perfcheck]\ndevice = "mi100"\npeaks = ["machines/mulan-mi100.toml"]\nhistory = "perf-history.sqlite"\n\n'
+        '[tool.perfcheck.suites.after]\nprofiles = ["results-after.csv"]\n'
+        f'[tool.perfcheck.suites.after.expect]\n"{EO}" = ["duration <= baseline + 5%", "hbm_bytes == baseline"]\n')
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("PERFCHECK_HISTORY", raising=False)
+    return tmp_path
+
+
+def _seed_history(path: Path, duration: float, runs: int) -> None:
+    from perfcheck import baseline as baselines
+    from perfcheck.analysis import analyse
+    from perfcheck.history.store import machine_key
+
+    machine = machine_key(baselines.fingerprint(analyse([EXAMPLE / "results-after.csv"], arch="mi100")))
+    drift = _drift(7, runs, 0.01)
+    with open_store(path) as store:
+        for i in range(runs):
+            store.add(RunRecord(f"old-{i}", T0 + i * 86400, commit=f"{i:07d}"),
+                      [Result(machine, "after", EO, "duration", duration * drift[i], "s")])
+
+
+def _observed() -> float:
+    from perfcheck.analysis import analyse
+
+    kernels = analyse([EXAMPLE / "results-after.csv"], arch="mi100").kernels
+    return float(kernels.loc[kernels["kernel"] == EO, "duration"].iloc[0])
+
+
+def _duration_check(cli, *args: str) -> tuple[int, dict]:  # noqa: ANN001
+    result = cli("check", "--json", "out.json", *args)
+    doc = json.loads(Path("out.json").read_text())
+    checks = [c for c in doc["suites"]["after"]["checks"] if c["metric"] == "duration"]
+    return result.code, checks[0]
+
+
+def test_check_judges_on_history_and_appends_the_run(stencil: Path, cli) -> None:  # noqa: ANN001
+    code, check = _duration_check(cli)  # no baseline, no history: recorded, and the store is created
+    assert code == 0 and check["outcome"] == "recorded"
+    observed = check["observed"]
+    store_path = stencil / "perf-history.sqlite"
+    with open_store(store_path, create=False) as store:
+        frame = store.series(metric="duration", kernel=EO)
+    assert len(frame) == 1 and frame["value"].iloc[0] == pytest.approx(observed)
+
+    # the file baseline is this very run (passes); history says it used to be 20% faster
+    _seed_history(store_path, observed / 1.2, 8)
+    code, check = _duration_check(cli)
+    assert code == 1 and check["outcome"] == "failed"
+    assert "vs history" in check["message"] and "median of the last" in check["message"]
+    assert check["baseline"] == pytest.approx(observed / 1.2, rel=0.03)
+    with open_store(store_path, create=False) as store:
+        assert len(store.runs()) == 1 + 8 + 1  # every check run appended once
+
+
+def test_drift_in_history_does_not_fail_a_run(stencil: Path, cli) -> None:  # noqa: ANN001
+    observed = _observed()
+    _seed_history(stencil / "perf-history.sqlite", observed / 1.055, 8)  # 5.5% slower than usual: drift
+    Path("baselines/after").mkdir(parents=True)
+    code, check = _duration_check(cli)  # no baseline file at all: history alone decides
+    assert code == 0 and check["outcome"] == "passed" and "vs history" in check["message"], check["message"]
+    # the same run against a one-run snapshot 5.5% faster: the file baseline would fail it
+    code, check = _duration_check(cli, "--history", str(stencil / "empty.sqlite"))
+    assert "history has 0 comparable runs" in check["message"]
+
+
+def test_too_little_history_falls_back_to_the_baseline_file(stencil: Path, cli) -> None:  # noqa: ANN001
+    cli("check")
+    code, check = _duration_check(cli)
+    assert code == 0 and check["outcome"] == "passed"
+    assert "[baseline file: history has 1 comparable run on this machine, needs 5]" in check["message"]
+    code, check = _duration_check(cli)
+    assert "history has 2 comparable runs" in check["message"]
+
+
+def test_the_history_option_and_environment(stencil: Path, cli, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
+    cli("check", "--history", "cli.sqlite")
+    assert (stencil / "cli.sqlite").exists() and not (stencil / "perf-history.sqlite").exists()
+    monkeypatch.setenv("PERFCHECK_HISTORY", str(stencil / "env.sqlite"))
+    cli("check")
+    assert (stencil / "env.sqlite").exists() and not (stencil / "perf-history.sqlite").exists()
+
+
+def test_update_baseline_is_not_judged_on_history(stencil: Path, cli) -> None:  # noqa: ANN001
+    cli("check")
+    code, check = _duration_check(cli)
+    _seed_history(stencil / "perf-history.sqlite", check["observed"] / 1.5, 8)
+    code, check = _duration_check(cli, "--update-baseline")
+    assert code == 0 and "history" not in check["message"]

@@ -1,0 +1,61 @@
+"""`perfcheck history report` and `perfcheck history export`: the thin faces over
+the dashboard and the exports, and their one-line errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import one_line_error
+from dashboard_data import NIGHTS, START, STEP_AT, commit, fill_store
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return fill_store(tmp_path_factory.mktemp("history") / "history.sqlite")
+
+
+def test_report_writes_the_site_and_the_digest(cli, store: Path, tmp_path: Path) -> None:  # noqa: ANN001
+    result = cli("history", "report", "--history", store, "--html", tmp_path / "site",
+                 "--markdown", tmp_path / "nightly.md", "--link", "https://perf.example/")
+    assert result.code == 0, result.err
+    assert sorted(p.name.split("-")[0] for p in (tmp_path / "site").iterdir()) == ["index.html", "suite", "suite"]
+    digest = (tmp_path / "nightly.md").read_text()
+    assert "**1 open regression**" in digest and commit(STEP_AT)[:12] in digest
+    assert "Charts: https://perf.example/" in digest
+    assert "dashboard:" in result.err and "digest:" in result.err
+
+
+def test_report_narrowed_to_a_suite_and_the_last_runs(cli, store: Path, tmp_path: Path) -> None:  # noqa: ANN001
+    result = cli("history", "report", "--history", store, "--html", tmp_path, "--suite", "cpu", "--last", "5")
+    assert result.code == 0, result.err
+    pages = sorted(p.name for p in tmp_path.glob("*.html"))
+    assert len(pages) == 2 and pages[1].startswith("suite-cpu")
+    assert "5 runs" in (tmp_path / "index.html").read_text()
+
+
+def test_export_every_format(cli, store: Path, tmp_path: Path) -> None:  # noqa: ANN001
+    result = cli("history", "export", "--history", store, "--bencher", tmp_path / "bencher",
+                 "--openmetrics", tmp_path / "om.txt", "--prometheus", tmp_path / "prom.txt")
+    assert result.code == 0, result.err
+    assert len(json.loads((tmp_path / "bencher" / "manifest.json").read_text())) == NIGHTS
+    assert (tmp_path / "om.txt").read_text().endswith("# EOF\n")
+    assert f" {int(START * 1000)}\n" in (tmp_path / "prom.txt").read_text()
+    since = cli("history", "export", "--history", store, "--bencher", tmp_path / "recent", "--since", "2026-10-15")
+    assert since.code == 0, since.err
+    assert 0 < len(json.loads((tmp_path / "recent" / "manifest.json").read_text())) < NIGHTS
+
+
+def test_errors_are_one_line(cli, store: Path, tmp_path: Path) -> None:  # noqa: ANN001
+    missing = tmp_path / "absent.sqlite"
+    one_line_error(cli("history", "report", "--history", missing, "--html", tmp_path / "s"), missing, "no such history store")
+    assert not missing.exists()  # a report never creates a store
+    one_line_error(cli("history", "report", "--history", store), None, "--html DIR")
+    one_line_error(cli("history", "export", "--history", store), None, "--bencher DIR")
+    one_line_error(cli("history", "export", "--history", store, "--bencher", tmp_path, "--since", "yesterday"),
+                   None, "--since")
+    not_a_store = tmp_path / "results.csv"
+    not_a_store.write_text("a,b\n1,2\n")
+    one_line_error(cli("history", "report", "--history", not_a_store, "--html", tmp_path / "s"), not_a_store)

@@ -1,0 +1,204 @@
+"""The history store: schema, idempotent runs, migrations, concurrent writers, results files."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from perfcheck.errors import InputError
+from perfcheck.history import Machine, Result, RunRecord, current_run, open_store, read_results
+from perfcheck.history import store as store_module
+from perfcheck.history.runs import ci_job
+
+DAY = 86400.0
+T0 = 1_767_225_600.0  # 2026-01-01 UTC
+
+
+def _add(store, i: int, value: float, *, run_id: str | None = None, machine: str = "mi100_gfx908_rocprofv3") -> bool:
+    run = RunRecord(run_id or f"run-{i:03d}", T0 + i * DAY, commit=f"c{i:03d}", branch="main")
+    rows = [Result(machine, "stencil", "k1", "duration", value, "s", n=100, median=value, spread=0.01, outcome="passed"),
+            Result(machine, "stencil", "k1", "hbm_bw", 1e9 / value, "B/s")]
+    return store.add(run, rows, [Machine(machine, {"device": "mi100", "arch": "gfx908"})]).added
+
+
+def test_round_trip_series_runs_and_machines(tmp_path: Path) -> None:
+    with open_store(tmp_path / "h.sqlite") as store:
+        assert store.version == store_module.SCHEMA_VERSION
+        for i in range(5):
+            assert _add(store, i, 1e-3 * (1 + i / 100))
+        frame = store.series(metric="duration")
+        runs = store.runs()
+        machines = store.machines()
+    assert list(frame.columns) == list(store_module.SERIES_COLUMNS)
+    assert frame["value"].tolist() == pytest.approx([1e-3 * (1 + i / 100) for i in range(5)])
+    assert frame["commit"].tolist() == [f"c{i:03d}" for i in range(5)]
+    assert str(frame["time"].dt.tz) == "UTC" and frame["time"].iloc[0].timestamp() == T0
+    assert frame["n"].tolist() == [100] * 5 and frame["outcome"].unique().tolist() == ["passed"]
+    assert runs["run_id"].tolist() == [f"run-{i:03d}" for i in range(5)] and runs["values"].tolist() == [2] * 5
+    assert machines == {"mi100_gfx908_rocprofv3": {"arch": "gfx908", "device": "mi100"}}
+
+
+def test_a_run_is_stored_once(tmp_path: Path) -> None:
+    with open_store(tmp_path / "h.sqlite") as store:
+        assert _add(store, 0, 1e-3)
+        assert not _add(store, 0, 2e-3)  # same id: nothing changes
+        assert store.series()["value"].tolist() == [1e-3, 1e12]
+
+
+def test_series_filters_last_and_since(tmp_path: Path) -> None:
+    with open_store(tmp_path / "h.sqlite") as store:
+        for i in range(10):
+            _add(store, i, 1e-3)
+        assert len(store.series(last=3)) == 6  # 3 per series, two series
+        assert len(store.series(since=T0 + 8 * DAY)) == 4
+        assert len(store.series(kernel=["k1", "other"], metric="hbm_bw")) == 10
+        assert store.series(suite="none").empty
+
+
+def test_prune_keeps_recent_runs(tmp_path: Path) -> None:
+    with open_store(tmp_path / "h.sqlite") as store:
+        for i in range(10):
+            _add(store, i, 1e-3)
+        assert store.prune(keep_days=3, now=T0 + 9 * DAY) == 6
+        assert store.runs()["run_id"].tolist() == ["run-006", "run-007", "run-008", "run-009"]
+        assert len(store.series()) == 8  # the values went with their runs
+
+
+def test_not_a_store_is_a_clear_error(tmp_path: Path) -> None:
+    text = tmp_path / "notes.txt"
+    text.write_text("hello, this is not SQLite at all\n" * 20)
+    with pytest.raises(InputError, match="not a perfcheck history store"):
+        open_store(text)
+    other = tmp_path / "results.db"  # e.g. a rocpd database given by mistake
+    with sqlite3.connect(other) as db:
+        db.execute("CREATE TABLE kernels (id INTEGER)")
+    with pytest.raises(InputError, match="SQLite database but not a perfcheck history store"):
+        open_store(other)
+    with pytest.raises(InputError, match="no such history store"):
+        open_store(tmp_path / "absent.sqlite", create=False)
+
+
+def test_newer_schema_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "h.sqlite"
+    open_store(path).close()
+    with sqlite3.connect(path) as db:
+        db.execute(f"PRAGMA user_version = {store_module.SCHEMA_VERSION + 1}")
+    with pytest.raises(InputError, match="newer than this perfcheck"):
+        open_store(path)
+
+
+def test_an_older_store_is_migrated_in_place(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "h.sqlite"
+    with open_store(path) as store:
+        _add(store, 0, 1e-3)
+    extra = "ALTER TABLE runs ADD COLUMN note TEXT; CREATE INDEX results_kernel ON results(kernel)"
+    monkeypatch.setattr(store_module, "MIGRATIONS", (*store_module.MIGRATIONS, extra))
+    monkeypatch.setattr(store_module, "SCHEMA_VERSION", len(store_module.MIGRATIONS))
+    with open_store(path) as store:
+        assert store.version == len(store_module.MIGRATIONS)
+        assert store.series()["value"].tolist() == [1e-3, 1e12]  # data kept
+    with sqlite3.connect(path) as db:
+        assert "note" in [row[1] for row in db.execute("PRAGMA table_info(runs)")]
+
+
+def _writer(path: str, worker: int, count: int) -> None:
+    with open_store(path) as store:
+        for i in range(count):
+            _add(store, worker * 100 + i, 1e-3 + worker, run_id=f"w{worker}-{i}")
+
+
+def test_parallel_writer_processes(tmp_path: Path) -> None:
+    """Several processes create, migrate and append to one store at once (WAL, busy timeout)."""
+    path = str(tmp_path / "h.sqlite")
+    context = multiprocessing.get_context("spawn")
+    workers = [context.Process(target=_writer, args=(path, w, 15)) for w in range(4)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(120)
+    assert [w.exitcode for w in workers] == [0, 0, 0, 0]
+    with open_store(path) as store:
+        assert len(store.runs()) == 60 and len(store.series()) == 120
+        mode = store._db.execute("PRAGMA journal_mode").fetchone()[0]
+    assert mode == "wal"
+
+
+# --- run identity and results files ------------------------------------------------------------
+
+def test_ci_job_from_github_gitlab_and_slurm() -> None:
+    github = {"GITHUB_ACTIONS": "true", "GITHUB_RUN_ID": "42", "GITHUB_RUN_ATTEMPT": "2",
+              "GITHUB_REPOSITORY": "org/app", "GITHUB_SERVER_URL": "https://github.com"}
+    assert ci_job(github) == ("github", "42/2", "https://github.com/org/app/actions/runs/42")
+    assert ci_job({"GITLAB_CI": "true", "CI_JOB_ID": "7", "CI_JOB_URL": "https://gl/j/7"}) == ("gitlab", "7", "https://gl/j/7")
+    slurm = {"SLURM_JOB_ID": "1001", "SLURM_ARRAY_JOB_ID": "1000", "SLURM_ARRAY_TASK_ID": "3", "SLURM_CLUSTER_NAME": "setonix"}
+    assert ci_job(slurm) == ("slurm", "setonix:1000_3", None)
+    assert ci_job({}) == (None, None, None)
+
+
+def test_current_run_reads_commit_and_branch_from_the_environment() -> None:
+    run = current_run({"GITHUB_SHA": "abc123", "GITHUB_HEAD_REF": "feature", "GITHUB_RUN_ID": "9"}, now=T0)
+    assert (run.commit, run.branch, run.ci_system, run.time) == ("abc123", "feature", "github", T0)
+    assert run.run_id.startswith("20260101T000000Z-")
+    assert current_run({}, now=T0).run_id != run.run_id
+
+
+def _results_file(tmp_path: Path, *, with_run: bool) -> Path:
+    doc: dict = {"format_version": 1, "summary": {}, "suites": {"stencil": {
+        "target": {"arch": "gfx908", "device": "AMD Instinct MI100"},
+        "profiles": [{"tool": "rocprof", "tool_version": None, "device": None, "arch": "gfx908"}],
+        "checks": [{"kernel": "k1", "pattern": "k*", "metric": "duration", "observed": 0.002, "unit": "s",
+                    "outcome": "failed"},
+                   {"kernel": "k1", "pattern": "k*", "metric": "duration", "observed": 0.002, "unit": "s",
+                    "outcome": "passed"},
+                   {"kernel": "nothing*", "pattern": "nothing*", "metric": "duration", "observed": None, "unit": "s",
+                    "outcome": "error"}]}}}
+    if with_run:
+        doc["run"] = {"id": "r-1", "time": T0, "commit": "abc", "branch": "main",
+                      "ci": {"system": "slurm", "job": "55", "url": None}, "host": "nid001"}
+        doc["suites"]["stencil"].update({
+            "fingerprint": {"device": "mi100", "arch": "gfx908", "tool": "rocprof", "tool_version": "unknown"},
+            "machine": "mi100_gfx908_rocprof",
+            "measurements": {"k1": {"duration": 0.002, "hbm_bytes": 4096.0}},
+            "samples": {"k1": {"n": 50, "median": 0.002, "spread": 0.01}}})
+    path = tmp_path / ("new.json" if with_run else "old.json")
+    path.write_text(json.dumps(doc, indent=2))
+    return path
+
+
+def test_read_a_results_file(tmp_path: Path) -> None:
+    imported = read_results(_results_file(tmp_path, with_run=True))
+    assert imported.run == RunRecord("r-1", T0, "abc", "main", "slurm", "55", None, "nid001", str(tmp_path / "new.json"))
+    values = {(r.kernel, r.metric): r for r in imported.results}
+    assert set(values) == {("k1", "duration"), ("k1", "hbm_bytes")}  # the unmatched pattern measured nothing
+    duration = values[("k1", "duration")]
+    assert (duration.value, duration.n, duration.spread, duration.outcome) == (0.002, 50, 0.01, "failed")
+    assert values[("k1", "hbm_bytes")].unit == "B" and values[("k1", "hbm_bytes")].outcome is None
+    assert imported.machines[0].machine == "mi100_gfx908_rocprof" and not imported.notices
+
+
+def test_an_older_results_file_imports_once(tmp_path: Path) -> None:
+    path = _results_file(tmp_path, with_run=False)
+    first, second = read_results(path), read_results(path)
+    assert first.run.run_id == second.run.run_id and first.run.run_id.startswith("file-")
+    assert "no run block" in first.notices[0]
+    assert first.machines[0].fingerprint["device"] == "AMD Instinct MI100"
+    with open_store(tmp_path / "h.sqlite") as store:
+        assert store.add(first.run, first.results, first.machines).added
+        assert not store.add(second.run, second.results, second.machines).added
+
+
+@pytest.mark.parametrize(("text", "what"), [
+    ('{"format_version": 1,\n "suites": {"s": [}}', "not valid JSON"),
+    ('{"format_version": 1}', "not a perfcheck results file"),
+    ("", "not valid JSON"),
+])
+def test_bad_results_files(tmp_path: Path, text: str, what: str) -> None:
+    path = tmp_path / "bad.json"
+    path.write_text(text)
+    with pytest.raises(InputError, match=what) as info:
+        read_results(path)
+    assert str(path) in str(info.value) and "\n" not in str(info.value)
