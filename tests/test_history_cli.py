@@ -13,6 +13,10 @@ import pytest
 from perfcheck.history import Result, RunRecord, open_store
 from tests.conftest import one_line_error
 
+# These tests are about history, not strict baselines: they record on a first run
+# as a developer's machine does, also when the suite itself runs in CI (CI=true).
+pytestmark = pytest.mark.usefixtures("local_run")
+
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "stencil"
 DAY = 86400.0

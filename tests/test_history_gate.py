@@ -12,6 +12,10 @@ import pytest
 from perfcheck.history import Result, RunRecord, open_store
 from perfcheck.history.gate import MIN_RUNS, reference, judge, within_run_se
 
+# These tests are about history, not strict baselines: they record on a first run
+# as a developer's machine does, also when the suite itself runs in CI (CI=true).
+pytestmark = pytest.mark.usefixtures("local_run")
+
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "stencil"
 T0 = 1_767_225_600.0
