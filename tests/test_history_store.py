@@ -202,3 +202,30 @@ def test_bad_results_files(tmp_path: Path, text: str, what: str) -> None:
     with pytest.raises(InputError, match=what) as info:
         read_results(path)
     assert str(path) in str(info.value) and "\n" not in str(info.value)
+
+
+def test_budget_limits_come_from_the_checks_and_an_old_store_gains_them(tmp_path: Path) -> None:
+    # a schema-1 store (before low/high): made by running only the first migration
+    path = tmp_path / "h.sqlite"
+    with sqlite3.connect(path) as db:
+        db.executescript(store_module.MIGRATIONS[0])
+        db.execute("PRAGMA user_version = 1")
+        db.execute(f"PRAGMA application_id = {store_module.APPLICATION_ID}")
+    doc = json.loads(_results_file(tmp_path, with_run=True).read_text())
+    doc["suites"]["stencil"]["checks"] = [
+        {"kernel": "k1", "pattern": "k*", "metric": "duration", "observed": 0.002, "unit": "s", "outcome": "passed",
+         "relation": "<=", "reference": 0.0025},
+        {"kernel": "k1", "pattern": "k*", "metric": "duration", "observed": 0.002, "unit": "s", "outcome": "passed",
+         "relation": "<=", "reference": 0.003},  # the tighter limit (2.5 ms) is the budget
+        {"kernel": "k1", "pattern": "k*", "metric": "duration", "observed": 0.002, "unit": "s", "outcome": "passed",
+         "relation": ">=", "reference": 0.001}]
+    results = tmp_path / "limits.json"
+    results.write_text(json.dumps(doc))
+    imported = read_results(results)
+    with open_store(path) as store:
+        assert store.version == store_module.SCHEMA_VERSION
+        store.add(imported.run, imported.results, imported.machines)
+        frame = store.series(metric="duration")
+    assert (frame["low"].tolist(), frame["high"].tolist()) == ([0.001], [0.0025])
+    hbm = [r for r in imported.results if r.metric == "hbm_bytes"][0]
+    assert hbm.low is None and hbm.high is None  # no check held it

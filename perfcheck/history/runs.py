@@ -249,6 +249,8 @@ def _suite_results(path: Path, raw: bytes, suite: str, machine: str, entry: Mapp
     outcome: dict[tuple[str, str], str] = {}
     units: dict[tuple[str, str], str] = {}
     observed: dict[tuple[str, str], float | None] = {}
+    lows: dict[tuple[str, str], float] = {}
+    highs: dict[tuple[str, str], float] = {}
     checks = entry.get("checks", [])
     if not isinstance(checks, list):
         raise InputError(path, f"suite {suite!r}: 'checks' must be a list", line=_line(raw, "checks"))
@@ -264,6 +266,14 @@ def _suite_results(path: Path, raw: bytes, suite: str, machine: str, entry: Mapp
             outcome[key] = now
         units[key] = str(check.get("unit") or "")
         observed.setdefault(key, _float(check.get("observed")))
+        # the budget: the tightest limit of each side any check held the value to
+        # (a two-sided check names one bound only: left out)
+        relation, reference = str(check.get("relation") or ""), _float(check.get("reference"))
+        if reference is not None and ".." not in relation:
+            if relation in (">=", ">", "=="):
+                lows[key] = max(lows.get(key, reference), reference)
+            if relation in ("<=", "<", "=="):
+                highs[key] = min(highs.get(key, reference), reference)
     values: dict[tuple[str, str], float | None] = dict(observed)
     table = entry.get("measurements", {})
     if isinstance(table, dict):
@@ -282,6 +292,7 @@ def _suite_results(path: Path, raw: bytes, suite: str, machine: str, entry: Mapp
             n=int(n) if isinstance(n, int) and not isinstance(n, bool) else None,
             median=_float(stats.get("median")), spread=_float(stats.get("spread")),
             outcome=outcome.get((kernel, metric)),
+            low=lows.get((kernel, metric)), high=highs.get((kernel, metric)),
         ))
     return out
 

@@ -16,11 +16,13 @@ up to date when it is opened and a newer one is refused with a clear error)::
     machines(machine PK, fingerprint JSON)            the fingerprint slug and its parts
     runs(run_id PK, time, commit_sha, branch, ci_system, ci_job, ci_url, host, source, added)
     results(run_id -> runs ON DELETE CASCADE, machine, suite, kernel, metric,
-            value, unit, n, median, spread, outcome)  one row per run x machine x suite x kernel x metric
+            value, unit, n, median, spread, outcome, low, high)  one row per run x machine x suite x kernel x metric
 
 ``time`` and ``added`` are Unix seconds (UTC); ``value`` is in base units (``unit``);
 ``n``/``median``/``spread`` describe the run's samples of that value (dispatch count,
-median, relative spread 1.4826 x MAD / median), null when the run had none.
+median, relative spread 1.4826 x MAD / median), null when the run had none;
+``low``/``high`` the tightest limits the run's checks held the value to (base
+units; null where a side was not limited).
 """
 
 from __future__ import annotations
@@ -80,12 +82,17 @@ MIGRATIONS: tuple[str, ...] = (
     ) WITHOUT ROWID;
     CREATE INDEX results_series ON results(machine, suite, kernel, metric);
     """,
+    # 1 -> 2: the budget each value was checked against (the dashboard's band)
+    """
+    ALTER TABLE results ADD COLUMN low REAL;
+    ALTER TABLE results ADD COLUMN high REAL;
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
 SERIES_COLUMNS = (
     "machine", "suite", "kernel", "metric", "unit", "run_id", "time", "commit", "branch",
-    "ci_job", "ci_url", "value", "n", "median", "spread", "outcome",
+    "ci_job", "ci_url", "value", "n", "median", "spread", "outcome", "low", "high",
 )
 RUN_COLUMNS = ("run_id", "time", "commit", "branch", "ci_system", "ci_job", "ci_url", "host", "source", "added",
                "machines", "suites", "values")
@@ -121,6 +128,8 @@ class Result:
     median: float | None = None
     spread: float | None = None
     outcome: str | None = None  # passed | failed | recorded | error, when a check judged it
+    low: float | None = None  # the tightest lower limit a check held the value to (base units)
+    high: float | None = None  # the tightest upper limit
 
 
 @dataclass(frozen=True)
@@ -258,7 +267,7 @@ class Store:
         left alone (``added`` False): importing the same results file twice adds nothing."""
         rows = [
             (run.run_id, r.machine, r.suite, r.kernel, r.metric, _finite(r.value), r.unit or "",
-             r.n, _finite(r.median), _finite(r.spread), r.outcome)
+             r.n, _finite(r.median), _finite(r.spread), r.outcome, _finite(r.low), _finite(r.high))
             for r in results
         ]
         named = {m.machine: m for m in machines}
@@ -284,7 +293,9 @@ class Store:
                     "WHERE excluded.fingerprint != '{}'",
                     [(m.machine, json.dumps(dict(m.fingerprint), sort_keys=True)) for m in named.values()],
                 )
-                db.executemany("INSERT OR REPLACE INTO results VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+                db.executemany(
+                    "INSERT OR REPLACE INTO results (run_id, machine, suite, kernel, metric, value, unit, n, median, "
+                    "spread, outcome, low, high) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
                 db.execute("COMMIT")
             except BaseException:
                 db.execute("ROLLBACK")
@@ -374,7 +385,7 @@ class Store:
             params.append(float(since))
         sql = (
             "SELECT v.machine, v.suite, v.kernel, v.metric, v.unit, v.run_id, r.time, r.commit_sha, r.branch, "
-            "r.ci_job, r.ci_url, v.value, v.n, v.median, v.spread, v.outcome "
+            "r.ci_job, r.ci_url, v.value, v.n, v.median, v.spread, v.outcome, v.low, v.high "
             "FROM results v JOIN runs r ON r.run_id = v.run_id"
             + (" WHERE " + " AND ".join(where) if where else "")
             + " ORDER BY v.machine, v.suite, v.kernel, v.metric, r.time, v.run_id"
@@ -383,7 +394,7 @@ class Store:
         if last is not None and len(frame):
             frame = frame.groupby(["machine", "suite", "kernel", "metric"], sort=False).tail(last).reset_index(drop=True)
         frame["time"] = pd.to_datetime(frame["time"].astype("float64"), unit="s", utc=True)
-        for column in ("value", "median", "spread"):
+        for column in ("value", "median", "spread", "low", "high"):
             frame[column] = frame[column].astype("float64")
         frame["n"] = frame["n"].astype("Int64")
         return frame
