@@ -34,7 +34,8 @@ def _parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="perfcheck",
         description="GPU kernel performance, testable in CI. Reads rocprof, rocprofv3, "
-        "Omniperf/rocprof-compute, Nsight Compute and nvprof profiles and micro-benchmark peaks.",
+        "Omniperf/rocprof-compute, Nsight Compute, nvprof, Nsight Systems, PyTorch profiler (Kineto) and "
+        "Triton Proton profiles and micro-benchmark peaks.",
         epilog="Exit status: 0 success, 1 a check failed, 2 input or usage error, 3 internal error (a bug).",
     )
     parser.add_argument("--version", action="version", version=f"perfcheck {__version__}")
