@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from perfcheck.model import ERROR, FAILED, PASSED, RECORDED, XFAILED, XPASSED, Peaks, Source
-from perfcheck.report.units import format_value
 from perfcheck.schema import PEAK_UNITS, metric_unit
+from perfcheck.units import format_value
 from perfcheck.vocabulary import DECLARED as VOCABULARY_DECLARED
 from perfcheck.vocabulary import TOOLS as VOCABULARY_TOOLS
 
@@ -269,7 +269,7 @@ def baseline_lines(run: "Run") -> list[str]:
 def change_lines(changes: Sequence[object]) -> list[str]:
     """What a baseline update changed, per kernel and metric (old -> new), for the
     review of the baseline diff (``baseline.KernelChange`` records)."""
-    from perfcheck.report.units import format_value
+    from perfcheck.units import format_value
     from perfcheck.schema import metric_unit
 
     lines = []
