@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from perfcheck.baseline import Baseline
     from perfcheck.history.store import RunRecord
     from perfcheck.model import Peaks, Profile
+    from perfcheck.run.runner import RunResult
 
 COMPARED, RECORDED_ACTION, UPDATED = "compared", "recorded", "updated"
 MISMATCH, NONE, SKIPPED, MISSING = "fingerprint-mismatch", "none", "skipped", "missing"
@@ -132,6 +133,22 @@ def _machine_arch(peaks: "Peaks | None") -> str | None:
     return named.pop() if len(named) == 1 else None
 
 
+def _run_command(suite: SuiteSettings, arch: str | None) -> tuple[SuiteSettings, "RunResult"]:
+    """Profile the suite's ``command`` (perfcheck.run) and return the suite reading what
+    it measured: its ``profiles`` the run directory, or ``rank``'s directory. Here, not in
+    the runner, because the runner knows commands and expectations, not settings."""
+    from perfcheck.run import rundir
+    from perfcheck.run.runner import run
+
+    parent = suite.runs_dir or (suite.baseline_dir.parent / rundir.RUNS_DIR)
+    result = run(
+        suite.command,  # type: ignore[arg-type]
+        profiler=suite.profiler, launcher=suite.launcher, timeout=suite.timeout, runs_dir=parent,
+        name=suite.name, expect=suite.expect, arch=arch, cwd=suite.workdir,
+    )
+    return replace(suite, profiles=(result.path(suite.rank),), command=None), result
+
+
 def prepare(suite: SuiteSettings, profile: "Profile | None" = None) -> SuiteRun:
     """Read the suite's profiles, peaks and stored baseline. Nothing is written.
     ``profile``: a Profile measured in memory (``perf.measure``), analysed instead
@@ -147,9 +164,7 @@ def prepare(suite: SuiteSettings, profile: "Profile | None" = None) -> SuiteRun:
     if suite.command is not None and profile is None:
         # Profile the suite's command first: the suite then reads the run directory, and
         # its settings say so (a pytest-xdist controller reads it again, never reruns it).
-        from perfcheck.run.runner import run_suite
-
-        suite, ran = run_suite(suite, arch)
+        suite, ran = _run_command(suite, arch)
     if profile is not None:
         analysis = analyse_profile(profile, arch=arch, peaks=peaks)
     else:
