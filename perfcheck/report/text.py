@@ -20,8 +20,8 @@ if TYPE_CHECKING:
     from perfcheck.vocabulary import MetricInfo
 
     from perfcheck.analysis import Analysis
-    from perfcheck.checking import Run
     from perfcheck.model import Check
+    from perfcheck.suiterun import Run
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]], right: set[int]) -> str:
@@ -255,7 +255,7 @@ def totals(run: "Run") -> str:
 
 def baseline_lines(run: "Run") -> list[str]:
     """What happened to each suite's baseline file."""
-    from perfcheck.checking import NONE, SKIPPED, display_path
+    from perfcheck.suiterun import NONE, SKIPPED, display_path
 
     lines = []
     for suite in run.suites:
@@ -291,7 +291,7 @@ def change_lines(changes: Sequence[object]) -> list[str]:
 
 
 def report_lines(run: "Run") -> list[str]:
-    from perfcheck.checking import display_path
+    from perfcheck.suiterun import display_path
 
     names = {"junit": "JUnit XML", "markdown": "Markdown summary", "step-summary": "GitHub step summary",
              "json": "JSON results", "openmetrics": "OpenMetrics", "roofline": "roofline plots",
