@@ -40,76 +40,31 @@ Several runs may share one baseline file (pytest tests with the same ``suite=``)
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from perfcheck.config import ConfigError, Settings, SuiteSettings
 from perfcheck.errors import PerfcheckError, UsageError
-from perfcheck.model import ERROR, FAILED, PASSED, RECORDED, Check
+from perfcheck.model import ERROR, FAILED, RECORDED, Check
+from perfcheck.suiterun import (
+    COMPARED,
+    MISMATCH,
+    MISSING,
+    NONE,
+    RECORDED_ACTION,
+    SKIPPED,
+    UPDATED,
+    Run,
+    SuiteRun,
+    display_path,
+)
 
 if TYPE_CHECKING:
-    from perfcheck.analysis import Analysis
     from perfcheck.baseline import Baseline
     from perfcheck.history.store import RunRecord
     from perfcheck.model import Peaks, Profile
-
-COMPARED, RECORDED_ACTION, UPDATED = "compared", "recorded", "updated"
-MISMATCH, NONE, SKIPPED, MISSING = "fingerprint-mismatch", "none", "skipped", "missing"
-
-
-@dataclass
-class SuiteRun:
-    """One suite's analysis, checks and baseline."""
-
-    settings: SuiteSettings
-    analysis: "Analysis | None" = None
-    checks: list[Check] = field(default_factory=list)
-    baseline: "Baseline | None" = None  # the stored baseline the checks compare against
-    baseline_path: Path | None = None
-    action: str = NONE
-    notices: list[str] = field(default_factory=list)  # warnings for the user (stderr, pytest summary)
-    merge: bool = False  # update by merging this run into the stored baseline (repeated runs)
-    profile: "Profile | None" = None  # measured in memory (perf.measure) instead of read from files
-    fingerprint: dict[str, str] = field(default_factory=dict)  # this run's machine and profiler
-    # The baseline on file before this run, even when not compared (recorded on another
-    # machine or profiler version: the nearest such): for messages and update diffs.
-    previous: "Baseline | None" = None
-    record_command: str | None = None  # what records or updates this baseline (strict messages)
-    fresh: "Baseline | None" = None  # what settle_baseline would write (finish writes it)
-    changes: list = field(default_factory=list)  # baseline.KernelChange of an update or recording
-
-    @property
-    def name(self) -> str:
-        return self.settings.name
-
-    @property
-    def skipped(self) -> bool:
-        return self.action == SKIPPED
-
-
-@dataclass
-class Run:
-    """The result of ``run_suites``/``finish``: suites in order, and the reports written."""
-
-    suites: list[SuiteRun]
-    reports: dict[str, list[Path]] = field(default_factory=dict)
-
-    @property
-    def checks(self) -> list[Check]:
-        return [c for s in self.suites for c in s.checks]
-
-    def counts(self) -> dict[str, int]:
-        counts = {PASSED: 0, FAILED: 0, RECORDED: 0, ERROR: 0}
-        for check in self.checks:
-            counts[check.outcome] = counts.get(check.outcome, 0) + 1
-        return counts
-
-    @property
-    def exit_code(self) -> int:
-        """0 when every check passed or recorded; 1 when one failed or errored."""
-        return 0 if all(c.passed for c in self.checks) else 1
-
+    from perfcheck.run.runner import RunResult
 
 # --- reading ---------------------------------------------------------------------------------
 
@@ -132,6 +87,22 @@ def _machine_arch(peaks: "Peaks | None") -> str | None:
     return named.pop() if len(named) == 1 else None
 
 
+def _run_command(suite: SuiteSettings, arch: str | None) -> tuple[SuiteSettings, "RunResult"]:
+    """Profile the suite's ``command`` (perfcheck.run) and return the suite reading what
+    it measured: its ``profiles`` the run directory, or ``rank``'s directory. Here, not in
+    the runner, because the runner knows commands and expectations, not settings."""
+    from perfcheck.run import rundir
+    from perfcheck.run.runner import run
+
+    parent = suite.runs_dir or (suite.baseline_dir.parent / rundir.RUNS_DIR)
+    result = run(
+        suite.command,  # type: ignore[arg-type]
+        profiler=suite.profiler, launcher=suite.launcher, timeout=suite.timeout, runs_dir=parent,
+        name=suite.name, expect=suite.expect, arch=arch, cwd=suite.workdir,
+    )
+    return replace(suite, profiles=(result.path(suite.rank),), command=None), result
+
+
 def prepare(suite: SuiteSettings, profile: "Profile | None" = None) -> SuiteRun:
     """Read the suite's profiles, peaks and stored baseline. Nothing is written.
     ``profile``: a Profile measured in memory (``perf.measure``), analysed instead
@@ -147,9 +118,7 @@ def prepare(suite: SuiteSettings, profile: "Profile | None" = None) -> SuiteRun:
     if suite.command is not None and profile is None:
         # Profile the suite's command first: the suite then reads the run directory, and
         # its settings say so (a pytest-xdist controller reads it again, never reruns it).
-        from perfcheck.run.runner import run_suite
-
-        suite, ran = run_suite(suite, arch)
+        suite, ran = _run_command(suite, arch)
     if profile is not None:
         analysis = analyse_profile(profile, arch=arch, peaks=peaks)
     else:
@@ -528,11 +497,3 @@ def append_history(runs: Sequence[SuiteRun], path: Path, record: "RunRecord") ->
 def run_suites(settings: Settings) -> Run:
     """Check every suite of ``settings`` and write the reports."""
     return finish([evaluate_suite(suite) for suite in settings.suites.values()], settings)
-
-
-def display_path(path: Path) -> str:
-    """``path`` as a user reads it: relative to the working directory when inside it."""
-    try:
-        return str(Path(path).resolve().relative_to(Path.cwd()))
-    except ValueError:
-        return str(path)

@@ -352,7 +352,7 @@ def _history_prune(args: argparse.Namespace) -> int:
 
 def _history_detect(args: argparse.Namespace) -> int:
     from perfcheck.history import detect, open_store, recent_regressions
-    from perfcheck.report import changepoints as render
+    from perfcheck.history import listing as render
 
     if args.last < 1 or args.min_after < 1 or args.window < 4 or not 0 < args.p < 1:
         raise UsageError("--last and --min-after must be 1 or more, --window 4 or more, --p between 0 and 1")

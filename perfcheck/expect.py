@@ -36,8 +36,8 @@ from typing import TYPE_CHECKING
 
 from perfcheck.errors import UsageError
 from perfcheck.model import ERROR, FAILED, PASSED, RECORDED, Check
-from perfcheck.report.units import format_value
 from perfcheck.schema import METRIC_UNITS, PEAK_UNITS, metric_unit
+from perfcheck.units import format_value
 
 if TYPE_CHECKING:
     from perfcheck.analysis import Analysis

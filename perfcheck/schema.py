@@ -9,6 +9,8 @@ original unit, so nothing the profiler measured is lost.
 Launch geometry follows one convention whatever the vendor: ``grid_*`` counts
 work-items (threads), as AMD reports them; NVIDIA's grid of blocks is multiplied
 by the block size on ingest. ``workgroups`` is the number of workgroups/blocks.
+
+``Want`` is a selection of these columns: what a caller needs a reader to produce.
 """
 
 from __future__ import annotations
@@ -176,6 +178,37 @@ def is_raw(name: str) -> bool:
 def raw(name: str) -> str:
     """Canonical column name for a tool's raw counter."""
     return RAW_PREFIX + name
+
+
+@dataclass(frozen=True)
+class Want:
+    """Which canonical columns a caller needs. ``None`` means all, raw counters included.
+
+    Readers may use it to skip columns (the expensive part of a 1,000-column
+    Omniperf table is converting counters nobody asked for)."""
+
+    columns: frozenset[str] | None = None
+    # Raw counters wanted by prefix, e.g. "raw.TCC_EA_RDREQ[" for every channel
+    # of a per-channel counter: formulas name counter families, not channels.
+    raw_prefixes: tuple[str, ...] = ()
+
+    def __contains__(self, name: str) -> bool:
+        if self.columns is None or name in self.columns:
+            return True
+        return bool(self.raw_prefixes) and is_raw(name) and name.startswith(self.raw_prefixes)
+
+    @property
+    def raw(self) -> bool:
+        """True when raw counters are wanted at all."""
+        return self.columns is None or bool(self.raw_prefixes) or any(is_raw(c) for c in self.columns)
+
+    def __or__(self, other: "Want") -> "Want":
+        if self.columns is None or other.columns is None:
+            return ALL
+        return Want(self.columns | other.columns, tuple(dict.fromkeys(self.raw_prefixes + other.raw_prefixes)))
+
+
+ALL = Want()
 
 
 def conform(frame: "pd.DataFrame") -> "pd.DataFrame":  # noqa: F821 - pandas imported lazily

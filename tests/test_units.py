@@ -1,4 +1,4 @@
-from perfcheck.report.units import format_value
+from perfcheck.units import format_value
 
 
 def test_time_scales() -> None:

@@ -32,8 +32,7 @@ import pandas as pd
 
 from perfcheck.arch import ArchSpec
 from perfcheck.errors import UsageError
-from perfcheck.ingest.formats import Want
-from perfcheck.schema import raw
+from perfcheck.schema import Want, raw
 
 AMD_LIMITERS = ("block_size", "waves", "workgroups", "vgpr", "sgpr", "lds")
 NVIDIA_LIMITERS = ("block_size", "warps", "blocks", "registers", "shared", "barriers")

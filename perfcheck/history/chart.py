@@ -15,7 +15,7 @@ script, no web font, no CDN. What a chart shows:
   and value, which every browser shows without a script.
 
 Coordinates are computed with numpy over whole columns; values stay in base
-units and are formatted only in labels (``perfcheck.report.units``).
+units and are formatted only in labels (``perfcheck.units``).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from html import escape
 import numpy as np
 import pandas as pd
 
-from perfcheck.report.units import format_value
+from perfcheck.units import format_value
 
 # The viewBox; the SVG scales to the page width (width: 100%), so a narrow
 # screen shrinks it evenly. 520 units wide keeps 12-unit text readable at

@@ -34,7 +34,7 @@ import pandas as pd
 from perfcheck import __version__
 from perfcheck.atomicfile import write_atomic
 from perfcheck.history.chart import legend_svg, trend_svg
-from perfcheck.report.units import format_value
+from perfcheck.units import format_value
 
 SERIES_KEY = ["suite", "machine", "kernel", "metric"]
 SERIES_COLUMNS = ["suite", "kernel", "metric", "unit", "time", "value"]

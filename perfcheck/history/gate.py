@@ -220,7 +220,7 @@ def rejudge(checks: Sequence[Check], refs: Mapping[tuple[str, str], Reference], 
     """Checks with the baseline-relative ones judged on history where it suffices; the
     others say why the baseline file decided."""
     from perfcheck.baseline import is_exact
-    from perfcheck.report.units import format_value as fmt
+    from perfcheck.units import format_value as fmt
 
     out = []
     for check in checks:

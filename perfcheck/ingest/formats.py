@@ -15,7 +15,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from perfcheck.model import Oddity, Peaks, Source
-from perfcheck.schema import is_raw
+
+# ``Want`` (which columns a caller needs) is a reader's argument, so the readers take
+# it from here; it is defined with the columns in ``perfcheck.schema``, below ingest,
+# because callers below ingest (arch's occupancy rules) name their columns with it.
+from perfcheck.schema import ALL, Want  # noqa: F401
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -60,37 +64,6 @@ class Sniff:
         if len(self.raw_head) == HEAD_BYTES and lines:
             lines = lines[:-1]
         return lines
-
-
-@dataclass(frozen=True)
-class Want:
-    """Which canonical columns a caller needs. ``None`` means all, raw counters included.
-
-    Readers may use it to skip columns (the expensive part of a 1,000-column
-    Omniperf table is converting counters nobody asked for)."""
-
-    columns: frozenset[str] | None = None
-    # Raw counters wanted by prefix, e.g. "raw.TCC_EA_RDREQ[" for every channel
-    # of a per-channel counter: formulas name counter families, not channels.
-    raw_prefixes: tuple[str, ...] = ()
-
-    def __contains__(self, name: str) -> bool:
-        if self.columns is None or name in self.columns:
-            return True
-        return bool(self.raw_prefixes) and is_raw(name) and name.startswith(self.raw_prefixes)
-
-    @property
-    def raw(self) -> bool:
-        """True when raw counters are wanted at all."""
-        return self.columns is None or bool(self.raw_prefixes) or any(is_raw(c) for c in self.columns)
-
-    def __or__(self, other: "Want") -> "Want":
-        if self.columns is None or other.columns is None:
-            return ALL
-        return Want(self.columns | other.columns, tuple(dict.fromkeys(self.raw_prefixes + other.raw_prefixes)))
-
-
-ALL = Want()
 
 
 @dataclass

@@ -28,7 +28,7 @@ from perfcheck.atomicfile import write_atomic
 from perfcheck.model import Check
 
 if TYPE_CHECKING:
-    from perfcheck.checking import Run
+    from perfcheck.suiterun import Run
 
 _SMALLER = ("<=", "<", "==")
 

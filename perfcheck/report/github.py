@@ -31,7 +31,7 @@ from perfcheck.model import ERROR, FAILED, PASSED, RECORDED, Check
 from perfcheck.report.results import figures_line, source_path
 
 if TYPE_CHECKING:
-    from perfcheck.checking import Run
+    from perfcheck.suiterun import Run
 
 # GitHub's limits (docs.github.com, "Workflow commands": annotations; "issue
 # comments": body length): 10 error annotations per step, 65,536 characters per body.

@@ -53,7 +53,7 @@ from perfcheck.report.results import (
     source_path,
     write_atomic,
 )
-from perfcheck.report.units import format_value
+from perfcheck.units import format_value
 
 if TYPE_CHECKING:
     from perfcheck.analysis import Analysis

@@ -40,7 +40,7 @@ from perfcheck.report.results import (
     observed_text,
     write_atomic,
 )
-from perfcheck.report.units import format_value
+from perfcheck.units import format_value
 
 if TYPE_CHECKING:
     from perfcheck.analysis import Analysis

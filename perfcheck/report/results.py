@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 
 from perfcheck.atomicfile import write_atomic
 from perfcheck.model import ERROR, FAILED, PASSED, RECORDED, Check
-from perfcheck.report.units import format_value
+from perfcheck.units import format_value
 
 if TYPE_CHECKING:
     from perfcheck.analysis import Analysis

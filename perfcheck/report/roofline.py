@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from perfcheck.report.results import device_label, write_atomic
-from perfcheck.report.units import format_value
+from perfcheck.units import format_value
 
 if TYPE_CHECKING:
     from perfcheck.analysis import Analysis

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from perfcheck.model import ERROR, FAILED, PASSED, RECORDED, XFAILED, XPASSED, Peaks, Source
-from perfcheck.report.units import format_value
 from perfcheck.schema import PEAK_UNITS, metric_unit
+from perfcheck.units import format_value
 from perfcheck.vocabulary import DECLARED as VOCABULARY_DECLARED
 from perfcheck.vocabulary import TOOLS as VOCABULARY_TOOLS
 
@@ -20,8 +20,8 @@ if TYPE_CHECKING:
     from perfcheck.vocabulary import MetricInfo
 
     from perfcheck.analysis import Analysis
-    from perfcheck.checking import Run
     from perfcheck.model import Check
+    from perfcheck.suiterun import Run
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]], right: set[int]) -> str:
@@ -255,7 +255,7 @@ def totals(run: "Run") -> str:
 
 def baseline_lines(run: "Run") -> list[str]:
     """What happened to each suite's baseline file."""
-    from perfcheck.checking import NONE, SKIPPED, display_path
+    from perfcheck.suiterun import NONE, SKIPPED, display_path
 
     lines = []
     for suite in run.suites:
@@ -269,7 +269,7 @@ def baseline_lines(run: "Run") -> list[str]:
 def change_lines(changes: Sequence[object]) -> list[str]:
     """What a baseline update changed, per kernel and metric (old -> new), for the
     review of the baseline diff (``baseline.KernelChange`` records)."""
-    from perfcheck.report.units import format_value
+    from perfcheck.units import format_value
     from perfcheck.schema import metric_unit
 
     lines = []
@@ -291,7 +291,7 @@ def change_lines(changes: Sequence[object]) -> list[str]:
 
 
 def report_lines(run: "Run") -> list[str]:
-    from perfcheck.checking import display_path
+    from perfcheck.suiterun import display_path
 
     names = {"junit": "JUnit XML", "markdown": "Markdown summary", "step-summary": "GitHub step summary",
              "json": "JSON results", "openmetrics": "OpenMetrics", "roofline": "roofline plots",

@@ -18,7 +18,7 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
@@ -37,7 +37,6 @@ from perfcheck.run.profilers import Profiler, choose
 from perfcheck.run.rank import NO_RANK_MARKER, TOKEN
 
 if TYPE_CHECKING:
-    from perfcheck.config import SuiteSettings
     from perfcheck.model import Profile
 
 HEARTBEAT_SECONDS = 30.0
@@ -336,20 +335,3 @@ def _load_check(directory: Path) -> None:
     scan = scan_run(directory)
     for _ in scan.chunks:
         pass
-
-
-# --- suites with a command ------------------------------------------------------------------------
-
-
-def run_suite(suite: "SuiteSettings", arch: str | None = None, **options: object) -> tuple["SuiteSettings", RunResult]:
-    """Profile a config suite's ``command`` and return the suite reading what it
-    measured (its ``profiles`` the run directory, or ``rank``'s directory)."""
-    parent = getattr(suite, "runs_dir", None) or (suite.baseline_dir.parent / rundir.RUNS_DIR)
-    result = run(
-        suite.command,  # type: ignore[arg-type]
-        profiler=getattr(suite, "profiler", None), launcher=getattr(suite, "launcher", None),
-        timeout=getattr(suite, "timeout", None), runs_dir=parent, name=suite.name, expect=suite.expect,
-        arch=arch, cwd=getattr(suite, "workdir", None), **options,  # type: ignore[arg-type]
-    )
-    profiles = (result.path(getattr(suite, "rank", None)),)
-    return replace(suite, profiles=profiles, command=None), result

@@ -1,4 +1,9 @@
-"""Formatting of base-unit values for people. Only reports call this."""
+"""Formatting of base-unit values for people (the units themselves are registered in
+``perfcheck.schema``).
+
+On the ground floor because the check records carry their messages already written
+(``expect`` and the history gate say "2.671 ms > 2.5 ms") as well as the reports
+rendering them; values stay in base units everywhere else."""
 
 from __future__ import annotations
 

@@ -1,5 +1,9 @@
-"""Change points for people: a terminal table and a Markdown table (``perfcheck
-history detect``). Renders ``perfcheck.history.ChangePoint`` records; reads nothing."""
+"""Change points for people: a terminal table, a Markdown table and JSON (``perfcheck
+history detect``). Renders ``perfcheck.history.ChangePoint`` records; reads nothing.
+
+In history, beside the dashboard and the exports, rather than in ``perfcheck.report``:
+history sits above the reports (it reads the results file they write), so the
+reports never import it."""
 
 from __future__ import annotations
 
@@ -8,7 +12,7 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from perfcheck.report.units import format_value
+from perfcheck.units import format_value
 
 if TYPE_CHECKING:
     from perfcheck.history.changepoints import ChangePoint
