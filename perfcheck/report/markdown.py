@@ -78,16 +78,24 @@ def _shorten(text: str, width: int = MAX_NAME_CHARS) -> str:
     return f"{text[:keep]}…{text[-keep:]}"
 
 
-def _code(text: str, width: int | None = None) -> str:
+def _code(text: str, width: int | None = None, *, table: bool = True) -> str:
     """Kernel names and expressions as code spans: C++ signatures are full of ``<``, ``*``
     and ``_`` that Markdown would eat; a code span shows them verbatim and renders no
-    HTML. A backtick cannot close it early (replaced by a look-alike), and GFM splits
-    table cells on ``|`` even inside a code span unless it is escaped."""
-    text = _clean(text).replace("`", "ˋ")
+    HTML. Backticks in the name stay as they are (a reviewer copies the real name): the
+    fence is one backtick longer than the longest run inside, padded with a space where
+    the name starts or ends with one (CommonMark strips one space on each side). In a
+    table (``table``), GFM splits cells on ``|`` even inside a code span unless it is
+    escaped; outside a table the backslash would show."""
+    text = _clean(text)
     if width is not None:
         text = _shorten(text, width)
-    text = text.replace("|", "\\|")
-    return f"`{text}`" if text else "` `"
+    if not text:
+        return "` `"
+    if table:
+        text = text.replace("|", "\\|")
+    fence = "`" * (max((len(run) for run in re.findall("`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
 
 
 def _row(cells: Sequence[str]) -> str:
@@ -115,11 +123,11 @@ class CiContext:
     def line(self) -> str | None:
         bits = []
         if self.base and self.head:
-            bits.append(f"base {_code(self.base)} ← head {_code(self.head)}")
+            bits.append(f"base {_code(self.base, table=False)} ← head {_code(self.head, table=False)}")
         elif self.head:
-            bits.append(f"ref {_code(self.head)}")
+            bits.append(f"ref {_code(self.head, table=False)}")
         if self.sha:
-            bits.append(f"commit {_code(self.sha[:12])}")
+            bits.append(f"commit {_code(self.sha[:12], table=False)}")
         if self.run_url and re.match(r"^https?://[^\s()<>]+$", self.run_url):
             bits.append(f"[{self.run_label}]({self.run_url})")
         return " · ".join(bits) or None
@@ -169,8 +177,9 @@ def _peak_cell(check: Check, row: Mapping[str, object] | None, analysis: "Analys
     if row is None:
         return "-"
     metric = check.metric
+    # Occupancy and the launch resources that set it; scratch (spills) does not limit it.
     if metric in ("occupancy_pct", "achieved_occupancy_pct", "vgpr", "agpr", "sgpr", "registers",
-                  "lds_per_workgroup", "scratch_per_thread"):
+                  "lds_per_workgroup"):
         limiter = row.get("occupancy_limiter")
         if isinstance(limiter, str) and limiter:
             return f"limited by {_cell(limiter)}"
@@ -235,7 +244,9 @@ def _headline(checks: Sequence[Check], device: str, recorded: bool) -> str:
     expected = "".join(f", {counts[k]} {k}" for k in (XFAILED, XPASSED) if counts.get(k))
     if counts["ok"]:
         tail = "; new baseline values were written" if recorded else ""
-        return f"### {ICON[PASSED]} perfcheck: {counts['total']} checks passed{expected} on {where}{tail}"
+        passed = counts[PASSED] + counts[RECORDED]
+        return (f"### {ICON[PASSED]} perfcheck: {passed} check{'' if passed == 1 else 's'} passed{expected} "
+                f"on {where}{tail}")
     bad = [f"{counts[FAILED]} failed"] if counts[FAILED] else []
     bad += [f"{counts[ERROR]} could not be evaluated"] if counts[ERROR] else []
     icon = ICON[FAILED] if counts[FAILED] else ICON[ERROR]
@@ -246,7 +257,7 @@ def _baseline_notice(name: str, checks: Sequence[Check], status: BaselineStatus 
     recorded = sum(c.outcome == RECORDED for c in checks)
     if not recorded and not (status is not None and status.action == "updated"):
         return None
-    where = f" in {_code(status.path)}" if status is not None and status.path else ""
+    where = f" in {_code(status.path, table=False)}" if status is not None and status.path else ""
     verb = "updated" if status is not None and status.action == "updated" else "recorded"
     what = f"{recorded} value{'s' if recorded != 1 else ''}" if recorded else "all values"
     return f"{ICON[RECORDED]} baseline {verb}{where} ({what}); review it like code before committing"
@@ -259,7 +270,7 @@ def _suite_section(name: str, checks: Sequence[Check], analysis: "Analysis | Non
     counts = count_outcomes(checks)
     if several:
         state = ICON[PASSED] if counts["ok"] else ICON[FAILED] if counts[FAILED] else ICON[ERROR]
-        lines += [f"#### {state} suite {_code(name or '-')} on {_cell(device_label(analysis))}: "
+        lines += [f"#### {state} suite {_code(name or '-', table=False)} on {_cell(device_label(analysis))}: "
                   f"{counts[PASSED] + counts[RECORDED]} of {counts['total']} passed", ""]
     bad = [c for c in checks if c.outcome in (FAILED, ERROR)]
     shown_bad = bad[:bad_limit]
