@@ -200,3 +200,24 @@ def test_arguments_that_are_not_integers_become_missing(tmp_path: Path):
         assert pd.isna(row[column]), column
     assert math.isnan(row["raw.blocks per SM"]) and row["workgroup_x"] == 32
     assert any(o.what.startswith("kernel arguments that are not integers") and o.count == 5 for o in p.oddities)  # device, correlation, registers, shared memory, grid y
+
+
+@pytest.mark.parametrize("major", ["8.5", '"x"', "1e400", "true", "-1"])
+def test_a_damaged_compute_capability_is_no_architecture(tmp_path: Path, cli, major: str):
+    """computeMajor 8.5 read as sm_80, 1e400 and text ended in an internal error or a
+    bare ValueError: now the architecture is unknown, with a warning."""
+    path = tmp_path / "cc.json"
+    path.write_text('{"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "X", "computeMajor": '
+                    + major + ', "computeMinor": 0, "warpSize": 32}], "traceEvents": [{"ph": "X", "cat": "kernel", '
+                    '"name": "k", "ts": 1, "dur": 1, "args": {"device": 0}}]}')
+    p = read_profile(path)
+    assert p.source.arch is None
+    assert any("no compute capability" in o.what for o in p.oddities)
+    assert cli("inspect", path).code == 0
+
+
+def test_a_rank_that_is_not_a_number_is_no_rank(tmp_path: Path):
+    path = tmp_path / "rank.json"
+    path.write_text('{"schemaVersion": 1, "distributedInfo": {"rank": true}, "traceEvents": [{"ph": "X", '
+                    '"cat": "kernel", "name": "k", "ts": 1, "dur": 1, "args": {}}]}')
+    assert read_profile(path).source.rank is None

@@ -42,7 +42,7 @@ import pandas as pd
 from perfcheck.errors import InputError
 from perfcheck.ingest.formats import Format, Scan, Sniff, Want
 from perfcheck.ingest.names import gnu_style
-from perfcheck.ingest.tabular import coerce_integers
+from perfcheck.ingest.tabular import coerce_integers, cuda_arch
 from perfcheck.model import Oddity, Source
 from perfcheck.schema import raw
 
@@ -128,13 +128,6 @@ def _device_map(connection: sqlite3.Connection, tables: set[str], gpus: pd.DataF
     return pd.DataFrame({"pid": pids}).merge(ordinal, how="cross") if pids else ordinal.assign(pid=pd.NA)
 
 
-def _arch(row: pd.Series) -> str | None:
-    major, minor = row.get("computeMajor"), row.get("computeMinor")
-    if pd.isna(major) or pd.isna(minor):
-        return None
-    return f"sm_{int(major)}{int(minor)}"
-
-
 def _integers(values: pd.Series, bad: list[int]) -> pd.Series:
     """An INTEGER column as Int64; what is not an integer (text or a float in a damaged
     export) becomes missing and is counted in ``bad[0]``."""
@@ -205,7 +198,12 @@ def _scan(path: Path, want: Want) -> Scan:
     oddities: list[Oddity] = []
     ran = devices[devices["cuda"].isin([d for (d,) in used])] if not devices.empty and "cuda" in devices else devices
     names = sorted({str(n) for n in ran.get("name", pd.Series(dtype=object)).dropna()})
-    archs = sorted({a for a in (ran.apply(_arch, axis=1) if not ran.empty else []) if a})
+    majors, minors = (ran.get(c, pd.Series(None, index=ran.index, dtype=object)) for c in ("computeMajor", "computeMinor"))
+    capabilities = [cuda_arch(a, b) for a, b in zip(majors, minors)]
+    archs = sorted({a for a in capabilities if a})
+    if any(a is None and (pd.notna(x) or pd.notna(y)) for a, x, y in zip(capabilities, majors, minors)):
+        oddities.append(Oddity(str(path), "TARGET_INFO_GPU computeMajor/computeMinor is no compute capability "
+                                          "(not small whole numbers); architecture left unknown: name it with --arch"))
     source = Source(path=str(path), format=FORMAT, tool=TOOL, tool_version=tool_version,
                     device=", ".join(names) or None, arch=", ".join(archs) or None)
     if KERNELS not in tables:
