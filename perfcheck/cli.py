@@ -671,12 +671,20 @@ def _run_checks(args: argparse.Namespace, *, update: bool | None) -> "Run":
 
 
 def _exports(args: argparse.Namespace, run: "Run") -> None:
+    from perfcheck.errors import UsageError
     from perfcheck.report.exports import write_bencher, write_github_benchmark
 
-    if getattr(args, "bencher", None):
-        run.reports.setdefault("bencher", []).append(write_bencher(args.bencher, run))
-    if getattr(args, "github_benchmark", None):
-        run.reports.setdefault("github-benchmark", []).extend(write_github_benchmark(args.github_benchmark, run))
+    # An unwritable path is the user's to fix (exit 2, one line), as for every other report.
+    kind, path = "", None
+    try:
+        if getattr(args, "bencher", None):
+            kind, path = "bencher", args.bencher
+            run.reports.setdefault("bencher", []).append(write_bencher(path, run))
+        if getattr(args, "github_benchmark", None):
+            kind, path = "github-benchmark", args.github_benchmark
+            run.reports.setdefault("github-benchmark", []).extend(write_github_benchmark(path, run))
+    except OSError as exc:
+        raise UsageError(f"cannot write the {kind} report {path}: {exc.strerror or exc}") from None
 
 
 def _github_step(run: "Run") -> None:
