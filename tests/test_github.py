@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -288,6 +289,12 @@ def test_action_declares_the_inputs_and_outputs_it_uses() -> None:
         assert f"inputs.{name}" in text, name
     for name in ("total", "passed", "failed", "errors", "recorded", "exit-code", "markdown", "junit", "json"):
         assert name in action["outputs"]
+    # every report the check step can be asked for has its path as an output (bencher and
+    # github-benchmark had none), read from the step output perfcheck writes for it
+    reports = re.findall(r"^\s*([a-z-]+)\) ", action["runs"]["steps"][1]["run"], flags=re.M)
+    assert "junit" in reports and "github-benchmark" in reports
+    for kind in reports:
+        assert action["outputs"][kind]["value"] == f"${{{{ steps.check.outputs.{kind}-report }}}}", kind
     install = action["runs"]["steps"][0]["run"]
     assert '"$GITHUB_ACTION_PATH"' in install and "pip install" in install
 
