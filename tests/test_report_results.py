@@ -178,3 +178,15 @@ def test_schema_command_prints_the_shipped_schema(capsys) -> None:
     printed = json.loads(capsys.readouterr().out)
     assert printed["title"] == "perfcheck check results"
     assert printed == json.loads(results.results_schema_text())
+
+
+def test_figures_line_leaves_out_a_change_it_cannot_compute() -> None:
+    from perfcheck.model import PASSED, Check
+    from perfcheck.report.results import figures_line
+
+    spills = Check("s", "k", "k", "scratch_per_thread == 0", "scratch_per_thread", "==", 0.0, 0.0, "B", PASSED,
+                   "expectation", "m", baseline=0.0)
+    assert figures_line(spills) == "scratch_per_thread: observed 0 B, expected == 0 B, baseline 0 B"
+    slower = Check("s", "k", "k", "duration <= baseline + 5%", "duration", "<=", 0.0022, 0.0021, "s", PASSED,
+                   "baseline", "m", baseline=0.002)
+    assert figures_line(slower).endswith("baseline 2 ms (change +10.0%)")
