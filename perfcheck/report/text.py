@@ -55,8 +55,10 @@ def describe_sources(sources: Sequence[Source]) -> str:
         bits = [s.format]
         if s.tool_version:
             bits.append(f"version {s.tool_version}")
-        if s.device or s.arch:
-            bits.append(" ".join(b for b in (s.device, f"({s.arch})" if s.arch else None) if b))
+        if s.device and s.arch:
+            bits.append(f"{s.device} ({s.arch})")
+        elif s.device or s.arch:  # an arch alone is not put in parentheses: "proton, sm_90"
+            bits.append(s.device or s.arch)
         if s.rank is not None:
             bits.append(f"rank {s.rank}")
         lines.append(printable(f"{s.path}: {', '.join(bits)}"))
