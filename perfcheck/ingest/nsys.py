@@ -42,6 +42,7 @@ import pandas as pd
 from perfcheck.errors import InputError
 from perfcheck.ingest.formats import Format, Scan, Sniff, Want
 from perfcheck.ingest.names import gnu_style
+from perfcheck.ingest.sqlitefile import connect_read_only, table_names
 from perfcheck.ingest.tabular import coerce_integers, cuda_arch
 from perfcheck.model import Oddity, Source
 from perfcheck.schema import raw
@@ -70,21 +71,12 @@ _DIMS = ("gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ")
 _NAME_IDS = ("demangledName", "shortName", "mangledName")
 
 
-def _connect(path: Path) -> sqlite3.Connection:
-    # Read-only: a report is evidence, and it may sit on read-only storage.
-    return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
-
-
-def _tables(connection: sqlite3.Connection) -> set[str]:
-    return {n for (n,) in connection.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")}
-
-
 def _is_nsys(sniff: Sniff) -> bool:
     if sniff.is_dir or not sniff.is_sqlite:
         return False
     try:
-        with closing(_connect(sniff.path)) as connection:
-            tables = _tables(connection)
+        with closing(connect_read_only(sniff.path)) as connection:
+            tables = table_names(connection)
     except (sqlite3.Error, OSError, ValueError):
         # A cut-off copy cannot be opened, but its first pages hold the schema text:
         # claim it so that the scan reports the damage instead of "unknown format".
@@ -176,8 +168,8 @@ def _frame(rows: pd.DataFrame, devices: pd.DataFrame, want: Want, oddities: list
 
 def _scan(path: Path, want: Want) -> Scan:
     try:
-        with closing(_connect(path)) as connection:
-            tables = _tables(connection)
+        with closing(connect_read_only(path)) as connection:
+            tables = table_names(connection)
             if "META_DATA_EXPORT" not in tables:
                 raise InputError(path, "no META_DATA_EXPORT table", hint="is this an Nsight Systems SQLite export?")
             meta = _meta(connection)
@@ -223,7 +215,7 @@ def _scan(path: Path, want: Want) -> Scan:
 
     def chunks() -> Iterator[pd.DataFrame]:
         try:
-            with closing(_connect(path)) as connection:
+            with closing(connect_read_only(path)) as connection:
                 for rows in pd.read_sql_query(sql, connection, chunksize=CHUNK_ROWS):
                     yield _frame(rows, devices, want, oddities, path)
         except sqlite3.Error as exc:
