@@ -31,3 +31,13 @@ def test_whole_numbers_keep_their_unit() -> None:
     assert format_value(10.0, "FLOP/B") == "10 FLOP/B"
     assert format_value(12, "count") == "12" and format_value(3.0, "") == "3"
     assert format_value(0.5, "B") == "0.5 B"
+
+
+def test_shorten_middle_keeps_both_ends_within_the_width() -> None:
+    from perfcheck.report.units import shorten_middle
+
+    name = "void gemm<float, 128, 4>(float const*, float*, int)"
+    assert shorten_middle(name, 100) == name
+    assert shorten_middle(name, 20) == "void gemm...t*, int)"
+    cut = shorten_middle(name, 21, "…")
+    assert len(cut) == 21 and cut.startswith("void gemm") and cut.endswith("int)")

@@ -40,7 +40,7 @@ from perfcheck.report.results import (
     observed_text,
     write_atomic,
 )
-from perfcheck.report.units import format_value
+from perfcheck.report.units import format_value, shorten_middle
 
 if TYPE_CHECKING:
     from perfcheck.analysis import Analysis
@@ -71,13 +71,6 @@ def _cell(text: str) -> str:
     return _SPECIAL.sub(r"\\\1", _clean(text))
 
 
-def _shorten(text: str, width: int = MAX_NAME_CHARS) -> str:
-    if len(text) <= width:
-        return text
-    keep = (width - 1) // 2
-    return f"{text[:keep]}…{text[-keep:]}"
-
-
 def _code(text: str, width: int | None = None, *, table: bool = True) -> str:
     """Kernel names and expressions as code spans: C++ signatures are full of ``<``, ``*``
     and ``_`` that Markdown would eat; a code span shows them verbatim and renders no
@@ -88,7 +81,7 @@ def _code(text: str, width: int | None = None, *, table: bool = True) -> str:
     escaped; outside a table the backslash would show."""
     text = _clean(text)
     if width is not None:
-        text = _shorten(text, width)
+        text = shorten_middle(text, width, "…")
     if not text:
         return "` `"
     if table:

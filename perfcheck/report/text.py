@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from perfcheck.model import ERROR, FAILED, PASSED, RECORDED, XFAILED, XPASSED, Peaks, Source
-from perfcheck.report.units import format_value
+from perfcheck.report.units import format_value, shorten_middle
 from perfcheck.schema import PEAK_UNITS, metric_unit
 from perfcheck.vocabulary import DECLARED as VOCABULARY_DECLARED
 from perfcheck.vocabulary import TOOLS as VOCABULARY_TOOLS
@@ -218,21 +218,13 @@ _LABEL = {PASSED: "passed", FAILED: "FAILED", RECORDED: "recorded", ERROR: "ERRO
           XPASSED: "xpassed"}
 
 
-def _shorten_middle(text: str, width: int) -> str:
-    """Keep both ends: kernels of one template differ at the end of the name."""
-    if len(text) <= width:
-        return text
-    tail = (width - 3) // 2
-    return text[: width - 3 - tail] + "..." + text[-tail:]
-
-
 def checks_table(checks: Sequence["Check"], *, kernel_width: int = 40) -> list[str]:
     """A plain-text table: suite, kernel, expectation, observed, expected, baseline, outcome."""
     from perfcheck.report.results import baseline_text, expected_text, observed_text
 
     header = ["suite", "kernel", "expectation", "observed", "expected", "baseline", "outcome"]
     rows = [
-        [printable(c.suite), _shorten_middle(printable(c.kernel), kernel_width), printable(c.expression),
+        [printable(c.suite), shorten_middle(printable(c.kernel), kernel_width), printable(c.expression),
          observed_text(c), expected_text(c), baseline_text(c), _LABEL.get(c.outcome, c.outcome)]
         for c in checks
     ]

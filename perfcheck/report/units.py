@@ -1,4 +1,4 @@
-"""Formatting of base-unit values for people. Only reports call this."""
+"""Formatting of base-unit values (and long names) for people. Only reports call this."""
 
 from __future__ import annotations
 
@@ -35,3 +35,12 @@ def format_value(value: float | int | None, unit: str) -> str:
     if float(value).is_integer():
         return f"{int(value):,}{suffix}"
     return f"{value:.4g}{suffix}"
+
+
+def shorten_middle(text: str, width: int, ellipsis: str = "...") -> str:
+    """``text`` cut to ``width`` characters in the middle: kernels of one template
+    differ at the end of the name, so both ends are kept."""
+    if len(text) <= width:
+        return text
+    tail = (width - len(ellipsis)) // 2
+    return text[: width - len(ellipsis) - tail] + ellipsis + text[-tail:]
