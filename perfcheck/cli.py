@@ -452,7 +452,8 @@ def _check_options(parser: argparse.ArgumentParser) -> None:
                         "the suffix the bigger-is-better ones)")
     parser.add_argument("--junit-flavour", choices=("xunit", "gitlab"), metavar="NAME",
                         help="xunit (default: valid against Jenkins' junit-10.xsd, file on <testsuite>) or "
-                        "gitlab (also file and line on every <testcase>, as GitLab and GitHub test reporters read them)")
+                        "gitlab (also file and line on every <testcase>: GitLab's test report reads the file, "
+                        "mikepenz/action-junit-report both)")
     parser.add_argument("--history", metavar="PATH", help="history store (SQLite): baseline-relative checks use this "
                         "machine's recent runs, and this run is appended")
 
