@@ -221,3 +221,19 @@ def test_a_rank_that_is_not_a_number_is_no_rank(tmp_path: Path):
     path.write_text('{"schemaVersion": 1, "distributedInfo": {"rank": true}, "traceEvents": [{"ph": "X", '
                     '"cat": "kernel", "name": "k", "ts": 1, "dur": 1, "args": {}}]}')
     assert read_profile(path).source.rank is None
+
+
+def test_a_lone_surrogate_escape_in_a_name_is_shown_not_fatal(tmp_path: Path, cli):
+    """JSON allows '\\ud800' alone; Python decodes it to a character no UTF-8 writer can
+    encode, and the whole trace failed to read (UnicodeEncodeError from pyarrow)."""
+    path = tmp_path / "surrogate.json"
+    path.write_text('{"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "GPU \\udc80", "computeMajor": 9, '
+                    '"computeMinor": 0}], "traceEvents": [{"ph": "X", "cat": "kernel", "name": "k\\ud800x", '
+                    '"ts": 1, "dur": 2, "args": {"device": 0, "kind": "\\udc00"}}, {"ph": "X", "cat": "kernel", '
+                    '"name": "\\ud83d\\ude00", '
+                    '"ts": 3, "dur": 2, "args": {"device": 0}}]}')
+    p = read_profile(path)
+    assert list(p.dispatches["kernel"]) == ["k\ufffdx", "\U0001f600"] and p.source.device == "GPU \ufffd"
+    result = cli("check", path, "--expect", "k*", "duration <= 1 s", "--junit", tmp_path / "j.xml",
+                 "--markdown", tmp_path / "s.md")
+    assert result.code == 0, result.err

@@ -114,3 +114,10 @@ def test_device_map_arch(tmp_path: Path, devices: str, arch: str | None):
     p = read_profile(path)
     assert p.source.arch == arch
     assert any("names no architecture" in o.what for o in p.oddities) == (arch is None)
+
+
+def test_a_lone_surrogate_escape_in_a_frame_name_is_shown_not_fatal(tmp_path: Path):
+    path = tmp_path / "surrogate.hatchet"
+    path.write_text('\n[{"frame": {"name": "ROOT"}, "metrics": {}, "children": [{"frame": {"name": "k\\ud800"}, '
+                    '"metrics": {"count": 1, "time (ns)": 5}, "children": []}]}, {}]')
+    assert list(read_profile(path).dispatches["kernel"]) == ["k\ufffd"]

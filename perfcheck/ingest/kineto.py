@@ -45,7 +45,7 @@ import pandas as pd
 
 from perfcheck.errors import InputError
 from perfcheck.ingest.formats import Format, Scan, Sniff, Want, single_chunk
-from perfcheck.ingest.names import gnu_style
+from perfcheck.ingest.names import gnu_style, readable_json
 from perfcheck.ingest.tabular import coerce_integers, coerce_numbers, cuda_arch
 from perfcheck.model import Oddity, Source
 from perfcheck.schema import raw
@@ -99,7 +99,7 @@ def _load(path: Path) -> dict[str, Any]:
         raise InputError(path, f"cannot decompress the gzip trace ({exc})",
                          hint="is the file complete? torch.profiler writes it when the profiler stops") from None
     try:
-        doc = json.loads(data)
+        doc = readable_json(data, json.loads(data))
     except json.JSONDecodeError as exc:
         raise InputError(path, f"not valid JSON ({exc.msg}, column {exc.colno})", line=exc.lineno,
                          hint="is the trace complete? a cut-off trace lacks its closing brackets") from None

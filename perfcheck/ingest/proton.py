@@ -38,7 +38,7 @@ import pandas as pd
 
 from perfcheck.errors import InputError
 from perfcheck.ingest.formats import Format, Scan, Sniff, Want, single_chunk
-from perfcheck.ingest.names import gnu_style
+from perfcheck.ingest.names import gnu_style, readable_json
 from perfcheck.ingest.tabular import coerce_integers, coerce_numbers
 from perfcheck.model import Oddity, Source
 from perfcheck.schema import raw
@@ -88,7 +88,8 @@ def _arch(kind: str, arch: str) -> str | None:
 
 def _scan(path: Path, want: Want) -> Scan:
     try:
-        doc = json.loads(path.read_bytes())
+        data = path.read_bytes()
+        doc = readable_json(data, json.loads(data))
     except json.JSONDecodeError as exc:
         raise InputError(path, f"not valid JSON ({exc.msg}, column {exc.colno})", line=exc.lineno,
                          hint="is the profile complete? Proton writes it at proton.finalize()") from None
