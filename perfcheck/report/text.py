@@ -239,8 +239,9 @@ def problems(checks: Sequence["Check"]) -> list[str]:
 
 def totals(run: "Run") -> str:
     counts = run.counts()
-    parts = [f"{counts[k]} {_LABEL[k].lower()}" for k in (PASSED, FAILED, ERROR, RECORDED, XFAILED, XPASSED)
-             if counts.get(k)]
+    # as pytest words its totals: "1 error", "4 errors"; the other labels are participles
+    parts = [f"{counts[k]} {_LABEL[k].lower()}{'s' if k == ERROR and counts[k] != 1 else ''}"
+             for k in (PASSED, FAILED, ERROR, RECORDED, XFAILED, XPASSED) if counts.get(k)]
     skipped = sum(s.skipped for s in run.suites)
     if skipped:
         parts.append(f"{skipped} suite(s) skipped")
