@@ -190,3 +190,17 @@ def test_figures_line_leaves_out_a_change_it_cannot_compute() -> None:
     slower = Check("s", "k", "k", "duration <= baseline + 5%", "duration", "<=", 0.0022, 0.0021, "s", PASSED,
                    "baseline", "m", baseline=0.002)
     assert figures_line(slower).endswith("baseline 2 ms (change +10.0%)")
+
+
+
+def test_a_check_run_results_file_validates(tmp_path: Path) -> None:
+    """``perfcheck check --json`` adds a top-level "run" block, which the published schema
+    (additionalProperties false) rejected: the file perfcheck writes did not validate."""
+    jsonschema = pytest.importorskip("jsonschema")
+    from perfcheck.cli import main
+
+    config = ROOT / "examples" / "stencil" / "perfcheck.toml"
+    main(["check", "--config", str(config), "--suite", "after", "--json", str(tmp_path / "r.json")])
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert "run" in doc and doc["suites"]["after"]["measurements"]
+    jsonschema.validate(doc, json.loads(results.results_schema_text()))
