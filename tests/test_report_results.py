@@ -204,3 +204,18 @@ def test_a_check_run_results_file_validates(tmp_path: Path) -> None:
     doc = json.loads((tmp_path / "r.json").read_text())
     assert "run" in doc and doc["suites"]["after"]["measurements"]
     jsonschema.validate(doc, json.loads(results.results_schema_text()))
+
+
+
+def test_xfail_outcomes_validate() -> None:
+    """A pytest run with an xfail test counts "xfailed" in its summaries, which the
+    schema's summary (additionalProperties false) rejected."""
+    jsonschema = pytest.importorskip("jsonschema")
+    from dataclasses import replace
+
+    from perfcheck.model import XFAILED, XPASSED
+
+    cs = checks()
+    doc = results.results_document({"s": [replace(cs[0], outcome=XFAILED), replace(cs[1], outcome=XPASSED)]})
+    assert doc["summary"]["xfailed"] == 1 and doc["summary"]["xpassed"] == 1
+    jsonschema.validate(doc, json.loads(results.results_schema_text()))
