@@ -151,10 +151,14 @@ def ci_context(environ: Mapping[str, str] | None = None) -> CiContext:
 _PERCENT_OF = {"flop_rate": ("roofline_pct", None), "gips": ("gips_pct", "gips")}
 
 
-def _kernel_rows(analysis: "Analysis | None") -> dict[str, dict[str, object]]:
-    if analysis is None or not len(analysis.kernels):
+def _kernel_rows(analysis: "Analysis | None", kernels: set[str]) -> dict[str, dict[str, object]]:
+    """The kernel-table rows of the checked kernels (selected on the whole column, not
+    the whole table turned into dicts: it may hold thousands of kernels and counters)."""
+    if analysis is None or not len(analysis.kernels) or not kernels:
         return {}
-    return {str(r["kernel"]): r for r in analysis.kernels.to_dict("records")}
+    table = analysis.kernels
+    picked = table[table["kernel"].astype(str).isin(kernels)]
+    return {str(r["kernel"]): r for r in picked.to_dict("records")}
 
 
 def _number(value: object) -> float | None:
@@ -216,8 +220,7 @@ def _change_cell(check: Check) -> str:
 HEADER = ["", "kernel", "expectation", "observed vs expected", "baseline (change)", "of peak / limiter"]
 
 
-def _rows(checks: Sequence[Check], analysis: "Analysis | None") -> list[list[str]]:
-    rows = _kernel_rows(analysis)
+def _rows(checks: Sequence[Check], analysis: "Analysis | None", rows: Mapping[str, Mapping[str, object]]) -> list[list[str]]:
     return [
         [ICON.get(c.outcome, c.outcome), _code(c.kernel, MAX_NAME_CHARS), _code(c.expression),
          _observed_cell(c), _change_cell(c), _peak_cell(c, rows.get(c.kernel), analysis)]
@@ -257,8 +260,10 @@ def _baseline_notice(name: str, checks: Sequence[Check], status: BaselineStatus 
 
 
 def _suite_section(name: str, checks: Sequence[Check], analysis: "Analysis | None",
-                   status: BaselineStatus | None, several: bool, bad_limit: int, detail_limit: int) -> tuple[list[str], int, int]:
-    """Lines of one suite; returns (lines, bad rows left out, detail rows left out)."""
+                   status: BaselineStatus | None, several: bool, bad_limit: int, detail_limit: int,
+                   rows: Mapping[str, Mapping[str, object]]) -> tuple[list[str], int, int]:
+    """Lines of one suite; returns (lines, bad rows left out, detail rows left out).
+    ``rows``: the kernel-table row of each checked kernel (``_kernel_rows``)."""
     lines: list[str] = []
     counts = count_outcomes(checks)
     if several:
@@ -268,7 +273,7 @@ def _suite_section(name: str, checks: Sequence[Check], analysis: "Analysis | Non
     bad = [c for c in checks if c.outcome in (FAILED, ERROR)]
     shown_bad = bad[:bad_limit]
     if shown_bad:
-        lines += [*_table(HEADER, _rows(shown_bad, analysis)), ""]
+        lines += [*_table(HEADER, _rows(shown_bad, analysis, rows)), ""]
     if len(bad) > len(shown_bad):
         lines += [f"… and {len(bad) - len(shown_bad)} more failed checks, left out to stay within GitHub's "
                   "65,536 characters (the JSON results and the job log list them all).", ""]
@@ -278,7 +283,7 @@ def _suite_section(name: str, checks: Sequence[Check], analysis: "Analysis | Non
     shown = list(checks[:detail_limit])
     if shown:
         lines += ["<details>", f"<summary>All {len(checks)} checks{' of ' + _cell(name) if several else ''}</summary>", "",
-                  *_table(HEADER, _rows(shown, analysis)), ""]
+                  *_table(HEADER, _rows(shown, analysis, rows)), ""]
         if len(checks) > len(shown):
             lines += [f"… and {len(checks) - len(shown)} more (see the JSON results file).", ""]
         lines += ["</details>", ""]
@@ -308,12 +313,14 @@ def markdown_summary(
     if not checks:
         return "\n".join(head).rstrip() + "\n"
     several = len(suites) > 1
+    # read once: the loop below renders the suites again with fewer rows until they fit
+    kernel_rows = {name: _kernel_rows(analyses.get(name), {c.kernel for c in cs}) for name, cs in suites.items()}
     bad_limit, detail_limit = len(checks), MAX_DETAIL_ROWS
     while True:
         body: list[str] = []
         for name, cs in suites.items():
             section, _, _ = _suite_section(name, cs, analyses.get(name), baselines.get(name), several,
-                                           bad_limit, detail_limit)
+                                           bad_limit, detail_limit, kernel_rows[name])
             body += section
         text = "\n".join(head + body).rstrip() + "\n"
         if len(text) <= limit:
