@@ -240,9 +240,9 @@ def test_xfail_outcomes_say_what_they_are() -> None:
     """An xpassed case's system-out said "passed:"; an xfailed case is pytest's skipped."""
     from perfcheck.model import XFAILED, XPASSED
 
-    make = lambda outcome: Check("s", "k", "k", "occupancy >= 40%", "occupancy_pct", ">=", 50.0, 40.0, "%", outcome,  # noqa: E731
-                                 "expectation", "m")
-    root = ET.fromstring(junit_xml({"s": [make(XPASSED), make(XFAILED)]}).split("\n", 1)[1])
+    xpass, xfail = (Check("s", "k", "k", "occupancy >= 40%", "occupancy_pct", ">=", 50.0, 40.0, "%", outcome,
+                          "expectation", "m") for outcome in (XPASSED, XFAILED))
+    root = ET.fromstring(junit_xml({"s": [xpass, xfail]}).split("\n", 1)[1])
     xpassed, xfailed = root.findall(".//testcase")
     assert xpassed.find("system-out").text.startswith("xpassed: occupancy_pct: observed 50.0%")
     assert xfailed.find("skipped").get("type") == "pytest.xfail"
