@@ -239,3 +239,9 @@ def test_scratch_is_not_given_an_occupancy_limiter(analyses) -> None:
     text = markdown_summary({"stencil": [scratch, PASS_OCC]}, analyses)
     rows = [line for line in text.splitlines() if line.startswith("| ✅")]
     assert rows[0].endswith("| - |") and rows[1].endswith("| limited by lds |")
+
+
+def test_one_check_is_one_check() -> None:
+    text = markdown_summary({"stencil": [ERROR_PATTERN]})
+    assert text.splitlines()[0] == "### ⚠️ perfcheck: 1 could not be evaluated of 1 check on unknown device"
+    assert "<summary>The 1 check</summary>" in text and "1 checks" not in text

@@ -231,6 +231,14 @@ def _rows(checks: Sequence[Check], analysis: "Analysis | None", rows: Mapping[st
 # --- the document --------------------------------------------------------------------------
 
 
+def _checks(n: int) -> str:
+    return f"{n} check" if n == 1 else f"{n} checks"
+
+
+def _every(n: int) -> str:
+    return "The 1 check" if n == 1 else f"All {n} checks"
+
+
 def _headline(checks: Sequence[Check], device: str, recorded: bool) -> str:
     counts = count_outcomes(checks)
     where = _cell(device)
@@ -241,12 +249,12 @@ def _headline(checks: Sequence[Check], device: str, recorded: bool) -> str:
     if counts["ok"]:
         tail = "; new baseline values were written" if recorded else ""
         passed = counts[PASSED] + counts[RECORDED]
-        return (f"### {ICON[PASSED]} perfcheck: {passed} check{'' if passed == 1 else 's'} passed{expected} "
+        return (f"### {ICON[PASSED]} perfcheck: {_checks(passed)} passed{expected} "
                 f"on {where}{tail}")
     bad = [f"{counts[FAILED]} failed"] if counts[FAILED] else []
     bad += [f"{counts[ERROR]} could not be evaluated"] if counts[ERROR] else []
     icon = ICON[FAILED] if counts[FAILED] else ICON[ERROR]
-    return f"### {icon} perfcheck: {' and '.join(bad)}{expected} of {counts['total']} checks on {where}"
+    return f"### {icon} perfcheck: {' and '.join(bad)}{expected} of {_checks(counts['total'])} on {where}"
 
 
 def _baseline_notice(name: str, checks: Sequence[Check], status: BaselineStatus | None) -> str | None:
@@ -275,21 +283,22 @@ def _suite_section(name: str, checks: Sequence[Check], analysis: "Analysis | Non
     if shown_bad:
         lines += [*_table(HEADER, _rows(shown_bad, analysis, rows)), ""]
     if len(bad) > len(shown_bad):
-        lines += [f"… and {len(bad) - len(shown_bad)} more failed checks, left out to stay within GitHub's "
+        left = len(bad) - len(shown_bad)
+        lines += [f"… and {left} more failed {'check' if left == 1 else 'checks'}, left out to stay within GitHub's "
                   "65,536 characters (the JSON results and the job log list them all).", ""]
     notice = _baseline_notice(name, checks, status)
     if notice:
         lines += [notice, ""]
     shown = list(checks[:detail_limit])
     if shown:
-        lines += ["<details>", f"<summary>All {len(checks)} checks{' of ' + _cell(name) if several else ''}</summary>", "",
+        lines += ["<details>", f"<summary>{_every(len(checks))}{' of ' + _cell(name) if several else ''}</summary>", "",
                   *_table(HEADER, _rows(shown, analysis, rows)), ""]
         if len(checks) > len(shown):
             lines += [f"… and {len(checks) - len(shown)} more (see the JSON results file).", ""]
         lines += ["</details>", ""]
     elif checks:
-        lines += [f"All {len(checks)} checks are in the JSON results file (left out here to stay within "
-                  "GitHub's 65,536 characters).", ""]
+        lines += [f"{_every(len(checks))} {'is' if len(checks) == 1 else 'are'} in the JSON results file (left out "
+                  "here to stay within GitHub's 65,536 characters).", ""]
     return lines, len(bad) - len(shown_bad), len(checks) - len(shown)
 
 
