@@ -264,9 +264,6 @@ def baseline_lines(run: "Run") -> list[str]:
 def change_lines(changes: Sequence[object]) -> list[str]:
     """What a baseline update changed, per kernel and metric (old -> new), for the
     review of the baseline diff (``baseline.KernelChange`` records)."""
-    from perfcheck.report.units import format_value
-    from perfcheck.schema import metric_unit
-
     lines = []
     for change in changes:
         kernel, status = getattr(change, "kernel"), getattr(change, "status")
