@@ -257,7 +257,7 @@ def baseline_lines(run: "Run") -> list[str]:
         if suite.action in (NONE, SKIPPED) or suite.baseline_path is None:
             continue
         lines.append(f"baseline {suite.action}: {suite.name}: {display_path(suite.baseline_path)}")
-        lines += [f"  {line}" for line in change_lines(suite.changes)]
+        lines += [f"  {printable(line)}" for line in change_lines(suite.changes)]  # names from profiles
     return lines
 
 
