@@ -453,7 +453,8 @@ def _check_options(parser: argparse.ArgumentParser) -> None:
                         "the suffix the bigger-is-better ones)")
     parser.add_argument("--junit-flavour", choices=("xunit", "gitlab"), metavar="NAME",
                         help="xunit (default: valid against Jenkins' junit-10.xsd, file on <testsuite>) or "
-                        "gitlab (also file and line on every <testcase>, as GitLab and GitHub test reporters read them)")
+                        "gitlab (also file and line on every <testcase>: GitLab's test report reads the file, "
+                        "mikepenz/action-junit-report both)")
     parser.add_argument("--history", metavar="PATH", help="history store (SQLite): baseline-relative checks use this "
                         "machine's recent runs, and this run is appended")
 
@@ -672,12 +673,20 @@ def _run_checks(args: argparse.Namespace, *, update: bool | None) -> "Run":
 
 
 def _exports(args: argparse.Namespace, run: "Run") -> None:
+    from perfcheck.errors import UsageError
     from perfcheck.report.exports import write_bencher, write_github_benchmark
 
-    if getattr(args, "bencher", None):
-        run.reports.setdefault("bencher", []).append(write_bencher(args.bencher, run))
-    if getattr(args, "github_benchmark", None):
-        run.reports.setdefault("github-benchmark", []).extend(write_github_benchmark(args.github_benchmark, run))
+    # An unwritable path is the user's to fix (exit 2, one line), as for every other report.
+    kind, path = "", None
+    try:
+        if getattr(args, "bencher", None):
+            kind, path = "bencher", args.bencher
+            run.reports.setdefault("bencher", []).append(write_bencher(path, run))
+        if getattr(args, "github_benchmark", None):
+            kind, path = "github-benchmark", args.github_benchmark
+            run.reports.setdefault("github-benchmark", []).extend(write_github_benchmark(path, run))
+    except OSError as exc:
+        raise UsageError(f"cannot write the {kind} report {path}: {exc.strerror or exc}") from None
 
 
 def _github_step(run: "Run") -> None:

@@ -560,7 +560,7 @@ def no_match_message(pattern: str, kernels: Sequence[str]) -> str:
             glob = f"*{core}*"
             found = len(match_kernels(glob, kernels))
             message += (f"; the glob {glob!r} matches {found} kernel{'s' if found != 1 else ''} containing it"
-                        if found else f"; no name contains {core!r} (the glob {glob!r} would match one; "
+                        if found else f"; no name contains {core!r} (the glob {glob!r} would match names containing it; "
                         "names are case-sensitive)")
     return message
 

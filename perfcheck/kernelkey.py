@@ -53,9 +53,11 @@ _NO_SPACE_BEFORE = re.compile(r"\s+([,)>*&])")
 _NO_SPACE_AFTER = re.compile(r"([(<])\s+")
 _COMMA = re.compile(r",(?=\S)")
 _CLOSING = re.compile(r">\s+>")
-# (int)4, (unsigned int)4u, 4u, 4ul, 4ll -> 4 inside template arguments.
-_INT_ARG = re.compile(r"(?<=[<,])\((?:unsigned |signed )?(?:char|short|int|long|long long|unsigned|size_t)\)(-?\d+)"
-                      r"|(?<=[<,])(-?\d+)(?:[uU](?:ll?|LL?)?|ll?|LL?)(?=[,>])")
+# (int)4, (unsigned int)4u, 4u, 4ul, 4ll -> 4 inside template arguments: the first one
+# (after "<") and every later one (after ", ", as _COMMA has spelled it by then).
+_ARG_START = r"(?:(?<=<)|(?<=, ))"
+_INT_ARG = re.compile(_ARG_START + r"\((?:unsigned |signed )?(?:char|short|int|long|long long|unsigned|size_t)\)(-?\d+)"
+                      r"|" + _ARG_START + r"(-?\d+)(?:[uU](?:ll?|LL?)?|ll?|LL?)(?=[,>])")
 ANONYMOUS = "(anonymous namespace)"
 
 

@@ -65,3 +65,16 @@ def test_readme_ci_section_makes_no_false_claims() -> None:
     for path in ("action.yml", "examples/ci/github-actions.yml", "examples/ci/gitlab-ci.yml", "examples/ci/gitlab-perfcheck.yml"):
         assert path in text or Path(path).name in text, path
         assert (ROOT / path).is_file(), path
+
+
+def test_ci_texts_say_what_pip_and_gitlab_really_do() -> None:
+    """pip fetches perfcheck's dependencies from an index (only perfcheck itself comes
+    from its repository); GitLab's JUnit parser reads a test case's file, not its line
+    (lib/gitlab/ci/parsers/test/junit.rb); metrics reports are a GitLab Premium feature."""
+    texts = {**_texts(), "action.yml": (ROOT / "action.yml").read_text()}
+    for name, text in texts.items():
+        assert "no package index is needed" not in text.lower() and "(no package index needed)" not in text, name
+    readme = " ".join(texts["README.md"].split())
+    assert "`<testcase>`, as GitLab's test report reads them" not in readme
+    assert "GitLab's test report reads `file` (it has no line)" in readme
+    assert "`artifacts:reports:metrics` (a GitLab Premium feature" in readme

@@ -88,3 +88,28 @@ def test_terminal_output_strips_escape_and_control_characters() -> None:
     assert "\\x1b" in lines[2] and "\\x1b" in lines[3]
     assert printable("a\tb\nc") == "a\\tb\\nc"
     assert printable("void k<int>(float*)") == "void k<int>(float*)"
+
+
+def test_source_line_names_an_arch_without_a_device_plainly() -> None:
+    from perfcheck.model import Source
+    from perfcheck.report.text import describe_sources
+
+    lines = describe_sources([Source("a.hatchet", "proton", "proton", arch="sm_90"),
+                              Source("b.json", "kineto", "kineto", "schema 1", device="NVIDIA H100", arch="sm_90", rank=0)])
+    assert lines.splitlines() == ["a.hatchet: proton, sm_90",
+                                  "b.json: kineto, version schema 1, NVIDIA H100 (sm_90), rank 0"]
+
+
+def test_baseline_update_lines_escape_control_characters() -> None:
+    """The old -> new account of a baseline update printed kernel names as they were:
+    an ESC in a name reached the terminal."""
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    from perfcheck.baseline import KernelChange
+    from perfcheck.report.text import baseline_lines
+
+    suite = SimpleNamespace(action="updated", baseline_path=Path("b.json"), name="s",
+                            changes=[KernelChange("k\x1b[31m", "added")])
+    lines = baseline_lines(SimpleNamespace(suites=[suite]))
+    assert lines[1] == "  k\\x1b[31m: added" and "\x1b" not in "".join(lines)

@@ -206,7 +206,9 @@ def test_no_match_suggests_the_closest_names_and_the_glob() -> None:
                        "'void stencil_7pt<double>(double*, double const*, int)', 'void stencil_27pt<double>(double*, int)'; "
                        "the glob '*stencil*' matches 2 kernels containing it")
     assert "closest: 'EOCloverFBCGPU', 'EOCloverDagFBCGPU'" in _no_match("eoclover*")
-    assert "names are case-sensitive" in _no_match("eoclover*")
+    # no name contains it: the message must not claim the glob "would match one"
+    assert ("no name contains 'eoclover' (the glob '*eoclover*' would match names containing it; "
+            "names are case-sensitive)") in _no_match("eoclover*")
     assert "closest: '__amd_rocclr_fillBuffer.kd'" in _no_match("fillbufer")
     assert "closest" not in _no_match("re:^zzz$")
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -72,7 +73,8 @@ def test_check_in_github_actions_prints_annotations_and_outputs(cli, tmp_path, m
     outputs = dict(line.split("=", 1) for line in out.read_text().splitlines())
     assert outputs["failed"] != "0" and outputs["ok"] == "false"
     assert outputs["json-report"].endswith("r.json")
-    assert int(outputs["total"]) == int(outputs["passed"]) + int(outputs["failed"]) + int(outputs["errors"]) + int(outputs["recorded"])
+    assert int(outputs["total"]) == sum(int(outputs[k]) for k in ("passed", "failed", "errors", "recorded", "xfailed",
+                                                                    "xpassed"))
 
 
 def test_no_workflow_commands_outside_github_actions(cli, tmp_path, monkeypatch) -> None:
@@ -286,8 +288,15 @@ def test_action_declares_the_inputs_and_outputs_it_uses() -> None:
     text = (ROOT / "action.yml").read_text()
     for name in action["inputs"]:
         assert f"inputs.{name}" in text, name
-    for name in ("total", "passed", "failed", "errors", "recorded", "exit-code", "markdown", "junit", "json"):
+    for name in ("total", "passed", "failed", "errors", "recorded", "xfailed", "xpassed", "exit-code", "markdown",
+                 "junit", "json"):
         assert name in action["outputs"]
+    # every report the check step can be asked for has its path as an output (bencher and
+    # github-benchmark had none), read from the step output perfcheck writes for it
+    reports = re.findall(r"^\s*([a-z-]+)\) ", action["runs"]["steps"][1]["run"], flags=re.M)
+    assert "junit" in reports and "github-benchmark" in reports
+    for kind in reports:
+        assert action["outputs"][kind]["value"] == f"${{{{ steps.check.outputs.{kind}-report }}}}", kind
     install = action["runs"]["steps"][0]["run"]
     assert '"$GITHUB_ACTION_PATH"' in install and "pip install" in install
 

@@ -200,3 +200,40 @@ def test_arguments_that_are_not_integers_become_missing(tmp_path: Path):
         assert pd.isna(row[column]), column
     assert math.isnan(row["raw.blocks per SM"]) and row["workgroup_x"] == 32
     assert any(o.what.startswith("kernel arguments that are not integers") and o.count == 5 for o in p.oddities)  # device, correlation, registers, shared memory, grid y
+
+
+@pytest.mark.parametrize("major", ["8.5", '"x"', "1e400", "true", "-1"])
+def test_a_damaged_compute_capability_is_no_architecture(tmp_path: Path, cli, major: str):
+    """computeMajor 8.5 read as sm_80, 1e400 and text ended in an internal error or a
+    bare ValueError: now the architecture is unknown, with a warning."""
+    path = tmp_path / "cc.json"
+    path.write_text('{"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "X", "computeMajor": '
+                    + major + ', "computeMinor": 0, "warpSize": 32}], "traceEvents": [{"ph": "X", "cat": "kernel", '
+                    '"name": "k", "ts": 1, "dur": 1, "args": {"device": 0}}]}')
+    p = read_profile(path)
+    assert p.source.arch is None
+    assert any("no compute capability" in o.what for o in p.oddities)
+    assert cli("inspect", path).code == 0
+
+
+def test_a_rank_that_is_not_a_number_is_no_rank(tmp_path: Path):
+    path = tmp_path / "rank.json"
+    path.write_text('{"schemaVersion": 1, "distributedInfo": {"rank": true}, "traceEvents": [{"ph": "X", '
+                    '"cat": "kernel", "name": "k", "ts": 1, "dur": 1, "args": {}}]}')
+    assert read_profile(path).source.rank is None
+
+
+def test_a_lone_surrogate_escape_in_a_name_is_shown_not_fatal(tmp_path: Path, cli):
+    """JSON allows '\\ud800' alone; Python decodes it to a character no UTF-8 writer can
+    encode, and the whole trace failed to read (UnicodeEncodeError from pyarrow)."""
+    path = tmp_path / "surrogate.json"
+    path.write_text('{"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "GPU \\udc80", "computeMajor": 9, '
+                    '"computeMinor": 0}], "traceEvents": [{"ph": "X", "cat": "kernel", "name": "k\\ud800x", '
+                    '"ts": 1, "dur": 2, "args": {"device": 0, "kind": "\\udc00"}}, {"ph": "X", "cat": "kernel", '
+                    '"name": "\\ud83d\\ude00", '
+                    '"ts": 3, "dur": 2, "args": {"device": 0}}]}')
+    p = read_profile(path)
+    assert list(p.dispatches["kernel"]) == ["k\ufffdx", "\U0001f600"] and p.source.device == "GPU \ufffd"
+    result = cli("check", path, "--expect", "k*", "duration <= 1 s", "--junit", tmp_path / "j.xml",
+                 "--markdown", tmp_path / "s.md")
+    assert result.code == 0, result.err

@@ -117,3 +117,16 @@ def test_empty_kernel_table_says_so(tmp_path: Path):
     p = read_profile(copy)
     assert p.dispatches.empty
     assert [o.what for o in p.oddities] == ["CUPTI_ACTIVITY_KIND_KERNEL is empty: no kernel ran while CUDA was traced"]
+
+
+@pytest.mark.parametrize("major", ["'x'", "8.5", "1e300"])
+def test_a_damaged_compute_capability_is_no_architecture(tmp_path: Path, cli, major: str):
+    """computeMajor 8.5 read as sm_80, 1e300 as a 300-digit sm_..., text as a bare ValueError."""
+    copy = tmp_path / "cc.sqlite"
+    copy.write_bytes(profile(H200).read_bytes())
+    with sqlite3.connect(copy) as connection:
+        connection.execute(f"UPDATE TARGET_INFO_GPU SET computeMajor = {major}")
+    p = read_profile(copy)
+    assert p.source.arch is None and p.source.device == "NVIDIA H200"
+    assert any("no compute capability" in o.what for o in p.oddities)
+    assert cli("inspect", copy).code == 0

@@ -87,3 +87,37 @@ def test_children_not_a_list_is_a_located_error(cli, tmp_path: Path):
     path.write_text('\n[{"frame": {"name": "ROOT"}, "metrics": {}, "children": [{"frame": {"name": "s"}, '
                     '"metrics": {}, "children": 7}]}, {}]')
     one_line_error(cli("inspect", path), path, "call-tree node 'ROOT/s': 'children' is not a list")
+
+
+def test_a_name_with_the_separator_is_still_a_name(tmp_path: Path):
+    """The leaf ``operator/`` was left out as a leaf without a name (the joined path's
+    last piece after '/' is empty); only a leaf whose own frame name is empty is."""
+    path = tmp_path / "names.hatchet"
+    path.write_text('\n[{"frame": {"name": "ROOT"}, "metrics": {}, "children": ['
+                    '{"frame": {"name": "operator/"}, "metrics": {"count": 1, "time (ns)": 5}, "children": []},'
+                    '{"frame": {"name": ""}, "metrics": {"count": 1, "time (ns)": 5}, "children": []}]}, {}]')
+    p = read_profile(path)
+    assert list(p.dispatches["kernel"]) == ["operator/"]
+    assert [(o.what, o.count) for o in p.oddities] == [("call-tree leaf without a frame name left out", 1)]
+
+
+@pytest.mark.parametrize(("devices", "arch"), [
+    ('{"CUDA": {"0": {"arch": "90"}}}', "sm_90"), ('{"CUDA": {"0": {"arch": 80}}}', "sm_80"),
+    ('{"HIP": {"0": {"arch": "gfx90a"}}}', "gfx90a"), ('{"CUDA": {"0": {"arch": "abc"}}}', None),
+    ('{"CUDA": {"0": {"arch": "9.0"}}}', None), ('{"HIP": {"0": {"arch": "gfx90a; rm"}}}', None),
+])
+def test_device_map_arch(tmp_path: Path, devices: str, arch: str | None):
+    """'sm_abc' and the like were taken as the architecture; now they are none, with a warning."""
+    path = tmp_path / "arch.hatchet"
+    path.write_text('\n[{"frame": {"name": "ROOT"}, "metrics": {}, "children": [{"frame": {"name": "k"}, '
+                    '"metrics": {"count": 1, "time (ns)": 5}, "children": []}]}, ' + devices + "]")
+    p = read_profile(path)
+    assert p.source.arch == arch
+    assert any("names no architecture" in o.what for o in p.oddities) == (arch is None)
+
+
+def test_a_lone_surrogate_escape_in_a_frame_name_is_shown_not_fatal(tmp_path: Path):
+    path = tmp_path / "surrogate.hatchet"
+    path.write_text('\n[{"frame": {"name": "ROOT"}, "metrics": {}, "children": [{"frame": {"name": "k\\ud800"}, '
+                    '"metrics": {"count": 1, "time (ns)": 5}, "children": []}]}, {}]')
+    assert list(read_profile(path).dispatches["kernel"]) == ["k\ufffd"]

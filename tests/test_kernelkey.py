@@ -33,6 +33,9 @@ EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "stencil"
     ("void (anonymous namespace)::k<4>(int)", "void <unnamed>::k<4>(int)", "void {anonymous}::k<4>(int)",
      "void _GLOBAL__N__7a1b2c3d::k<4>(int)"),
     ("a<b<int> >(int)", "a<b<int>>(int)", "a< b<int> >( int )"),
+    # every integer argument, not only the first (NVIDIA casts, GNU suffixes)
+    ("void copy<float, (unsigned long)2, (int)4>(float*)", "void copy<float, 2ul, 4>(float*)",
+     "void copy<float,2UL,4>(float *)", "void copy<float, 2, 4>(float*)"),
 ])
 def test_spellings_of_one_kernel_share_a_key(spellings: tuple[str, ...]) -> None:
     keys = {kernel_key(s) for s in spellings}

@@ -276,7 +276,10 @@ def test_xdist_workers_send_the_controller_writes(pytester) -> None:
     result.stdout.fnmatch_lines(["*baseline compared: after: *", "perfcheck: 12 passed, 3 failed"])
 
 
-@pytest.mark.skipif(not (SHARED / "profiles").is_dir(), reason="real profile data not available")
+# The example's config names ../shared by path (PERFCHECK_SHARED does not move it): without
+# that copy its suites skip themselves, so this test skips too instead of failing.
+@pytest.mark.skipif(not (ROOT.parent / "shared" / "profiles").is_dir(),
+                    reason="real profile data not beside the repository (../shared)")
 @pytest.mark.usefixtures("local_run")  # the first run records the baseline
 def test_real_profiles_suite(pytester) -> None:
     config = ROOT / "examples" / "shared-profiles" / "perfcheck.toml"

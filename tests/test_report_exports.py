@@ -91,3 +91,15 @@ def test_long_names_and_missing_values() -> None:
     assert len(doc) == 1 and all(len(name) <= 1024 for name in doc)
     smaller, bigger = github_benchmark_documents(checks)
     assert len(smaller) == 1 and bigger == []
+
+
+@pytest.mark.parametrize("option", ["--bencher", "--github-benchmark"])
+def test_an_unwritable_export_is_a_one_line_error(cli, tmp_path: Path, option: str) -> None:
+    """Was an internal error (exit 3, FileExistsError) where every other report says which file."""
+    from conftest import one_line_error
+
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    target = blocker / "bench.json"
+    result = cli("check", "--config", CONFIG, "--suite", "after", option, target)
+    one_line_error(result, target, f"cannot write the {option[2:]} report")

@@ -234,3 +234,16 @@ def test_gitlab_flavour_puts_file_and_line_on_each_testcase(tmp_path: Path) -> N
     assert cases[case_name(ERROR_CHECK)].get("file") is None
     with pytest.raises(ValueError):
         write_junit(tmp_path / "k.xml", suites, flavour="surefire")
+
+
+def test_xfail_outcomes_say_what_they_are() -> None:
+    """An xpassed case's system-out said "passed:"; an xfailed case is pytest's skipped."""
+    from perfcheck.model import XFAILED, XPASSED
+
+    xpass, xfail = (Check("s", "k", "k", "occupancy >= 40%", "occupancy_pct", ">=", 50.0, 40.0, "%", outcome,
+                          "expectation", "m") for outcome in (XPASSED, XFAILED))
+    root = ET.fromstring(junit_xml({"s": [xpass, xfail]}).split("\n", 1)[1])
+    xpassed, xfailed = root.findall(".//testcase")
+    assert xpassed.find("system-out").text.startswith("xpassed: occupancy_pct: observed 50.0%")
+    assert xfailed.find("skipped").get("type") == "pytest.xfail"
+    assert root.find("testsuite").get("skipped") == "1"

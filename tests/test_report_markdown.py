@@ -208,3 +208,40 @@ def test_write_markdown_is_atomic_and_makes_parents(tmp_path: Path) -> None:
     path = write_markdown(tmp_path / "out" / "summary.md", "text\n")
     assert path.read_text() == "text\n"
     assert [p.name for p in path.parent.iterdir()] == ["summary.md"]
+
+
+def test_xfail_outcomes_are_not_counted_as_passes() -> None:
+    from dataclasses import replace
+
+    from perfcheck.model import XFAILED, XPASSED
+
+    checks = [PASS_OCC, replace(PASS_OCC, outcome=XFAILED), replace(PASS_OCC, outcome=XPASSED)]
+    assert markdown_summary({"s": checks}).splitlines()[0] == (
+        "### ✅ perfcheck: 1 check passed, 1 xfailed, 1 xpassed on unknown device")
+    assert markdown_summary({"s": [PASS_OCC, PASS_BW]}).startswith("### ✅ perfcheck: 2 checks passed on")
+
+
+def test_backticks_and_pipes_show_as_written() -> None:
+    names = ["a`b", "`lead", "x|y", "t``u`"]
+    checks = [Check("s", n, n, "duration <= 1 ms", "duration", "<=", 0.002, 0.001, "s", FAILED, "expectation", "m")
+              for n in names]
+    context = markdown.CiContext(head="feat/a|b`c", sha="abc")
+    html = _render(markdown_summary({"s": checks}, context=context))
+    # the real name (no look-alike for the backtick), no backslash before a pipe
+    assert '<p>ref <code>feat/a|b`c</code> · commit <code>abc</code></p>' in html
+    cells = [row[1] for row in _table_rows(html)[1:len(names) + 1]]
+    assert cells == [f"<code>{n}</code>" for n in names]
+
+
+def test_scratch_is_not_given_an_occupancy_limiter(analyses) -> None:
+    scratch = Check("stencil", "EOCloverFBCGPU", "EOClover*", "scratch_per_thread == 0", "scratch_per_thread", "==",
+                    0.0, 0.0, "B", PASSED, "expectation", "m")
+    text = markdown_summary({"stencil": [scratch, PASS_OCC]}, analyses)
+    rows = [line for line in text.splitlines() if line.startswith("| ✅")]
+    assert rows[0].endswith("| - |") and rows[1].endswith("| limited by lds |")
+
+
+def test_one_check_is_one_check() -> None:
+    text = markdown_summary({"stencil": [ERROR_PATTERN]})
+    assert text.splitlines()[0] == "### ⚠️ perfcheck: 1 could not be evaluated of 1 check on unknown device"
+    assert "<summary>The 1 check</summary>" in text and "1 checks" not in text

@@ -160,3 +160,16 @@ def test_gitlab_parser_reads_every_sample_whatever_the_kernel_name() -> None:
     # still OpenMetrics
     for line in text.splitlines():
         assert _SAMPLE.match(line) or _META.match(line), line
+
+
+def test_xfail_outcomes_are_counted_when_present() -> None:
+    """An xfailed check was in no perfcheck_checks line: the counts did not add up to the checks."""
+    from dataclasses import replace
+
+    from perfcheck.model import XFAILED
+
+    xfailed = replace(SUITES["stencil"][0], outcome=XFAILED)
+    text = openmetrics_text({"stencil": [xfailed], "other": []})
+    assert 'perfcheck_checks{suite="stencil",outcome="xfailed"} 1' in text
+    assert 'perfcheck_checks{suite="other",outcome="xfailed"} 0' in text
+    assert 'outcome="xpassed"' not in text and 'outcome="xfailed"' not in openmetrics_text(SUITES)

@@ -178,3 +178,44 @@ def test_schema_command_prints_the_shipped_schema(capsys) -> None:
     printed = json.loads(capsys.readouterr().out)
     assert printed["title"] == "perfcheck check results"
     assert printed == json.loads(results.results_schema_text())
+
+
+def test_figures_line_leaves_out_a_change_it_cannot_compute() -> None:
+    from perfcheck.model import PASSED, Check
+    from perfcheck.report.results import figures_line
+
+    spills = Check("s", "k", "k", "scratch_per_thread == 0", "scratch_per_thread", "==", 0.0, 0.0, "B", PASSED,
+                   "expectation", "m", baseline=0.0)
+    assert figures_line(spills) == "scratch_per_thread: observed 0 B, expected == 0 B, baseline 0 B"
+    slower = Check("s", "k", "k", "duration <= baseline + 5%", "duration", "<=", 0.0022, 0.0021, "s", PASSED,
+                   "baseline", "m", baseline=0.002)
+    assert figures_line(slower).endswith("baseline 2 ms (change +10.0%)")
+
+
+
+def test_a_check_run_results_file_validates(tmp_path: Path) -> None:
+    """``perfcheck check --json`` adds a top-level "run" block, which the published schema
+    (additionalProperties false) rejected: the file perfcheck writes did not validate."""
+    jsonschema = pytest.importorskip("jsonschema")
+    from perfcheck.cli import main
+
+    config = ROOT / "examples" / "stencil" / "perfcheck.toml"
+    main(["check", "--config", str(config), "--suite", "after", "--json", str(tmp_path / "r.json")])
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert "run" in doc and doc["suites"]["after"]["measurements"]
+    jsonschema.validate(doc, json.loads(results.results_schema_text()))
+
+
+
+def test_xfail_outcomes_validate() -> None:
+    """A pytest run with an xfail test counts "xfailed" in its summaries, which the
+    schema's summary (additionalProperties false) rejected."""
+    jsonschema = pytest.importorskip("jsonschema")
+    from dataclasses import replace
+
+    from perfcheck.model import XFAILED, XPASSED
+
+    cs = checks()
+    doc = results.results_document({"s": [replace(cs[0], outcome=XFAILED), replace(cs[1], outcome=XPASSED)]})
+    assert doc["summary"]["xfailed"] == 1 and doc["summary"]["xpassed"] == 1
+    jsonschema.validate(doc, json.loads(results.results_schema_text()))

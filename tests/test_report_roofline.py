@@ -266,3 +266,28 @@ def test_config_peaks_merge_with_the_workloads_roofline_csv() -> None:
         assert merged.ceilings[level].source.startswith("roofline.csv")
     levels = {p.level for p in instruction_points(merged)}
     assert levels == {"HBM", "L2", "L1"}
+
+
+def test_points_from_whole_columns_in_order_with_reasons() -> None:
+    """Which kernels are drawn (the ten longest-running with FLOPs, a rate and bytes), in
+    which order, and why the others are not: decided on whole columns."""
+    from types import SimpleNamespace
+
+    import numpy as np
+    import pandas as pd
+
+    from perfcheck.report import roofline
+
+    n = 12
+    placed = pd.DataFrame({"kernel": [f"k{i}" for i in range(n)], "duration_total": np.arange(1.0, n + 1),
+                           "flops": 1e9, "flop_rate": 1e12, "hbm_bytes": 1e8, "l2_bytes": np.nan})
+    odd = pd.DataFrame({"kernel": ["none", "zero", "still", "nobytes"], "duration_total": [50.0, 40.0, 30.0, 20.0],
+                        "flops": [np.nan, 0.0, 1e9, 1e9], "flop_rate": [1e12, 1e12, np.nan, 1e12],
+                        "hbm_bytes": [1e8, 1e8, 1e8, np.nan], "l2_bytes": np.nan})
+    table = pd.concat([placed, odd], ignore_index=True)
+    table.loc[n - 1, "l2_bytes"] = 2e8  # the longest-running placed kernel: an L2 point too
+    points, missing, left_out = roofline._points(SimpleNamespace(kernels=table), roofline._FLOP)
+    assert [p.kernel for p in points] == ["k11", "k11", *(f"k{i}" for i in range(10, 1, -1))]
+    assert [(p.level, p.intensity) for p in points[:2]] == [("HBM", 10.0), ("L2", 5.0)]
+    assert missing == ["none (no flops counted)", "zero (0 flops)", "still (no duration)", "nobytes (no byte counts)"]
+    assert left_out == 2

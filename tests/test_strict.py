@@ -66,7 +66,7 @@ def test_strict_baseline_in_the_config_file(tmp_path: Path) -> None:
 def test_missing_baseline_in_ci_is_an_error_naming_file_and_command(cli, tmp_path: Path) -> None:
     result = cli("check", "--config", CONFIG, "--suite", "after", "--baseline-dir", tmp_path)
     assert result.code == 1, result.err
-    assert "perfcheck: 12 passed, 4 error" in result.out
+    assert "perfcheck: 12 passed, 4 errors" in result.out
     assert "recorded" not in result.out.split("perfcheck: ")[-1]
     assert not list(tmp_path.rglob("*.json")), "nothing is recorded in CI"
     errors = _errors(result.err)

@@ -45,8 +45,8 @@ import pandas as pd
 
 from perfcheck.errors import InputError
 from perfcheck.ingest.formats import Format, Scan, Sniff, Want, single_chunk
-from perfcheck.ingest.names import gnu_style
-from perfcheck.ingest.tabular import coerce_integers, coerce_numbers
+from perfcheck.ingest.names import gnu_style, readable_json
+from perfcheck.ingest.tabular import coerce_integers, coerce_numbers, cuda_arch
 from perfcheck.model import Oddity, Source
 from perfcheck.schema import raw
 
@@ -99,7 +99,7 @@ def _load(path: Path) -> dict[str, Any]:
         raise InputError(path, f"cannot decompress the gzip trace ({exc})",
                          hint="is the file complete? torch.profiler writes it when the profiler stops") from None
     try:
-        doc = json.loads(data)
+        doc = readable_json(data, json.loads(data))
     except json.JSONDecodeError as exc:
         raise InputError(path, f"not valid JSON ({exc.msg}, column {exc.colno})", line=exc.lineno,
                          hint="is the trace complete? a cut-off trace lacks its closing brackets") from None
@@ -175,13 +175,10 @@ def _devices(doc: dict[str, Any]) -> pd.DataFrame:
 
 
 def _arch(props: pd.Series, names: pd.Series) -> str | None:
-    major, minor = props.get("computeMajor"), props.get("computeMinor")
     if str(props.get("name", "")).startswith("AMD") or props.get("warpSize") == 64:
         isa = names.str.extract(_ISA, expand=False).dropna().unique()
         return f"gfx{isa[0]}" if len(isa) == 1 else None
-    if pd.notna(major) and pd.notna(minor):
-        return f"sm_{int(major)}{int(minor)}"
-    return None
+    return cuda_arch(props.get("computeMajor"), props.get("computeMinor"))
 
 
 def _scan(path: Path, want: Want) -> Scan:
@@ -189,12 +186,13 @@ def _scan(path: Path, want: Want) -> Scan:
     oddities: list[Oddity] = []
     events = _events(doc, "kernel")
     rank = (doc.get("distributedInfo") or {}).get("rank") if isinstance(doc.get("distributedInfo"), dict) else None
+    rank = rank if isinstance(rank, int) and not isinstance(rank, bool) and rank >= 0 else None
     devices = _devices(doc)
     if not events:
         categories = sorted({str(e.get("cat")) for e in doc["traceEvents"] if isinstance(e, dict) and e.get("cat")})
         oddities.append(Oddity(str(path), "holds no kernel events (categories: " + (", ".join(categories) or "none")
                                + "); was the profiler run with ProfilerActivity.CUDA?"))
-        source = Source(path=str(path), format=FORMAT, tool=TOOL, rank=rank if isinstance(rank, int) else None)
+        source = Source(path=str(path), format=FORMAT, tool=TOOL, rank=rank)
         return Scan(source=source, chunks=iter(()), oddities=oddities)
     rows = _join_launches(doc, _args(events))
     frame = pd.DataFrame(index=rows.index)
@@ -258,6 +256,9 @@ def _scan(path: Path, want: Want) -> Scan:
         frame["wave_size"] = coerce_integers(device_ids.map(devices["warpSize"]))[0]
     names = sorted({str(devices.loc[d, "name"]) for d in known if "name" in devices}) if known else []
     archs = sorted({a for a in (_arch(devices.loc[d], frame["kernel"]) for d in known) if a})
+    if known and not archs and "computeMajor" in devices and devices.loc[known, "computeMajor"].notna().any():
+        oddities.append(Oddity(str(path), "deviceProperties computeMajor/computeMinor is no compute capability "
+                                          "(not small whole numbers); architecture left unknown: name it with --arch"))
 
     if want.raw:
         for arg in _RAW_ARGS:
@@ -273,7 +274,7 @@ def _scan(path: Path, want: Want) -> Scan:
 
     source = Source(path=str(path), format=FORMAT, tool=TOOL, tool_version=_version(doc),
                     device=", ".join(names) or None, arch=", ".join(archs) or None,
-                    rank=rank if isinstance(rank, int) else None)
+                    rank=rank)
     return Scan(source=source, chunks=single_chunk([frame]), oddities=oddities)
 
 

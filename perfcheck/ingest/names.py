@@ -80,6 +80,32 @@ def gnu_style_one(name: str) -> str:
     return _POINTER.sub("", name)
 
 
+
+# JSON may escape half of a surrogate pair alone ("\ud800"): Python decodes it to a
+# lone surrogate, which no UTF-8 writer (pandas' pyarrow strings, every report) can
+# encode, so one such name made a whole trace unreadable.
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def readable(value: object) -> object:
+    """A string with lone surrogates shown as U+FFFD (the rest as written); lists and
+    objects walked; anything else returned as it is."""
+    if isinstance(value, str):
+        return _LONE_SURROGATE.sub("\ufffd", value) if _LONE_SURROGATE.search(value) else value
+    if isinstance(value, list):
+        return [readable(v) for v in value]
+    if isinstance(value, dict):
+        return {readable(k): readable(v) for k, v in value.items()}
+    return value
+
+
+def readable_json(text: bytes, doc: object) -> object:
+    """``doc`` parsed from ``text`` with every lone surrogate shown as U+FFFD. The walk
+    is done only when ``text`` holds a surrogate escape at all (rare), so a large
+    trace costs one scan of its bytes."""
+    return readable(doc) if _SURROGATE_ESCAPE.search(text) else doc
+
 def gnu_style(names: pd.Series) -> pd.Series:
     """Vectorised over a name column: each distinct name is rewritten once (a trace
     has millions of dispatches of a few hundred kernels); categorical columns keep

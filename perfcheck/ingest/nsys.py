@@ -42,7 +42,8 @@ import pandas as pd
 from perfcheck.errors import InputError
 from perfcheck.ingest.formats import Format, Scan, Sniff, Want
 from perfcheck.ingest.names import gnu_style
-from perfcheck.ingest.tabular import coerce_integers
+from perfcheck.ingest.sqlitefile import connect_read_only, table_names
+from perfcheck.ingest.tabular import coerce_integers, cuda_arch
 from perfcheck.model import Oddity, Source
 from perfcheck.schema import raw
 
@@ -70,21 +71,12 @@ _DIMS = ("gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ")
 _NAME_IDS = ("demangledName", "shortName", "mangledName")
 
 
-def _connect(path: Path) -> sqlite3.Connection:
-    # Read-only: a report is evidence, and it may sit on read-only storage.
-    return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
-
-
-def _tables(connection: sqlite3.Connection) -> set[str]:
-    return {n for (n,) in connection.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")}
-
-
 def _is_nsys(sniff: Sniff) -> bool:
     if sniff.is_dir or not sniff.is_sqlite:
         return False
     try:
-        with closing(_connect(sniff.path)) as connection:
-            tables = _tables(connection)
+        with closing(connect_read_only(sniff.path)) as connection:
+            tables = table_names(connection)
     except (sqlite3.Error, OSError, ValueError):
         # A cut-off copy cannot be opened, but its first pages hold the schema text:
         # claim it so that the scan reports the damage instead of "unknown format".
@@ -126,13 +118,6 @@ def _device_map(connection: sqlite3.Connection, tables: set[str], gpus: pd.DataF
     # No per-process map: cuDevice is the CUDA ordinal (TARGET_INFO_GPU.id is not).
     ordinal = gpus.rename(columns={"cuDevice": "cuda"})
     return pd.DataFrame({"pid": pids}).merge(ordinal, how="cross") if pids else ordinal.assign(pid=pd.NA)
-
-
-def _arch(row: pd.Series) -> str | None:
-    major, minor = row.get("computeMajor"), row.get("computeMinor")
-    if pd.isna(major) or pd.isna(minor):
-        return None
-    return f"sm_{int(major)}{int(minor)}"
 
 
 def _integers(values: pd.Series, bad: list[int]) -> pd.Series:
@@ -183,8 +168,8 @@ def _frame(rows: pd.DataFrame, devices: pd.DataFrame, want: Want, oddities: list
 
 def _scan(path: Path, want: Want) -> Scan:
     try:
-        with closing(_connect(path)) as connection:
-            tables = _tables(connection)
+        with closing(connect_read_only(path)) as connection:
+            tables = table_names(connection)
             if "META_DATA_EXPORT" not in tables:
                 raise InputError(path, "no META_DATA_EXPORT table", hint="is this an Nsight Systems SQLite export?")
             meta = _meta(connection)
@@ -205,7 +190,12 @@ def _scan(path: Path, want: Want) -> Scan:
     oddities: list[Oddity] = []
     ran = devices[devices["cuda"].isin([d for (d,) in used])] if not devices.empty and "cuda" in devices else devices
     names = sorted({str(n) for n in ran.get("name", pd.Series(dtype=object)).dropna()})
-    archs = sorted({a for a in (ran.apply(_arch, axis=1) if not ran.empty else []) if a})
+    majors, minors = (ran.get(c, pd.Series(None, index=ran.index, dtype=object)) for c in ("computeMajor", "computeMinor"))
+    capabilities = [cuda_arch(a, b) for a, b in zip(majors, minors)]
+    archs = sorted({a for a in capabilities if a})
+    if any(a is None and (pd.notna(x) or pd.notna(y)) for a, x, y in zip(capabilities, majors, minors)):
+        oddities.append(Oddity(str(path), "TARGET_INFO_GPU computeMajor/computeMinor is no compute capability "
+                                          "(not small whole numbers); architecture left unknown: name it with --arch"))
     source = Source(path=str(path), format=FORMAT, tool=TOOL, tool_version=tool_version,
                     device=", ".join(names) or None, arch=", ".join(archs) or None)
     if KERNELS not in tables:
@@ -225,7 +215,7 @@ def _scan(path: Path, want: Want) -> Scan:
 
     def chunks() -> Iterator[pd.DataFrame]:
         try:
-            with closing(_connect(path)) as connection:
+            with closing(connect_read_only(path)) as connection:
                 for rows in pd.read_sql_query(sql, connection, chunksize=CHUNK_ROWS):
                     yield _frame(rows, devices, want, oddities, path)
         except sqlite3.Error as exc:

@@ -29,6 +29,7 @@ median, minimum and maximum are unknown.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +38,7 @@ import pandas as pd
 
 from perfcheck.errors import InputError
 from perfcheck.ingest.formats import Format, Scan, Sniff, Want, single_chunk
-from perfcheck.ingest.names import gnu_style
+from perfcheck.ingest.names import gnu_style, readable_json
 from perfcheck.ingest.tabular import coerce_integers, coerce_numbers
 from perfcheck.model import Oddity, Source
 from perfcheck.schema import raw
@@ -72,16 +73,23 @@ def _leaves(file: Path, node: dict[str, Any], out: list[tuple[tuple[str, ...], d
             out.append((here, current.get("metrics") if isinstance(current.get("metrics"), dict) else {}))
 
 
-def _arch(kind: str, arch: str) -> str:
-    """Proton writes CUDA's compute capability as digits ("90") and HIP's gfx target as is."""
-    if arch.startswith(("sm_", "gfx")):
-        return arch
-    return f"sm_{arch}" if kind == "CUDA" else f"gfx{arch}"
+_CUDA_ARCH = re.compile(r"(?:sm_)?(\d{2,3}[a-z]?)")
+_HIP_ARCH = re.compile(r"(?:gfx)?([0-9a-f]{3,4}[a-z]?)")
+
+
+def _arch(kind: str, arch: str) -> str | None:
+    """Proton writes CUDA's compute capability as digits ("90") and HIP's gfx target as
+    is ("gfx90a"); anything else (a damaged map) is no architecture."""
+    cuda, hip = _CUDA_ARCH.fullmatch(arch), _HIP_ARCH.fullmatch(arch)
+    if kind == "CUDA" or (kind != "HIP" and arch.startswith("sm_")):
+        return f"sm_{cuda.group(1)}" if cuda else None
+    return f"gfx{hip.group(1)}" if hip else None
 
 
 def _scan(path: Path, want: Want) -> Scan:
     try:
-        doc = json.loads(path.read_bytes())
+        data = path.read_bytes()
+        doc = readable_json(data, json.loads(data))
     except json.JSONDecodeError as exc:
         raise InputError(path, f"not valid JSON ({exc.msg}, column {exc.colno})", line=exc.lineno,
                          hint="is the profile complete? Proton writes it at proton.finalize()") from None
@@ -91,14 +99,18 @@ def _scan(path: Path, want: Want) -> Scan:
         raise InputError(path, "not a Proton hatchet document (expected [call tree, device map])",
                          hint="is this a Proton .hatchet file?")
     root, devices = doc[0], (doc[1] if len(doc) > 1 and isinstance(doc[1], dict) else {})
+    oddities: list[Oddity] = []
     leaves: list[tuple[tuple[str, ...], dict[str, Any]]] = []
     _leaves(path, root, leaves)
     # The ROOT node itself is not part of a kernel's key.
     leaves = [(p[1:] if len(p) > 1 else p, m) for p, m in leaves if "time (ns)" in m or "count" in m]
-    oddities: list[Oddity] = []
-    archs = sorted({_arch(kind, str(d.get("arch")))
-                    for kind, per in devices.items() if isinstance(per, dict)
-                    for d in per.values() if isinstance(d, dict) and d.get("arch")})
+    written = {(str(kind), str(d.get("arch"))) for kind, per in devices.items() if isinstance(per, dict)
+               for d in per.values() if isinstance(d, dict) and d.get("arch") is not None}
+    archs = sorted({a for a in (_arch(kind, arch) for kind, arch in written) if a})
+    unknown = sorted({repr(arch) for kind, arch in written if _arch(kind, arch) is None})
+    if unknown:
+        oddities.append(Oddity(str(path), f"device map 'arch' that names no architecture ({', '.join(unknown)}); "
+                                          "left unknown: name it with --arch"))
     source = Source(path=str(path), format=FORMAT, tool=TOOL, arch=", ".join(archs) or None)
     if not leaves:
         oddities.append(Oddity(str(path), "holds no kernel timings (no leaf with 'time (ns)')"))
@@ -110,7 +122,8 @@ def _scan(path: Path, want: Want) -> Scan:
     total_ns = coerce_numbers(metrics["time (ns)"] if "time (ns)" in metrics else missing).astype("float64")
     # A leaf that never ran (count 0, time 0) is no kernel; one without a name cannot be keyed.
     idle = calls.eq(0) & total_ns.fillna(0).eq(0)
-    unnamed = names.str.split(SEPARATOR).str[-1].fillna("").eq("")
+    # the leaf's own frame name, not the joined path's last piece: "operator/" is a name
+    unnamed = pd.Series([p[-1] == "" for p, _ in leaves])
     if unnamed.any():
         oddities.append(Oddity(str(path), "call-tree leaf without a frame name left out", int((unnamed & ~idle).sum())))
     keep = ~(idle | unnamed)

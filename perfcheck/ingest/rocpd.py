@@ -31,6 +31,7 @@ import pandas as pd
 
 from perfcheck.errors import InputError
 from perfcheck.ingest.formats import Format, Scan, Sniff, Want
+from perfcheck.ingest.sqlitefile import connect_read_only, table_names
 from perfcheck.model import Oddity, Source
 from perfcheck.schema import raw
 
@@ -84,14 +85,6 @@ ORDER BY K.id
 """
 
 
-def _connect(path: Path) -> sqlite3.Connection:
-    # Read-only: a profile is evidence, and the file may sit on read-only storage.
-    return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
-
-
-def _object_names(connection: sqlite3.Connection) -> set[str]:
-    rows = connection.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")
-    return {name for (name,) in rows}
 
 
 def _has(names: set[str], stem: str) -> bool:
@@ -102,8 +95,8 @@ def _is_rocpd(sniff: Sniff) -> bool:
     if sniff.is_dir or not sniff.is_sqlite:
         return False
     try:
-        with closing(_connect(sniff.path)) as connection:
-            names = _object_names(connection)
+        with closing(connect_read_only(sniff.path)) as connection:
+            names = table_names(connection)
     except (sqlite3.Error, OSError, ValueError):
         # A cut-off copy cannot be opened ("database disk image is malformed"),
         # but its first pages still hold the schema text: claim it, so that the
@@ -197,8 +190,8 @@ class _Counters:
 
 def _scan(path: Path, want: Want) -> Scan:
     try:
-        with closing(_connect(path)) as connection:
-            names = _object_names(connection)
+        with closing(connect_read_only(path)) as connection:
+            names = table_names(connection)
             if "kernels" not in names:
                 raise InputError(path, "rocpd database without the 'kernels' view",
                                  hint="was it written by rocprofv3 (ROCm 7+) and closed cleanly?")
@@ -224,7 +217,7 @@ def _scan(path: Path, want: Want) -> Scan:
 
     def chunks() -> Iterator[pd.DataFrame]:
         try:
-            with closing(_connect(path)) as connection:
+            with closing(connect_read_only(path)) as connection:
                 for guid in guids:
                     counters = _Counters(connection, guid) if has_counters and want.raw else None
                     for rows in pd.read_sql_query(sql, connection, params=(guid,), chunksize=CHUNK_ROWS):

@@ -36,6 +36,7 @@ import pandas as pd
 
 from perfcheck.errors import InputError
 from perfcheck.ingest.formats import Format, Scan, Sniff, Want, single_chunk
+from perfcheck.ingest.sqlitefile import connect_read_only
 from perfcheck.ingest.tabular import read_csv, require_columns, split_csv_line, text_lines, to_integer, to_number
 from perfcheck.model import Oddity, Source
 from perfcheck.schema import raw
@@ -444,10 +445,6 @@ def _scan_json(path: Path, want: Want) -> Scan:
 _LANES = {"HIP", "HSA", "OPS", "COPY", "rocTX"}
 
 
-def _connect(path: Path) -> sqlite3.Connection:
-    return sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True)
-
-
 def _tables(con: sqlite3.Connection) -> dict[str, list[str]]:
     names = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
     return {n: [r[1] for r in con.execute(f'PRAGMA table_info("{n}")')] for n in names}
@@ -457,7 +454,7 @@ def _is_db(sniff: Sniff) -> bool:
     if sniff.is_dir or not sniff.is_sqlite:
         return False
     try:
-        con = _connect(sniff.path)
+        con = connect_read_only(sniff.path)
         try:
             tables = _tables(con)
         finally:
@@ -481,7 +478,7 @@ def _scan_db(path: Path, want: Want) -> Scan:
     oddities: list[Oddity] = []
     source = _source(path, "rocprof-db", oddities)
     try:
-        con = _connect(path)
+        con = connect_read_only(path)
     except sqlite3.Error as exc:
         raise InputError(path, f"cannot open SQLite database ({exc})") from None
     try:

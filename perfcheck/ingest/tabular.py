@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import re
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -246,6 +247,25 @@ def coerce_integers(values: pd.Series) -> tuple[pd.Series, int]:
     bad = int((values.notna() & ~ok).sum())
     return pd.Series(pd.array(floats.where(ok), dtype="Int64"), index=values.index), bad
 
+
+
+def cuda_arch(major: object, minor: object) -> str | None:
+    """``sm_XY`` from a CUDA compute capability as a JSON or SQLite export records it
+    (Kineto's deviceProperties, Nsight Systems' TARGET_INFO_GPU: integers, perhaps as
+    text). None when a part is missing or is no small whole number: in a damaged file
+    8.5 must not become sm_80, nor 1e300 a 300-digit architecture."""
+    parts = []
+    for value, limit in ((major, 100), (minor, 10)):
+        if value is None or isinstance(value, (bool, np.bool_)):
+            return None
+        try:
+            number = float(value)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            return None
+        if not (math.isfinite(number) and number.is_integer() and 0 <= number < limit):
+            return None
+        parts.append(int(number))
+    return f"sm_{parts[0]}{parts[1]}"
 
 def text_lines(path: Path) -> list[str]:
     """All lines of a small text file, with a located error for non-text input."""

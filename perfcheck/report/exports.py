@@ -24,6 +24,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from perfcheck.atomicfile import write_atomic
 from perfcheck.model import Check
 
@@ -42,21 +44,21 @@ def _observed(checks: Iterable[Check]) -> dict[tuple[str, str, str], Check]:
     return seen
 
 
-def _spread(run: "Run | None", suite: str, kernel: str) -> tuple[float | None, float | None]:
-    """Fastest and slowest dispatch of a kernel, seconds, when the summary has them."""
-    if run is None:
-        return None, None
-    for suite_run in run.suites:
-        if suite_run.name != suite or suite_run.analysis is None:
+def _spreads(run: "Run | None") -> dict[tuple[str, str], tuple[float, float]]:
+    """(suite, kernel) -> fastest and slowest dispatch in seconds, where the kernel
+    table has both as finite numbers; built once from whole columns."""
+    out: dict[tuple[str, str], tuple[float, float]] = {}
+    for suite_run in run.suites if run is not None else ():
+        table = suite_run.analysis.kernels if suite_run.analysis is not None else None
+        if table is None or not {"duration_min", "duration_max"} <= set(table.columns):
             continue
-        table = suite_run.analysis.kernels
-        if "duration_min" not in table.columns or "duration_max" not in table.columns:
-            return None, None
-        rows = table[table["kernel"].astype(str) == kernel]
-        if len(rows):
-            lo, hi = float(rows["duration_min"].iloc[0]), float(rows["duration_max"].iloc[0])
-            return (lo if math.isfinite(lo) else None), (hi if math.isfinite(hi) else None)
-    return None, None
+        lo = table["duration_min"].astype("float64").to_numpy()
+        hi = table["duration_max"].astype("float64").to_numpy()
+        both = np.isfinite(lo) & np.isfinite(hi)
+        kernels = table["kernel"].astype(str).to_numpy()
+        for kernel, low, high in zip(kernels[both], lo[both], hi[both]):
+            out.setdefault((suite_run.name, kernel), (float(low), float(high)))
+    return out
 
 
 # Bencher's limits: a benchmark name up to 1024 characters, a measure slug up to 64.
@@ -75,13 +77,14 @@ def _benchmark_name(suite: str, kernel: str) -> str:
 
 def bencher_document(checks: Sequence[Check], run: "Run | None" = None) -> dict[str, dict[str, dict[str, float]]]:
     doc: dict[str, dict[str, dict[str, float]]] = {}
+    spreads = _spreads(run)
     for (suite, kernel, metric), check in sorted(_observed(checks).items()):
         name = _benchmark_name(suite, kernel)
         value = float(check.observed)  # type: ignore[arg-type]
         if metric == "duration":
             entry = {"value": value * 1e9}
-            lo, hi = _spread(run, suite, kernel)
-            if lo is not None and hi is not None and lo <= value <= hi:
+            lo, hi = spreads.get((suite, kernel), (math.nan, math.nan))
+            if lo <= value <= hi:  # NaN bounds compare false: no bounds
                 entry.update(lower_value=lo * 1e9, upper_value=hi * 1e9)
             doc.setdefault(name, {})["latency"] = entry
         else:

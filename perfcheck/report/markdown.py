@@ -40,7 +40,7 @@ from perfcheck.report.results import (
     observed_text,
     write_atomic,
 )
-from perfcheck.units import format_value
+from perfcheck.units import format_value, shorten_middle
 
 if TYPE_CHECKING:
     from perfcheck.analysis import Analysis
@@ -71,23 +71,24 @@ def _cell(text: str) -> str:
     return _SPECIAL.sub(r"\\\1", _clean(text))
 
 
-def _shorten(text: str, width: int = MAX_NAME_CHARS) -> str:
-    if len(text) <= width:
-        return text
-    keep = (width - 1) // 2
-    return f"{text[:keep]}…{text[-keep:]}"
-
-
-def _code(text: str, width: int | None = None) -> str:
+def _code(text: str, width: int | None = None, *, table: bool = True) -> str:
     """Kernel names and expressions as code spans: C++ signatures are full of ``<``, ``*``
     and ``_`` that Markdown would eat; a code span shows them verbatim and renders no
-    HTML. A backtick cannot close it early (replaced by a look-alike), and GFM splits
-    table cells on ``|`` even inside a code span unless it is escaped."""
-    text = _clean(text).replace("`", "ˋ")
+    HTML. Backticks in the name stay as they are (a reviewer copies the real name): the
+    fence is one backtick longer than the longest run inside, padded with a space where
+    the name starts or ends with one (CommonMark strips one space on each side). In a
+    table (``table``), GFM splits cells on ``|`` even inside a code span unless it is
+    escaped; outside a table the backslash would show."""
+    text = _clean(text)
     if width is not None:
-        text = _shorten(text, width)
-    text = text.replace("|", "\\|")
-    return f"`{text}`" if text else "` `"
+        text = shorten_middle(text, width, "…")
+    if not text:
+        return "` `"
+    if table:
+        text = text.replace("|", "\\|")
+    fence = "`" * (max((len(run) for run in re.findall("`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
 
 
 def _row(cells: Sequence[str]) -> str:
@@ -115,11 +116,11 @@ class CiContext:
     def line(self) -> str | None:
         bits = []
         if self.base and self.head:
-            bits.append(f"base {_code(self.base)} ← head {_code(self.head)}")
+            bits.append(f"base {_code(self.base, table=False)} ← head {_code(self.head, table=False)}")
         elif self.head:
-            bits.append(f"ref {_code(self.head)}")
+            bits.append(f"ref {_code(self.head, table=False)}")
         if self.sha:
-            bits.append(f"commit {_code(self.sha[:12])}")
+            bits.append(f"commit {_code(self.sha[:12], table=False)}")
         if self.run_url and re.match(r"^https?://[^\s()<>]+$", self.run_url):
             bits.append(f"[{self.run_label}]({self.run_url})")
         return " · ".join(bits) or None
@@ -150,10 +151,14 @@ def ci_context(environ: Mapping[str, str] | None = None) -> CiContext:
 _PERCENT_OF = {"flop_rate": ("roofline_pct", None), "gips": ("gips_pct", "gips")}
 
 
-def _kernel_rows(analysis: "Analysis | None") -> dict[str, dict[str, object]]:
-    if analysis is None or not len(analysis.kernels):
+def _kernel_rows(analysis: "Analysis | None", kernels: set[str]) -> dict[str, dict[str, object]]:
+    """The kernel-table rows of the checked kernels (selected on the whole column, not
+    the whole table turned into dicts: it may hold thousands of kernels and counters)."""
+    if analysis is None or not len(analysis.kernels) or not kernels:
         return {}
-    return {str(r["kernel"]): r for r in analysis.kernels.to_dict("records")}
+    table = analysis.kernels
+    picked = table[table["kernel"].astype(str).isin(kernels)]
+    return {str(r["kernel"]): r for r in picked.to_dict("records")}
 
 
 def _number(value: object) -> float | None:
@@ -169,8 +174,9 @@ def _peak_cell(check: Check, row: Mapping[str, object] | None, analysis: "Analys
     if row is None:
         return "-"
     metric = check.metric
+    # Occupancy and the launch resources that set it; scratch (spills) does not limit it.
     if metric in ("occupancy_pct", "achieved_occupancy_pct", "vgpr", "agpr", "sgpr", "registers",
-                  "lds_per_workgroup", "scratch_per_thread"):
+                  "lds_per_workgroup"):
         limiter = row.get("occupancy_limiter")
         if isinstance(limiter, str) and limiter:
             return f"limited by {_cell(limiter)}"
@@ -214,8 +220,7 @@ def _change_cell(check: Check) -> str:
 HEADER = ["", "kernel", "expectation", "observed vs expected", "baseline (change)", "of peak / limiter"]
 
 
-def _rows(checks: Sequence[Check], analysis: "Analysis | None") -> list[list[str]]:
-    rows = _kernel_rows(analysis)
+def _rows(checks: Sequence[Check], analysis: "Analysis | None", rows: Mapping[str, Mapping[str, object]]) -> list[list[str]]:
     return [
         [ICON.get(c.outcome, c.outcome), _code(c.kernel, MAX_NAME_CHARS), _code(c.expression),
          _observed_cell(c), _change_cell(c), _peak_cell(c, rows.get(c.kernel), analysis)]
@@ -224,6 +229,14 @@ def _rows(checks: Sequence[Check], analysis: "Analysis | None") -> list[list[str
 
 
 # --- the document --------------------------------------------------------------------------
+
+
+def _checks(n: int) -> str:
+    return f"{n} check" if n == 1 else f"{n} checks"
+
+
+def _every(n: int) -> str:
+    return "The 1 check" if n == 1 else f"All {n} checks"
 
 
 def _headline(checks: Sequence[Check], device: str, recorded: bool) -> str:
@@ -235,52 +248,57 @@ def _headline(checks: Sequence[Check], device: str, recorded: bool) -> str:
     expected = "".join(f", {counts[k]} {k}" for k in (XFAILED, XPASSED) if counts.get(k))
     if counts["ok"]:
         tail = "; new baseline values were written" if recorded else ""
-        return f"### {ICON[PASSED]} perfcheck: {counts['total']} checks passed{expected} on {where}{tail}"
+        passed = counts[PASSED] + counts[RECORDED]
+        return (f"### {ICON[PASSED]} perfcheck: {_checks(passed)} passed{expected} "
+                f"on {where}{tail}")
     bad = [f"{counts[FAILED]} failed"] if counts[FAILED] else []
     bad += [f"{counts[ERROR]} could not be evaluated"] if counts[ERROR] else []
     icon = ICON[FAILED] if counts[FAILED] else ICON[ERROR]
-    return f"### {icon} perfcheck: {' and '.join(bad)}{expected} of {counts['total']} checks on {where}"
+    return f"### {icon} perfcheck: {' and '.join(bad)}{expected} of {_checks(counts['total'])} on {where}"
 
 
 def _baseline_notice(name: str, checks: Sequence[Check], status: BaselineStatus | None) -> str | None:
     recorded = sum(c.outcome == RECORDED for c in checks)
     if not recorded and not (status is not None and status.action == "updated"):
         return None
-    where = f" in {_code(status.path)}" if status is not None and status.path else ""
+    where = f" in {_code(status.path, table=False)}" if status is not None and status.path else ""
     verb = "updated" if status is not None and status.action == "updated" else "recorded"
     what = f"{recorded} value{'s' if recorded != 1 else ''}" if recorded else "all values"
     return f"{ICON[RECORDED]} baseline {verb}{where} ({what}); review it like code before committing"
 
 
 def _suite_section(name: str, checks: Sequence[Check], analysis: "Analysis | None",
-                   status: BaselineStatus | None, several: bool, bad_limit: int, detail_limit: int) -> tuple[list[str], int, int]:
-    """Lines of one suite; returns (lines, bad rows left out, detail rows left out)."""
+                   status: BaselineStatus | None, several: bool, bad_limit: int, detail_limit: int,
+                   rows: Mapping[str, Mapping[str, object]]) -> tuple[list[str], int, int]:
+    """Lines of one suite; returns (lines, bad rows left out, detail rows left out).
+    ``rows``: the kernel-table row of each checked kernel (``_kernel_rows``)."""
     lines: list[str] = []
     counts = count_outcomes(checks)
     if several:
         state = ICON[PASSED] if counts["ok"] else ICON[FAILED] if counts[FAILED] else ICON[ERROR]
-        lines += [f"#### {state} suite {_code(name or '-')} on {_cell(device_label(analysis))}: "
+        lines += [f"#### {state} suite {_code(name or '-', table=False)} on {_cell(device_label(analysis))}: "
                   f"{counts[PASSED] + counts[RECORDED]} of {counts['total']} passed", ""]
     bad = [c for c in checks if c.outcome in (FAILED, ERROR)]
     shown_bad = bad[:bad_limit]
     if shown_bad:
-        lines += [*_table(HEADER, _rows(shown_bad, analysis)), ""]
+        lines += [*_table(HEADER, _rows(shown_bad, analysis, rows)), ""]
     if len(bad) > len(shown_bad):
-        lines += [f"… and {len(bad) - len(shown_bad)} more failed checks, left out to stay within GitHub's "
+        left = len(bad) - len(shown_bad)
+        lines += [f"… and {left} more failed {'check' if left == 1 else 'checks'}, left out to stay within GitHub's "
                   "65,536 characters (the JSON results and the job log list them all).", ""]
     notice = _baseline_notice(name, checks, status)
     if notice:
         lines += [notice, ""]
     shown = list(checks[:detail_limit])
     if shown:
-        lines += ["<details>", f"<summary>All {len(checks)} checks{' of ' + _cell(name) if several else ''}</summary>", "",
-                  *_table(HEADER, _rows(shown, analysis)), ""]
+        lines += ["<details>", f"<summary>{_every(len(checks))}{' of ' + _cell(name) if several else ''}</summary>", "",
+                  *_table(HEADER, _rows(shown, analysis, rows)), ""]
         if len(checks) > len(shown):
             lines += [f"… and {len(checks) - len(shown)} more (see the JSON results file).", ""]
         lines += ["</details>", ""]
     elif checks:
-        lines += [f"All {len(checks)} checks are in the JSON results file (left out here to stay within "
-                  "GitHub's 65,536 characters).", ""]
+        lines += [f"{_every(len(checks))} {'is' if len(checks) == 1 else 'are'} in the JSON results file (left out "
+                  "here to stay within GitHub's 65,536 characters).", ""]
     return lines, len(bad) - len(shown_bad), len(checks) - len(shown)
 
 
@@ -304,12 +322,14 @@ def markdown_summary(
     if not checks:
         return "\n".join(head).rstrip() + "\n"
     several = len(suites) > 1
+    # read once: the loop below renders the suites again with fewer rows until they fit
+    kernel_rows = {name: _kernel_rows(analyses.get(name), {c.kernel for c in cs}) for name, cs in suites.items()}
     bad_limit, detail_limit = len(checks), MAX_DETAIL_ROWS
     while True:
         body: list[str] = []
         for name, cs in suites.items():
             section, _, _ = _suite_section(name, cs, analyses.get(name), baselines.get(name), several,
-                                           bad_limit, detail_limit)
+                                           bad_limit, detail_limit, kernel_rows[name])
             body += section
         text = "\n".join(head + body).rstrip() + "\n"
         if len(text) <= limit:

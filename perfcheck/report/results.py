@@ -116,7 +116,9 @@ def figures_line(check: Check) -> str:
     reader sees observed, expected, baseline and units without opening a file."""
     text = f"{check.metric}: observed {observed_text(check)}, expected {expected_text(check)}"
     if check.baseline is not None:
-        text += f", baseline {baseline_text(check)} (change {change_text(check)})"
+        text += f", baseline {baseline_text(check)}"
+        if change_pct(check) is not None:  # none against a zero baseline: no "(change -)"
+            text += f" (change {change_text(check)})"
     elif check.origin == "baseline":
         text += ", baseline none stored"
     return text

@@ -100,6 +100,7 @@ def _finite_positive(value: object) -> float | None:
 
 
 def _row_points(row: Mapping[str, object], mode: _Mode, kernel: str, share: float) -> list[RoofPoint]:
+    """The points of one kernel from a mapping of its metrics (a stored baseline's)."""
     work, rate = _finite_positive(row.get(mode.work)), _finite_positive(row.get(mode.rate))
     if work is None or rate is None:
         return []
@@ -131,39 +132,40 @@ def _time_shares(kernels: Any) -> dict[str, float]:
 
 def _points(analysis: "Analysis", mode: _Mode) -> tuple[list[RoofPoint], list[str], int]:
     """(points of the longest-running kernels, kernels that could not be placed
-    with the reason, number of kernels left out for space)."""
+    with the reason, number of kernels left out for space). Whole columns decide
+    which kernels can be placed; points are made for the few that are drawn."""
+    import numpy as np
     import pandas as pd
 
     kernels = analysis.kernels
     if not len(kernels) or "kernel" not in kernels.columns:
         return [], [], 0
-    shares = _time_shares(kernels)
-    points: list[RoofPoint] = []
-    missing: list[str] = []
-    rows = sorted(kernels.to_dict("records"), key=lambda r: -shares.get(str(r["kernel"]), 0.0))
-    placed = 0
-    left_out = 0
-    for row in rows:
-        name = str(row["kernel"])
-        found = _row_points(row, mode, name, shares.get(name, 0.0))
-        if not found:
-            value = row.get(mode.work)
-            if value is None or pd.isna(value):
-                why = f"no {mode.work} counted"
-            elif _finite_positive(value) is None:
-                why = f"0 {mode.work}"
-            elif _finite_positive(row.get(mode.rate)) is None:
-                why = "no duration"
-            else:
-                why = "no byte counts"
-            missing.append(f"{short_name(name)} ({why})")
-            continue
-        if placed >= _MAX_KERNELS:
-            left_out += 1
-            continue
-        placed += 1
-        points.extend(found)
-    return points, missing, left_out
+    kernels = kernels.reset_index(drop=True)
+    names = kernels["kernel"].astype(str)
+    shares = names.map(_time_shares(kernels)).fillna(0.0).astype("float64")
+
+    def numbers(column: str) -> "pd.Series":
+        if column not in kernels.columns:
+            return pd.Series(np.nan, index=kernels.index)
+        return pd.to_numeric(kernels[column], errors="coerce").astype("float64")
+
+    def positive(values: "pd.Series") -> "pd.Series":
+        return values.where(np.isfinite(values) & (values > 0))
+
+    counted = numbers(mode.work)
+    work, rate = positive(counted), positive(numbers(mode.rate))
+    moved = {quantity: positive(numbers(quantity)) for quantity in _LEVEL_STYLE}
+    placeable = work.notna() & rate.notna() & pd.concat(moved.values(), axis=1).notna().any(axis=1)
+    why = pd.Series(np.select([counted.isna(), work.isna(), rate.isna()],
+                              [f"no {mode.work} counted", f"0 {mode.work}", "no duration"], "no byte counts"),
+                    index=kernels.index)
+    order = shares.sort_values(ascending=False, kind="stable").index  # longest-running first, ties in table order
+    missing = [f"{short_name(names[i])} ({why[i]})" for i in order if not placeable[i]]
+    drawn = [i for i in order if placeable[i]]
+    points = [RoofPoint(names[i], label, work[i] / moved[quantity][i], rate[i], shares[i])
+              for i in drawn[:_MAX_KERNELS]
+              for quantity, (label, _marker) in _LEVEL_STYLE.items() if pd.notna(moved[quantity][i])]
+    return points, missing, max(len(drawn) - _MAX_KERNELS, 0)
 
 
 def roofline_points(analysis: "Analysis") -> list[RoofPoint]:

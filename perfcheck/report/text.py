@@ -10,7 +10,7 @@ import pandas as pd
 
 from perfcheck.model import ERROR, FAILED, PASSED, RECORDED, XFAILED, XPASSED, Peaks, Source
 from perfcheck.schema import PEAK_UNITS, metric_unit
-from perfcheck.units import format_value
+from perfcheck.units import format_value, shorten_middle
 from perfcheck.vocabulary import DECLARED as VOCABULARY_DECLARED
 from perfcheck.vocabulary import TOOLS as VOCABULARY_TOOLS
 
@@ -55,8 +55,10 @@ def describe_sources(sources: Sequence[Source]) -> str:
         bits = [s.format]
         if s.tool_version:
             bits.append(f"version {s.tool_version}")
-        if s.device or s.arch:
-            bits.append(" ".join(b for b in (s.device, f"({s.arch})" if s.arch else None) if b))
+        if s.device and s.arch:
+            bits.append(f"{s.device} ({s.arch})")
+        elif s.device or s.arch:  # an arch alone is not put in parentheses: "proton, sm_90"
+            bits.append(s.device or s.arch)
         if s.rank is not None:
             bits.append(f"rank {s.rank}")
         lines.append(printable(f"{s.path}: {', '.join(bits)}"))
@@ -216,21 +218,13 @@ _LABEL = {PASSED: "passed", FAILED: "FAILED", RECORDED: "recorded", ERROR: "ERRO
           XPASSED: "xpassed"}
 
 
-def _shorten_middle(text: str, width: int) -> str:
-    """Keep both ends: kernels of one template differ at the end of the name."""
-    if len(text) <= width:
-        return text
-    tail = (width - 3) // 2
-    return text[: width - 3 - tail] + "..." + text[-tail:]
-
-
 def checks_table(checks: Sequence["Check"], *, kernel_width: int = 40) -> list[str]:
     """A plain-text table: suite, kernel, expectation, observed, expected, baseline, outcome."""
     from perfcheck.report.results import baseline_text, expected_text, observed_text
 
     header = ["suite", "kernel", "expectation", "observed", "expected", "baseline", "outcome"]
     rows = [
-        [printable(c.suite), _shorten_middle(printable(c.kernel), kernel_width), printable(c.expression),
+        [printable(c.suite), shorten_middle(printable(c.kernel), kernel_width), printable(c.expression),
          observed_text(c), expected_text(c), baseline_text(c), _LABEL.get(c.outcome, c.outcome)]
         for c in checks
     ]
@@ -245,8 +239,9 @@ def problems(checks: Sequence["Check"]) -> list[str]:
 
 def totals(run: "Run") -> str:
     counts = run.counts()
-    parts = [f"{counts[k]} {_LABEL[k].lower()}" for k in (PASSED, FAILED, ERROR, RECORDED, XFAILED, XPASSED)
-             if counts.get(k)]
+    # as pytest words its totals: "1 error", "4 errors"; the other labels are participles
+    parts = [f"{counts[k]} {_LABEL[k].lower()}{'s' if k == ERROR and counts[k] != 1 else ''}"
+             for k in (PASSED, FAILED, ERROR, RECORDED, XFAILED, XPASSED) if counts.get(k)]
     skipped = sum(s.skipped for s in run.suites)
     if skipped:
         parts.append(f"{skipped} suite(s) skipped")
@@ -262,16 +257,13 @@ def baseline_lines(run: "Run") -> list[str]:
         if suite.action in (NONE, SKIPPED) or suite.baseline_path is None:
             continue
         lines.append(f"baseline {suite.action}: {suite.name}: {display_path(suite.baseline_path)}")
-        lines += [f"  {line}" for line in change_lines(suite.changes)]
+        lines += [f"  {printable(line)}" for line in change_lines(suite.changes)]  # names from profiles
     return lines
 
 
 def change_lines(changes: Sequence[object]) -> list[str]:
     """What a baseline update changed, per kernel and metric (old -> new), for the
     review of the baseline diff (``baseline.KernelChange`` records)."""
-    from perfcheck.units import format_value
-    from perfcheck.schema import metric_unit
-
     lines = []
     for change in changes:
         kernel, status = getattr(change, "kernel"), getattr(change, "status")
