@@ -736,6 +736,11 @@ def _schema(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# Options of `check` that name what the job writes, left out of the recording command.
+_JOB_OUTPUTS = ("--junit", "--markdown", "--json", "--openmetrics", "--roofline", "--bencher", "--github-benchmark",
+                "--junit-flavour", "--history")
+
+
 def _record_command(args: argparse.Namespace, suite: str) -> str:
     """This invocation as ``perfcheck baseline update ...`` (named in strict-baseline
     errors): the same options, for the one suite when suites come from the config."""
@@ -743,6 +748,20 @@ def _record_command(args: argparse.Namespace, suite: str) -> str:
 
     argv = [a for a in getattr(args, "perfcheck_argv", []) if a not in ("--strict-baseline", "--no-strict-baseline")]
     rest = argv[argv.index("check") + 1:] if "check" in argv else argv
+    # Reports and the history are the CI job's: recording a baseline on a developer's
+    # machine must not rewrite them (or append a run to the team's history).
+    kept: list[str] = []
+    skip = False
+    for arg in rest:
+        if skip:
+            skip = False
+            continue
+        name = arg.split("=", 1)[0]
+        if name in _JOB_OUTPUTS:
+            skip = "=" not in arg
+            continue
+        kept.append(arg)
+    rest = kept
     if not args.paths and not args.expect and not args.suite:
         rest += ["--suite", suite]
     return shlex.join(["perfcheck", "baseline", "update", *rest])

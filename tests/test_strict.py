@@ -86,6 +86,16 @@ def test_missing_baseline_in_ci_is_an_error_naming_file_and_command(cli, tmp_pat
 
 
 @pytest.mark.usefixtures("ci_run")
+def test_the_command_named_leaves_the_jobs_reports_and_history_out(cli, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    result = cli("check", "--config", CONFIG, "--suite", "after", "--baseline-dir", tmp_path / "b",
+                 "--junit", out / "junit.xml", f"--markdown={out / 'summary.md'}", "--history", out / "h.sqlite")
+    assert result.code == 1, result.err
+    command = f"perfcheck baseline update --config {CONFIG} --suite after --baseline-dir {tmp_path / 'b'}"
+    assert all(f"`{command}`" in line for line in _errors(result.err)), result.err
+
+
+@pytest.mark.usefixtures("ci_run")
 def test_recording_stays_explicit_in_ci(cli, tmp_path: Path) -> None:
     result = cli("check", "--config", CONFIG, "--suite", "after", "--baseline-dir", tmp_path, "--update-baseline")
     assert result.code == 0, result.err
