@@ -31,6 +31,17 @@ The method (numpy only; each step says why):
    jump as large as a spike needs one run more unless its runs agree within 3
    sigmas (two spikes in a row happen, and differ).
 
+Run-relative detection (``detect(frame, relative=True)``, ``history detect
+--relative``): on a GPU much of a run's drift (clocks, thermals, placement) is
+shared by every kernel of that run on that machine. Each run's **run-wide offset**
+is the median, over the kernels of the run, of each kernel's deviation from its
+own recent level (``run_offsets``; a kernel that really changed is one vote of
+many). Each kernel is then tested on its values divided by that offset, which
+takes the shared drift out of its noise; and the offset itself is tested as a
+series of its own, reported as the kernel ``RUN_WIDE`` ("(run-wide)"), so a change
+that hits every kernel at once (a driver, a clock policy) is still found there
+instead of being divided away.
+
 Every change point records the run and commit where it starts, the medians
 before and after, the change in % and whether it is a regression by the metric's
 better direction (``better``).
@@ -53,6 +64,8 @@ MIN_AFTER = 2
 WINDOW = 30
 MIN_BEFORE = 3  # runs before a change: fewer say nothing about the old level
 SPIKE_K = 5.0
+MIN_KERNELS = 5  # kernels of one run needed to estimate its run-wide offset
+RUN_WIDE = "(run-wide)"  # the kernel name of the run-wide offset series (relative=True); values are ratios
 REGRESSION, IMPROVEMENT = "regression", "improvement"
 LOWER, HIGHER = "lower", "higher"
 KEY = ("machine", "suite", "kernel", "metric")
@@ -163,15 +176,16 @@ def t_pvalue(t: float, df: float) -> float:
     return min(1.0, _betainc(df / 2.0, 0.5, df / (df + t * t)))
 
 
-def _ttest(a: np.ndarray, b: np.ndarray) -> float:
-    """Pooled-variance two-sample t-test, two-sided p."""
+def _ttest(a: np.ndarray, b: np.ndarray, floor: float = 0.0) -> float:
+    """Pooled-variance two-sample t-test, two-sided p; ``floor``: the standard deviation
+    used is at least this."""
     na, nb = len(a), len(b)
     df = na + nb - 2
     if na < 1 or nb < 1 or df < 1:
         return 1.0
     diff = float(b.mean() - a.mean())
     ss = float(((a - a.mean()) ** 2).sum() + ((b - b.mean()) ** 2).sum())
-    scale = math.sqrt(ss / df * (1.0 / na + 1.0 / nb))
+    scale = math.sqrt(max(ss / df, floor * floor) * (1.0 / na + 1.0 / nb))
     if scale == 0.0:
         # noiseless (exact quantities): any difference is a change, none is none
         return 0.0 if abs(diff) > 1e-12 * max(1.0, abs(float(a.mean()))) else 1.0
@@ -328,13 +342,19 @@ def detect(
     min_after: int = MIN_AFTER,
     window: int = WINDOW,
     min_change_pct: float = 0.0,
+    relative: bool = False,
 ) -> list[ChangePoint]:
     """Change points of every series in ``frame`` (``Store.series``: columns KEY, unit,
     run_id, time, commit, value; sorted by series then time), oldest first per series.
-    ``min_change_pct``: ignore shifts smaller than this (in %)."""
+    ``min_change_pct``: ignore shifts smaller than this (in %). ``relative``: test each
+    kernel relative to its run's run-wide offset and the offset as the series
+    ``RUN_WIDE`` (see the module docstring); the medians reported are then of the
+    kernel's values divided by the offset (for ``RUN_WIDE``: the offset, a ratio)."""
     out: list[ChangePoint] = []
     if frame is None or not len(frame):
         return out
+    if relative:
+        frame = relative_frame(frame, window=window)
     for key, group in frame.groupby(list(KEY), sort=True):
         values = group["value"].to_numpy(dtype="float64")
         splits = split_points(values, p=p, min_after=min_after, window=window)
@@ -342,6 +362,59 @@ def detect(
             continue
         out.extend(_records(dict(zip(KEY, key)), group, values, splits, window, min_change_pct))
     return out
+
+
+def run_offsets(logs: np.ndarray, window: int = WINDOW) -> np.ndarray:
+    """Run-wide offset of each run from a kernels x runs matrix of log values (NaN where
+    a kernel has no value): the median over kernels of each kernel's deviation from
+    its own median over the last ``window`` runs. NaN for a run with fewer than
+    ``MIN_KERNELS`` kernels. The median over kernels keeps a kernel that really
+    changed from moving the offset of the others (one vote of many)."""
+    logs = np.asarray(logs, dtype="float64")
+    out = np.full(logs.shape[1] if logs.ndim == 2 else 0, np.nan)
+    if logs.ndim != 2 or logs.shape[1] == 0:
+        return out
+    finite = np.isfinite(logs)
+    recent = logs[:, -max(1, int(window)):]
+    has = np.isfinite(recent).any(axis=1)
+    level = np.zeros(len(logs))
+    level[has] = np.nanmedian(recent[has], axis=1)
+    dev = np.where(finite, logs - level[:, None], np.nan)
+    enough = (finite & has[:, None]).sum(axis=0) >= MIN_KERNELS
+    if enough.any():
+        out[enough] = np.nanmedian(dev[:, enough], axis=0)
+    return out
+
+
+def relative_frame(frame: "pd.DataFrame", window: int = WINDOW) -> "pd.DataFrame":
+    """``frame`` with each value divided by its run's run-wide offset (per machine,
+    suite and metric, over the kernels with positive values), plus the offset series
+    as kernel ``RUN_WIDE``. Runs without an offset (fewer than ``MIN_KERNELS``
+    kernels) keep their values; so does a group of fewer kernels."""
+    import pandas as pd
+
+    parts = []
+    group_key = ["machine", "suite", "metric"]
+    for key, group in frame.groupby(group_key, sort=True):
+        kernels = group["kernel"].unique()
+        if len(kernels) < MIN_KERNELS:
+            parts.append(group)
+            continue
+        runs = group.drop_duplicates("run_id").sort_values("time")
+        value = group["value"].to_numpy(dtype="float64")
+        with np.errstate(divide="ignore", invalid="ignore"):
+            logged = group.assign(log=np.where(value > 0, np.log(np.where(value > 0, value, 1.0)), np.nan))
+        matrix = logged.pivot_table(index="kernel", columns="run_id", values="log", aggfunc="last")
+        matrix = matrix.reindex(columns=runs["run_id"].to_numpy())
+        offsets = pd.Series(run_offsets(matrix.to_numpy(), window=window), index=matrix.columns)
+        shift = group["run_id"].map(offsets).to_numpy(dtype="float64")
+        adjusted = np.where(np.isfinite(shift), value / np.exp(np.nan_to_num(shift)), value)
+        parts.append(group.assign(value=adjusted))
+        # the unit stays the metric's, so the better direction is the metric's; the values are ratios
+        wide = runs.assign(kernel=RUN_WIDE, value=np.exp(offsets.to_numpy()))
+        parts.append(wide[np.isfinite(wide["value"].to_numpy(dtype="float64"))][group.columns])
+    out = pd.concat(parts, ignore_index=True)
+    return out.sort_values([*KEY, "time"], kind="stable").reset_index(drop=True)
 
 
 def levels(values: np.ndarray, splits: Sequence[Split], window: int = WINDOW) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -397,4 +470,12 @@ def recent_regressions(points: Sequence[ChangePoint], frame: "pd.DataFrame", las
     if not points:
         return []
     sizes = frame.groupby(list(KEY), sort=False).size().to_dict()
-    return [cp for cp in points if cp.regression and cp.index >= sizes.get((cp.machine, cp.suite, cp.kernel, cp.metric), 0) - last]
+    # the run-wide series (relative=True) has one value per run of its machine x suite x metric
+    runs = frame.groupby(["machine", "suite", "metric"], sort=False)["run_id"].nunique().to_dict()
+
+    def size(cp: ChangePoint) -> int:
+        if cp.kernel == RUN_WIDE and (cp.machine, cp.suite, cp.kernel, cp.metric) not in sizes:
+            return int(runs.get((cp.machine, cp.suite, cp.metric), 0))
+        return int(sizes.get((cp.machine, cp.suite, cp.kernel, cp.metric), 0))
+
+    return [cp for cp in points if cp.regression and cp.index >= size(cp) - last]
