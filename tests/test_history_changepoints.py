@@ -9,7 +9,9 @@ import numpy as np
 import pytest
 
 from perfcheck.history import Result, RunRecord, better, detect, open_store, recent_regressions, split_points
-from perfcheck.history.changepoints import MIN_KERNELS, RUN_WIDE, _robust_sigma, run_offsets, spikes, t_pvalue
+from perfcheck.history.changepoints import (
+    MIN_KERNELS, RUN_WIDE, _robust_sigma, relative_logs, run_offsets, spikes, t_pvalue,
+)
 
 DAY = 86400.0
 T0 = 1_767_225_600.0
@@ -217,7 +219,8 @@ def test_detect_relative_finds_a_kernel_step_and_a_machine_wide_step(tmp_path: P
     assert [(p.kernel, p.index, p.direction) for p in points] == [
         (RUN_WIDE, 37, "regression"), ("k04", 34, "regression")]
     wide = points[0]
-    assert wide.change_pct == pytest.approx(10.0, abs=2.0) and wide.run_id == "r037" and wide.runs_after == 3
+    # 3 runs after it under 3% of shared drift: the size is known to about 2%
+    assert wide.change_pct == pytest.approx(10.0, abs=3.5) and wide.run_id == "r037" and wide.runs_after == 3
     assert [p.kernel for p in recent_regressions(points, frame, last=3)] == [RUN_WIDE]  # 3 runs of 40 per series
     assert [p.kernel for p in recent_regressions(points, frame, last=6)] == [RUN_WIDE, "k04"]
     plain = detect(frame)  # per kernel: the driver change in every kernel, the 3% step not on its own
@@ -231,3 +234,17 @@ def test_detect_relative_keeps_a_machine_with_few_kernels_as_it_is(tmp_path: Pat
     with open_store(_machine_store(tmp_path, x), create=False) as store:
         frame = store.series()
     assert [(p.kernel, p.index) for p in detect(frame, relative=True)] == [(p.kernel, p.index) for p in detect(frame)]
+
+
+@pytest.mark.parametrize("seed", [16, 17])
+def test_many_kernels_changing_at_different_times_are_no_run_wide_change(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    runs, kernels = 50, 20
+    x = 1e-3 * np.exp(rng.normal(0.0, 0.002, (kernels, runs)))  # no shared drift at all
+    for k, at in zip(range(8), range(30, 50, 4)):
+        x[k, at:] *= 1.04  # 5 of 20 kernels regress, on different nights
+    logs = np.log(x)
+    one_pass = np.exp(run_offsets(logs))
+    offsets, _ = relative_logs(logs)
+    assert split_points(one_pass) != []  # the median of all creeps up: a "run-wide change"
+    assert split_points(np.exp(offsets)) == []  # centred between their own change points: none

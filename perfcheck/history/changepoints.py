@@ -36,7 +36,9 @@ Run-relative detection (``detect(frame, relative=True)``, ``history detect
 shared by every kernel of that run on that machine. Each run's **run-wide offset**
 is the median, over the kernels of the run, of each kernel's deviation from its
 own recent level (``run_offsets``; a kernel that really changed is one vote of
-many). Each kernel is then tested on its values divided by that offset, which
+many; a second pass centres each kernel on its level between its own change
+points, so that many kernels changing at different times do not add up to a
+run-wide drift). Each kernel is then tested on its values divided by that offset, which
 takes the shared drift out of its noise; and the offset itself is tested as a
 series of its own, reported as the kernel ``RUN_WIDE`` ("(run-wide)"), so a change
 that hits every kernel at once (a driver, a clock policy) is still found there
@@ -354,7 +356,7 @@ def detect(
     if frame is None or not len(frame):
         return out
     if relative:
-        frame = relative_frame(frame, window=window)
+        frame = relative_frame(frame, window=window, p=p, min_after=min_after)
     for key, group in frame.groupby(list(KEY), sort=True):
         values = group["value"].to_numpy(dtype="float64")
         splits = split_points(values, p=p, min_after=min_after, window=window)
@@ -364,29 +366,55 @@ def detect(
     return out
 
 
-def run_offsets(logs: np.ndarray, window: int = WINDOW) -> np.ndarray:
+def run_offsets(logs: np.ndarray, window: int = WINDOW, cuts: Sequence[Sequence[int]] | None = None) -> np.ndarray:
     """Run-wide offset of each run from a kernels x runs matrix of log values (NaN where
-    a kernel has no value): the median over kernels of each kernel's deviation from
-    its own median over the last ``window`` runs. NaN for a run with fewer than
-    ``MIN_KERNELS`` kernels. The median over kernels keeps a kernel that really
-    changed from moving the offset of the others (one vote of many)."""
+    a kernel has no value): the median over kernels of each kernel's deviation from its
+    own level, the median of its last ``window`` runs. ``cuts``: per kernel, the runs
+    where its own change points start; each stretch between them is then centred on
+    its own median, so a kernel that changed votes as if it had not. NaN for a run with
+    fewer than ``MIN_KERNELS`` kernels. The median over kernels keeps a kernel that
+    really changed from moving the offset of the others (one vote of many)."""
     logs = np.asarray(logs, dtype="float64")
     out = np.full(logs.shape[1] if logs.ndim == 2 else 0, np.nan)
     if logs.ndim != 2 or logs.shape[1] == 0:
         return out
     finite = np.isfinite(logs)
-    recent = logs[:, -max(1, int(window)):]
+    window = max(1, int(window))
+    recent = logs[:, -window:]
     has = np.isfinite(recent).any(axis=1)
-    level = np.zeros(len(logs))
-    level[has] = np.nanmedian(recent[has], axis=1)
-    dev = np.where(finite, logs - level[:, None], np.nan)
+    level = np.zeros(logs.shape)
+    level[has] = np.nanmedian(recent[has], axis=1)[:, None]
+    for k, kernel_cuts in enumerate(cuts or ()):
+        bounds = [0, *sorted(int(c) for c in kernel_cuts if 0 < c < logs.shape[1]), logs.shape[1]]
+        for a, b in zip(bounds[:-1], bounds[1:]):
+            stretch = logs[k, max(a, b - window):b]
+            if np.isfinite(stretch).any():
+                level[k, a:b] = np.nanmedian(stretch)
+    dev = np.where(finite, logs - level, np.nan)
     enough = (finite & has[:, None]).sum(axis=0) >= MIN_KERNELS
     if enough.any():
         out[enough] = np.nanmedian(dev[:, enough], axis=0)
     return out
 
 
-def relative_frame(frame: "pd.DataFrame", window: int = WINDOW) -> "pd.DataFrame":
+def relative_logs(logs: np.ndarray, window: int = WINDOW, p: float = P_VALUE,
+                  min_after: int = MIN_AFTER) -> tuple[np.ndarray, np.ndarray]:
+    """(offsets, kernels x runs log values less their run's offset). Two passes: the
+    offsets of ``run_offsets``; then each kernel's own change points in its values less
+    those offsets, and the offsets again with each kernel centred stretch by stretch
+    (without this, a quarter of the kernels regressing moves the median of all and
+    looks like a small run-wide change). A run without an offset keeps its values."""
+    logs = np.asarray(logs, dtype="float64")
+    first = run_offsets(logs, window)
+    adjusted = logs - np.nan_to_num(first)[None, :]
+    cuts = [[s.index for s in split_points(np.exp(row), p=p, min_after=min_after, window=window)]
+            for row in adjusted]
+    offsets = run_offsets(logs, window, cuts)
+    return offsets, logs - np.nan_to_num(offsets)[None, :]
+
+
+def relative_frame(frame: "pd.DataFrame", window: int = WINDOW, p: float = P_VALUE,
+                   min_after: int = MIN_AFTER) -> "pd.DataFrame":
     """``frame`` with each value divided by its run's run-wide offset (per machine,
     suite and metric, over the kernels with positive values), plus the offset series
     as kernel ``RUN_WIDE``. Runs without an offset (fewer than ``MIN_KERNELS``
@@ -406,7 +434,7 @@ def relative_frame(frame: "pd.DataFrame", window: int = WINDOW) -> "pd.DataFrame
             logged = group.assign(log=np.where(value > 0, np.log(np.where(value > 0, value, 1.0)), np.nan))
         matrix = logged.pivot_table(index="kernel", columns="run_id", values="log", aggfunc="last")
         matrix = matrix.reindex(columns=runs["run_id"].to_numpy())
-        offsets = pd.Series(run_offsets(matrix.to_numpy(), window=window), index=matrix.columns)
+        offsets = pd.Series(relative_logs(matrix.to_numpy(), window=window, p=p, min_after=min_after)[0], index=matrix.columns)
         shift = group["run_id"].map(offsets).to_numpy(dtype="float64")
         adjusted = np.where(np.isfinite(shift), value / np.exp(np.nan_to_num(shift)), value)
         parts.append(group.assign(value=adjusted))
