@@ -187,7 +187,8 @@ def per_run(args: argparse.Namespace) -> int:
 #   window 30, spikes set aside, >= 2 runs at the new level), alarm when a regression
 #   change point starts in the last 3 runs (``perfcheck history detect``'s exit 1).
 # * perfcheck detect --relative: ``relative_logs`` over the machine's kernels (scored and
-#   background; two passes of ``run_offsets``), ``split_points`` of each kernel divided by it (per-kernel rows), and of
+#   background; two passes of ``run_offsets``), ``split_points`` of each kernel divided by it
+#   and of the offset (its change points kept when ``broad``: 3/4 of the kernels moved) (per-kernel rows), and of
 #   the offset itself (the "(run-wide)" series: its false alarms per machine-night in
 #   their own row, its alarms count for every kernel of the machine in the
 #   machine-wide table).
@@ -333,7 +334,7 @@ def rule_detect(data: Nightly, full: bool = True) -> dict[str, np.ndarray]:
         for t in range(FIRST_NIGHT, n):
             offsets, adjusted = cpd.relative_logs(logs[:, :t + 1])
             ratio = np.exp(offsets)
-            out["wide"][m, t] = _regression_recent(ratio, cpd.split_points(ratio), t)
+            out["wide"][m, t] = _regression_recent(ratio, cpd.broad(logs[:, :t + 1], cpd.split_points(ratio)), t)
             for j, r in enumerate(rows):
                 kernel = np.exp(adjusted[j])
                 out["relative"][r, t] = _regression_recent(kernel, cpd.split_points(kernel), t)

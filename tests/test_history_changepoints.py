@@ -10,7 +10,7 @@ import pytest
 
 from perfcheck.history import Result, RunRecord, better, detect, open_store, recent_regressions, split_points
 from perfcheck.history.changepoints import (
-    MIN_KERNELS, RUN_WIDE, _robust_sigma, relative_logs, run_offsets, spikes, t_pvalue,
+    MIN_KERNELS, RUN_WIDE, Split, _robust_sigma, broad, relative_logs, run_offsets, spikes, t_pvalue,
 )
 
 DAY = 86400.0
@@ -248,3 +248,17 @@ def test_many_kernels_changing_at_different_times_are_no_run_wide_change(seed: i
     offsets, _ = relative_logs(logs)
     assert split_points(one_pass) != []  # the median of all creeps up: a "run-wide change"
     assert split_points(np.exp(offsets)) == []  # centred between their own change points: none
+
+
+def test_a_run_wide_change_point_is_kept_only_when_most_kernels_moved() -> None:
+    rng = np.random.default_rng(18)
+    logs = rng.normal(0.0, 0.01, (20, 40))
+    driver = logs.copy()
+    driver[:, 35:] += 0.03  # every kernel
+    assert broad(driver, [Split(35, 1e-5)]) == [Split(35, 1e-5)]
+    some = logs.copy()
+    some[:5, 35:] += 0.03  # a quarter of them: the median of all moves a little
+    assert broad(some, [Split(35, 1e-5)]) == []
+    some[:5, 35:] -= 0.03
+    some[:16, 35:] += 0.03  # 16 of 20: broad enough
+    assert broad(some, [Split(35, 1e-5)]) == [Split(35, 1e-5)]

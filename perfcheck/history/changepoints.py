@@ -42,7 +42,8 @@ run-wide drift). Each kernel is then tested on its values divided by that offset
 takes the shared drift out of its noise; and the offset itself is tested as a
 series of its own, reported as the kernel ``RUN_WIDE`` ("(run-wide)"), so a change
 that hits every kernel at once (a driver, a clock policy) is still found there
-instead of being divided away.
+instead of being divided away; such a change point is kept when at least ``BROAD``
+(3/4) of the kernels moved the same way across it (``broad``).
 
 Every change point records the run and commit where it starts, the medians
 before and after, the change in % and whether it is a regression by the metric's
@@ -67,6 +68,7 @@ WINDOW = 30
 MIN_BEFORE = 3  # runs before a change: fewer say nothing about the old level
 SPIKE_K = 5.0
 MIN_KERNELS = 5  # kernels of one run needed to estimate its run-wide offset
+BROAD = 0.75  # share of the kernels that must move with a run-wide change point
 RUN_WIDE = "(run-wide)"  # the kernel name of the run-wide offset series (relative=True); values are ratios
 REGRESSION, IMPROVEMENT = "regression", "improvement"
 LOWER, HIGHER = "lower", "higher"
@@ -355,11 +357,14 @@ def detect(
     out: list[ChangePoint] = []
     if frame is None or not len(frame):
         return out
+    original = frame
     if relative:
         frame = relative_frame(frame, window=window, p=p, min_after=min_after)
     for key, group in frame.groupby(list(KEY), sort=True):
         values = group["value"].to_numpy(dtype="float64")
         splits = split_points(values, p=p, min_after=min_after, window=window)
+        if relative and splits and key[2] == RUN_WIDE:
+            splits = broad(_kernel_logs(original, key, group["run_id"]), splits, window)
         if not splits:
             continue
         out.extend(_records(dict(zip(KEY, key)), group, values, splits, window, min_change_pct))
@@ -413,6 +418,29 @@ def relative_logs(logs: np.ndarray, window: int = WINDOW, p: float = P_VALUE,
     return offsets, logs - np.nan_to_num(offsets)[None, :]
 
 
+def broad(logs: np.ndarray, splits: Sequence[Split], window: int = WINDOW) -> list[Split]:
+    """The change points of a run-wide offset series that most kernels share: at each,
+    each kernel's mean log value after it (up to the next) minus before it (at most
+    ``window`` runs, back to the previous) moves the way most do in at least ``BROAD``
+    of the kernels with values on both sides. A driver or clock change moves every
+    kernel; a median over kernels also moves a little when a quarter of them change
+    on different nights, and where the kernels drift on their own that small move is
+    all too significant in an offset averaged over many of them."""
+    logs = np.asarray(logs, dtype="float64")
+    bounds = [0, *[s.index for s in splits], logs.shape[1]]
+    kept = []
+    for i, split in enumerate(splits):
+        before = logs[:, max(bounds[i], split.index - window):split.index]
+        after = logs[:, split.index:bounds[i + 2]]
+        both = np.isfinite(before).any(axis=1) & np.isfinite(after).any(axis=1)
+        if not both.any():
+            continue
+        diff = np.nanmean(after[both], axis=1) - np.nanmean(before[both], axis=1)
+        if (np.sign(diff) == np.sign(np.median(diff))).mean() >= BROAD:
+            kept.append(split)
+    return kept
+
+
 def relative_frame(frame: "pd.DataFrame", window: int = WINDOW, p: float = P_VALUE,
                    min_after: int = MIN_AFTER) -> "pd.DataFrame":
     """``frame`` with each value divided by its run's run-wide offset (per machine,
@@ -443,6 +471,18 @@ def relative_frame(frame: "pd.DataFrame", window: int = WINDOW, p: float = P_VAL
         parts.append(wide[np.isfinite(wide["value"].to_numpy(dtype="float64"))][group.columns])
     out = pd.concat(parts, ignore_index=True)
     return out.sort_values([*KEY, "time"], kind="stable").reset_index(drop=True)
+
+
+def _kernel_logs(frame: "pd.DataFrame", key: tuple, runs: "pd.Series") -> np.ndarray:
+    """kernels x runs log values of the machine x suite x metric of ``key``, runs in
+    the order of ``runs``."""
+    machine, suite, _, metric = key
+    mine = frame[(frame["machine"] == machine) & (frame["suite"] == suite) & (frame["metric"] == metric)
+                 & (frame["kernel"] != RUN_WIDE)]
+    value = mine["value"].to_numpy(dtype="float64")
+    logged = mine.assign(log=np.log(np.where(value > 0, value, np.nan)))
+    matrix = logged.pivot_table(index="kernel", columns="run_id", values="log", aggfunc="last")
+    return matrix.reindex(columns=runs.to_numpy()).to_numpy(dtype="float64")
 
 
 def levels(values: np.ndarray, splits: Sequence[Split], window: int = WINDOW) -> list[tuple[np.ndarray, np.ndarray]]:
