@@ -262,3 +262,12 @@ def test_a_run_wide_change_point_is_kept_only_when_most_kernels_moved() -> None:
     some[:5, 35:] -= 0.03
     some[:16, 35:] += 0.03  # 16 of 20: broad enough
     assert broad(some, [Split(35, 1e-5)]) == [Split(35, 1e-5)]
+
+
+def test_a_kernel_that_drifts_on_its_own_is_tested_as_it_is() -> None:
+    x = _machine(19)  # shared drift: every kernel is quieter relative to the run
+    x[2] = 3e-3 * np.exp(np.random.default_rng(20).normal(0.0, 0.001, x.shape[1]))  # one that ignores it
+    logs = np.log(x)
+    offsets, adjusted = relative_logs(logs)
+    assert np.array_equal(adjusted[2], logs[2])
+    assert np.allclose(adjusted[5], logs[5] - offsets)

@@ -39,7 +39,8 @@ own recent level (``run_offsets``; a kernel that really changed is one vote of
 many; a second pass centres each kernel on its level between its own change
 points, so that many kernels changing at different times do not add up to a
 run-wide drift). Each kernel is then tested on its values divided by that offset, which
-takes the shared drift out of its noise; and the offset itself is tested as a
+takes the shared drift out of its noise (a kernel whose values are quieter as they
+are, its drift its own, is tested as it is); and the offset itself is tested as a
 series of its own, reported as the kernel ``RUN_WIDE`` ("(run-wide)"), so a change
 that hits every kernel at once (a driver, a clock policy) is still found there
 instead of being divided away; such a change point is kept when at least ``BROAD``
@@ -404,7 +405,8 @@ def run_offsets(logs: np.ndarray, window: int = WINDOW, cuts: Sequence[Sequence[
 
 def relative_logs(logs: np.ndarray, window: int = WINDOW, p: float = P_VALUE,
                   min_after: int = MIN_AFTER) -> tuple[np.ndarray, np.ndarray]:
-    """(offsets, kernels x runs log values less their run's offset). Two passes: the
+    """(offsets, kernels x runs log values less their run's offset; a kernel whose run-to-
+    run spread is smaller without it keeps its values). Two passes: the
     offsets of ``run_offsets``; then each kernel's own change points in its values less
     those offsets, and the offsets again with each kernel centred stretch by stretch
     (without this, a quarter of the kernels regressing moves the median of all and
@@ -415,7 +417,13 @@ def relative_logs(logs: np.ndarray, window: int = WINDOW, p: float = P_VALUE,
     cuts = [[s.index for s in split_points(np.exp(row), p=p, min_after=min_after, window=window)]
             for row in adjusted]
     offsets = run_offsets(logs, window, cuts)
-    return offsets, logs - np.nan_to_num(offsets)[None, :]
+    adjusted = logs - np.nan_to_num(offsets)[None, :]
+    # a kernel whose values are quieter as they are (its drift is its own, not the run's)
+    # is tested as it is: dividing by the offset would only add the offset's noise
+    quieter = np.array([_robust_sigma(raw[np.isfinite(raw)]) <= _robust_sigma(adj[np.isfinite(adj)])
+                        for raw, adj in zip(logs, adjusted)], dtype=bool)
+    adjusted[quieter] = logs[quieter]
+    return offsets, adjusted
 
 
 def broad(logs: np.ndarray, splits: Sequence[Split], window: int = WINDOW) -> list[Split]:
@@ -462,9 +470,12 @@ def relative_frame(frame: "pd.DataFrame", window: int = WINDOW, p: float = P_VAL
             logged = group.assign(log=np.where(value > 0, np.log(np.where(value > 0, value, 1.0)), np.nan))
         matrix = logged.pivot_table(index="kernel", columns="run_id", values="log", aggfunc="last")
         matrix = matrix.reindex(columns=runs["run_id"].to_numpy())
-        offsets = pd.Series(relative_logs(matrix.to_numpy(), window=window, p=p, min_after=min_after)[0], index=matrix.columns)
-        shift = group["run_id"].map(offsets).to_numpy(dtype="float64")
-        adjusted = np.where(np.isfinite(shift), value / np.exp(np.nan_to_num(shift)), value)
+        offsets_, adjusted_ = relative_logs(matrix.to_numpy(), window=window, p=p, min_after=min_after)
+        offsets = pd.Series(offsets_, index=matrix.columns)
+        table = pd.DataFrame(adjusted_, index=matrix.index, columns=matrix.columns).stack()
+        looked_up = table.reindex(pd.MultiIndex.from_arrays([group["kernel"], group["run_id"]])).to_numpy(dtype="float64")
+        # a value without a finite offset-adjusted log (<= 0, NaN, a run without an offset) stays as it is
+        adjusted = np.where(np.isfinite(looked_up), np.exp(looked_up), value)
         parts.append(group.assign(value=adjusted))
         # the unit stays the metric's, so the better direction is the metric's; the values are ratios
         wide = runs.assign(kernel=RUN_WIDE, value=np.exp(offsets.to_numpy()))
