@@ -241,6 +241,9 @@ def _history_parser(sub: "argparse._SubParsersAction") -> None:
                         help="runs a change must persist, its first included (default 2)")
     detect.add_argument("--window", type=int, default=30, metavar="N", help="runs per window (default 30)")
     detect.add_argument("--min-change", type=float, default=0.0, metavar="PCT", help="ignore shifts below PCT %%")
+    detect.add_argument("--relative", action="store_true",
+                        help="test each kernel against its run's run-wide offset (drift shared by the kernels of a "
+                        "run), and that offset as the series '(run-wide)'")
     form = detect.add_mutually_exclusive_group()
     form.add_argument("--json", action="store_true", help="print JSON")
     form.add_argument("--markdown", action="store_true", help="print a Markdown table")
@@ -359,7 +362,8 @@ def _history_detect(args: argparse.Namespace) -> int:
     with open_store(_history_path(args), create=False) as store:
         frame = store.series(machine=args.machine, suite=args.suite, kernel=args.kernel, metric=args.metric,
                              since=_since(args.since))
-    points = detect(frame, p=args.p, min_after=args.min_after, window=args.window, min_change_pct=args.min_change)
+    points = detect(frame, p=args.p, min_after=args.min_after, window=args.window, min_change_pct=args.min_change,
+                    relative=args.relative)
     recent = recent_regressions(points, frame, last=args.last)
     if args.json:
         print(render.as_json(points, recent))

@@ -9,7 +9,9 @@ import numpy as np
 import pytest
 
 from perfcheck.history import Result, RunRecord, better, detect, open_store, recent_regressions, split_points
-from perfcheck.history.changepoints import _robust_sigma, spikes, t_pvalue
+from perfcheck.history.changepoints import (
+    MIN_KERNELS, RUN_WIDE, Split, _robust_sigma, broad, relative_logs, run_offsets, spikes, t_pvalue,
+)
 
 DAY = 86400.0
 T0 = 1_767_225_600.0
@@ -165,3 +167,107 @@ def test_a_spike_on_the_first_night_of_a_step_does_not_hide_it() -> None:
     x[37] /= 1.4
     assert not spikes(np.log(x))[37]  # the first run of a shift is not a spike
     assert [s.index for s in split_points(x)] == [37]
+
+
+# --- run-relative detection: drift shared by the kernels of a run ---------------------------
+
+def _machine(seed: int, kernels: int = 12, runs: int = 40, shared: float = 0.03, own: float = 0.003) -> np.ndarray:
+    """kernels x runs durations: a large drift shared by the run, a small one per kernel."""
+    rng = np.random.default_rng(seed)
+    common = rng.normal(0.0, shared, runs)
+    return 1e-3 * np.exp(common[None, :] + rng.normal(0.0, own, (kernels, runs))) * np.arange(1, kernels + 1)[:, None]
+
+
+def test_run_offsets_are_the_shared_drift_and_ignore_one_changed_kernel() -> None:
+    x = _machine(11)
+    logs = np.log(x)
+    truth = logs[1:] - np.median(logs[1:], axis=1, keepdims=True)
+    x[0, 30:] *= 1.5  # one kernel regresses: one vote of twelve
+    offsets = run_offsets(np.log(x))
+    assert np.abs(offsets - np.median(truth, axis=0)).max() < 0.004  # within the per-kernel noise
+    assert np.isnan(run_offsets(np.log(x[:MIN_KERNELS - 1]))).all()  # too few kernels to tell
+    logs = np.log(x)
+    logs[5:, 3] = np.nan  # run 3 has values for 5 kernels only: still enough
+    assert np.isfinite(run_offsets(logs)[3])
+
+
+def test_a_small_step_hidden_in_shared_drift_is_found_relative_to_the_run() -> None:
+    x = _machine(12)
+    x[4, 34:] *= 1.03  # 3% on one kernel, under 3% of shared drift
+    assert [s.index for s in split_points(x[4])] == []  # alone, the drift hides it
+    ratio = np.exp(run_offsets(np.log(x)))
+    assert [s.index for s in split_points(x[4] / ratio)] == [34]
+    assert split_points(ratio) == []  # the shared drift alone is no change
+
+
+def _machine_store(tmp_path: Path, x: np.ndarray) -> Path:
+    path = tmp_path / "m.sqlite"
+    with open_store(path) as store:
+        for run in range(x.shape[1]):
+            store.add(RunRecord(f"r{run:03d}", T0 + run * DAY, commit=f"{run:03d}abcdef"),
+                      [Result("m", "s", f"k{k:02d}", "duration", float(x[k, run]), "s") for k in range(len(x))])
+    return path
+
+
+def test_detect_relative_finds_a_kernel_step_and_a_machine_wide_step(tmp_path: Path) -> None:
+    x = _machine(13)
+    x[4, 34:] *= 1.03  # one kernel
+    x[:, 37:] *= 1.10  # and then every kernel: a driver change, kept as the run-wide series
+    with open_store(_machine_store(tmp_path, x), create=False) as store:
+        frame = store.series()
+    points = detect(frame, relative=True)
+    assert [(p.kernel, p.index, p.direction) for p in points] == [
+        (RUN_WIDE, 37, "regression"), ("k04", 34, "regression")]
+    wide = points[0]
+    # 3 runs after it under 3% of shared drift: the size is known to about 2%
+    assert wide.change_pct == pytest.approx(10.0, abs=3.5) and wide.run_id == "r037" and wide.runs_after == 3
+    assert [p.kernel for p in recent_regressions(points, frame, last=3)] == [RUN_WIDE]  # 3 runs of 40 per series
+    assert [p.kernel for p in recent_regressions(points, frame, last=6)] == [RUN_WIDE, "k04"]
+    plain = detect(frame)  # per kernel: the driver change in every kernel, the 3% step not on its own
+    assert {p.kernel for p in plain if p.index == 37} == {f"k{k:02d}" for k in range(len(x)) if k != 4}
+    assert [p.index for p in plain if p.kernel == "k04"] == [35]  # 3% then 10% blur into one shift
+
+
+def test_detect_relative_keeps_a_machine_with_few_kernels_as_it_is(tmp_path: Path) -> None:
+    x = _machine(14, kernels=MIN_KERNELS - 1)
+    x[:, 36:] *= 1.2
+    with open_store(_machine_store(tmp_path, x), create=False) as store:
+        frame = store.series()
+    assert [(p.kernel, p.index) for p in detect(frame, relative=True)] == [(p.kernel, p.index) for p in detect(frame)]
+
+
+@pytest.mark.parametrize("seed", [16, 17])
+def test_many_kernels_changing_at_different_times_are_no_run_wide_change(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    runs, kernels = 50, 20
+    x = 1e-3 * np.exp(rng.normal(0.0, 0.002, (kernels, runs)))  # no shared drift at all
+    for k, at in zip(range(8), range(30, 50, 4)):
+        x[k, at:] *= 1.04  # 5 of 20 kernels regress, on different nights
+    logs = np.log(x)
+    one_pass = np.exp(run_offsets(logs))
+    offsets, _ = relative_logs(logs)
+    assert split_points(one_pass) != []  # the median of all creeps up: a "run-wide change"
+    assert split_points(np.exp(offsets)) == []  # centred between their own change points: none
+
+
+def test_a_run_wide_change_point_is_kept_only_when_most_kernels_moved() -> None:
+    rng = np.random.default_rng(18)
+    logs = rng.normal(0.0, 0.01, (20, 40))
+    driver = logs.copy()
+    driver[:, 35:] += 0.03  # every kernel
+    assert broad(driver, [Split(35, 1e-5)]) == [Split(35, 1e-5)]
+    some = logs.copy()
+    some[:5, 35:] += 0.03  # a quarter of them: the median of all moves a little
+    assert broad(some, [Split(35, 1e-5)]) == []
+    some[:5, 35:] -= 0.03
+    some[:16, 35:] += 0.03  # 16 of 20: broad enough
+    assert broad(some, [Split(35, 1e-5)]) == [Split(35, 1e-5)]
+
+
+def test_a_kernel_that_drifts_on_its_own_is_tested_as_it_is() -> None:
+    x = _machine(19)  # shared drift: every kernel is quieter relative to the run
+    x[2] = 3e-3 * np.exp(np.random.default_rng(20).normal(0.0, 0.001, x.shape[1]))  # one that ignores it
+    logs = np.log(x)
+    offsets, adjusted = relative_logs(logs)
+    assert np.array_equal(adjusted[2], logs[2])
+    assert np.allclose(adjusted[5], logs[5] - offsets)

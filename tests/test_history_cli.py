@@ -136,3 +136,20 @@ def test_pytest_perf_history_appends_the_session(tmp_path: Path) -> None:
     with open_store(tmp_path / "h.sqlite", create=False) as store:
         assert len(store.runs()) == 2
         assert set(store.series(metric="duration")["suite"]) == {"after"}
+
+
+def test_detect_relative_reports_a_machine_wide_regression_once(cli, tmp_path: Path) -> None:  # noqa: ANN001
+    rng = np.random.default_rng(3)
+    runs, kernels = 30, 6
+    x = 2e-3 * np.exp(rng.normal(0.0, 0.02, runs)[None, :] + rng.normal(0.0, 0.002, (kernels, runs)))
+    x[:, 27:] *= 1.08  # every kernel at once: a driver change
+    path = tmp_path / "h.sqlite"
+    with open_store(path) as store:
+        for i in range(runs):
+            store.add(RunRecord(f"night-{i:02d}", T0 + i * DAY, commit=f"{i:02d}" + "f" * 38, branch="main"),
+                      [Result("m", "nightly", f"k{k}", "duration", float(x[k, i]), "s") for k in range(kernels)])
+    doc = cli("history", "detect", "--history", path, "--relative", "--json").json()
+    assert [(p["kernel"], p["run_id"], p["recent"]) for p in doc["change_points"]] == [("(run-wide)", "night-27", True)]
+    assert cli("history", "detect", "--history", path, "--relative").code == 1
+    plain = cli("history", "detect", "--history", path, "--json").json()
+    assert plain["recent_regressions"] == kernels  # without --relative: once per kernel

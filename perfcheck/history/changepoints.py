@@ -31,6 +31,21 @@ The method (numpy only; each step says why):
    jump as large as a spike needs one run more unless its runs agree within 3
    sigmas (two spikes in a row happen, and differ).
 
+Run-relative detection (``detect(frame, relative=True)``, ``history detect
+--relative``): on a GPU much of a run's drift (clocks, thermals, placement) is
+shared by every kernel of that run on that machine. Each run's **run-wide offset**
+is the median, over the kernels of the run, of each kernel's deviation from its
+own recent level (``run_offsets``; a kernel that really changed is one vote of
+many; a second pass centres each kernel on its level between its own change
+points, so that many kernels changing at different times do not add up to a
+run-wide drift). Each kernel is then tested on its values divided by that offset, which
+takes the shared drift out of its noise (a kernel whose values are quieter as they
+are, its drift its own, is tested as it is); and the offset itself is tested as a
+series of its own, reported as the kernel ``RUN_WIDE`` ("(run-wide)"), so a change
+that hits every kernel at once (a driver, a clock policy) is still found there
+instead of being divided away; such a change point is kept when at least ``BROAD``
+(3/4) of the kernels moved the same way across it (``broad``).
+
 Every change point records the run and commit where it starts, the medians
 before and after, the change in % and whether it is a regression by the metric's
 better direction (``better``).
@@ -53,6 +68,9 @@ MIN_AFTER = 2
 WINDOW = 30
 MIN_BEFORE = 3  # runs before a change: fewer say nothing about the old level
 SPIKE_K = 5.0
+MIN_KERNELS = 5  # kernels of one run needed to estimate its run-wide offset
+BROAD = 0.75  # share of the kernels that must move with a run-wide change point
+RUN_WIDE = "(run-wide)"  # the kernel name of the run-wide offset series (relative=True); values are ratios
 REGRESSION, IMPROVEMENT = "regression", "improvement"
 LOWER, HIGHER = "lower", "higher"
 KEY = ("machine", "suite", "kernel", "metric")
@@ -163,15 +181,16 @@ def t_pvalue(t: float, df: float) -> float:
     return min(1.0, _betainc(df / 2.0, 0.5, df / (df + t * t)))
 
 
-def _ttest(a: np.ndarray, b: np.ndarray) -> float:
-    """Pooled-variance two-sample t-test, two-sided p."""
+def _ttest(a: np.ndarray, b: np.ndarray, floor: float = 0.0) -> float:
+    """Pooled-variance two-sample t-test, two-sided p; ``floor``: the standard deviation
+    used is at least this."""
     na, nb = len(a), len(b)
     df = na + nb - 2
     if na < 1 or nb < 1 or df < 1:
         return 1.0
     diff = float(b.mean() - a.mean())
     ss = float(((a - a.mean()) ** 2).sum() + ((b - b.mean()) ** 2).sum())
-    scale = math.sqrt(ss / df * (1.0 / na + 1.0 / nb))
+    scale = math.sqrt(max(ss / df, floor * floor) * (1.0 / na + 1.0 / nb))
     if scale == 0.0:
         # noiseless (exact quantities): any difference is a change, none is none
         return 0.0 if abs(diff) > 1e-12 * max(1.0, abs(float(a.mean()))) else 1.0
@@ -328,20 +347,153 @@ def detect(
     min_after: int = MIN_AFTER,
     window: int = WINDOW,
     min_change_pct: float = 0.0,
+    relative: bool = False,
 ) -> list[ChangePoint]:
     """Change points of every series in ``frame`` (``Store.series``: columns KEY, unit,
     run_id, time, commit, value; sorted by series then time), oldest first per series.
-    ``min_change_pct``: ignore shifts smaller than this (in %)."""
+    ``min_change_pct``: ignore shifts smaller than this (in %). ``relative``: test each
+    kernel relative to its run's run-wide offset and the offset as the series
+    ``RUN_WIDE`` (see the module docstring); the medians reported are then of the
+    kernel's values divided by the offset (for ``RUN_WIDE``: the offset, a ratio)."""
     out: list[ChangePoint] = []
     if frame is None or not len(frame):
         return out
+    original = frame
+    if relative:
+        frame = relative_frame(frame, window=window, p=p, min_after=min_after)
     for key, group in frame.groupby(list(KEY), sort=True):
         values = group["value"].to_numpy(dtype="float64")
         splits = split_points(values, p=p, min_after=min_after, window=window)
+        if relative and splits and key[2] == RUN_WIDE:
+            splits = broad(_kernel_logs(original, key, group["run_id"]), splits, window)
         if not splits:
             continue
         out.extend(_records(dict(zip(KEY, key)), group, values, splits, window, min_change_pct))
     return out
+
+
+def run_offsets(logs: np.ndarray, window: int = WINDOW, cuts: Sequence[Sequence[int]] | None = None) -> np.ndarray:
+    """Run-wide offset of each run from a kernels x runs matrix of log values (NaN where
+    a kernel has no value): the median over kernels of each kernel's deviation from its
+    own level, the median of its last ``window`` runs. ``cuts``: per kernel, the runs
+    where its own change points start; each stretch between them is then centred on
+    its own median, so a kernel that changed votes as if it had not. NaN for a run with
+    fewer than ``MIN_KERNELS`` kernels. The median over kernels keeps a kernel that
+    really changed from moving the offset of the others (one vote of many)."""
+    logs = np.asarray(logs, dtype="float64")
+    out = np.full(logs.shape[1] if logs.ndim == 2 else 0, np.nan)
+    if logs.ndim != 2 or logs.shape[1] == 0:
+        return out
+    finite = np.isfinite(logs)
+    window = max(1, int(window))
+    recent = logs[:, -window:]
+    has = np.isfinite(recent).any(axis=1)
+    level = np.zeros(logs.shape)
+    level[has] = np.nanmedian(recent[has], axis=1)[:, None]
+    for k, kernel_cuts in enumerate(cuts or ()):
+        bounds = [0, *sorted(int(c) for c in kernel_cuts if 0 < c < logs.shape[1]), logs.shape[1]]
+        for a, b in zip(bounds[:-1], bounds[1:]):
+            stretch = logs[k, max(a, b - window):b]
+            if np.isfinite(stretch).any():
+                level[k, a:b] = np.nanmedian(stretch)
+    dev = np.where(finite, logs - level, np.nan)
+    enough = (finite & has[:, None]).sum(axis=0) >= MIN_KERNELS
+    if enough.any():
+        out[enough] = np.nanmedian(dev[:, enough], axis=0)
+    return out
+
+
+def relative_logs(logs: np.ndarray, window: int = WINDOW, p: float = P_VALUE,
+                  min_after: int = MIN_AFTER) -> tuple[np.ndarray, np.ndarray]:
+    """(offsets, kernels x runs log values less their run's offset; a kernel whose run-to-
+    run spread is smaller without it keeps its values). Two passes: the
+    offsets of ``run_offsets``; then each kernel's own change points in its values less
+    those offsets, and the offsets again with each kernel centred stretch by stretch
+    (without this, a quarter of the kernels regressing moves the median of all and
+    looks like a small run-wide change). A run without an offset keeps its values."""
+    logs = np.asarray(logs, dtype="float64")
+    first = run_offsets(logs, window)
+    adjusted = logs - np.nan_to_num(first)[None, :]
+    cuts = [[s.index for s in split_points(np.exp(row), p=p, min_after=min_after, window=window)]
+            for row in adjusted]
+    offsets = run_offsets(logs, window, cuts)
+    adjusted = logs - np.nan_to_num(offsets)[None, :]
+    # a kernel whose values are quieter as they are (its drift is its own, not the run's)
+    # is tested as it is: dividing by the offset would only add the offset's noise
+    quieter = np.array([_robust_sigma(raw[np.isfinite(raw)]) <= _robust_sigma(adj[np.isfinite(adj)])
+                        for raw, adj in zip(logs, adjusted)], dtype=bool)
+    adjusted[quieter] = logs[quieter]
+    return offsets, adjusted
+
+
+def broad(logs: np.ndarray, splits: Sequence[Split], window: int = WINDOW) -> list[Split]:
+    """The change points of a run-wide offset series that most kernels share: at each,
+    each kernel's mean log value after it (up to the next) minus before it (at most
+    ``window`` runs, back to the previous) moves the way most do in at least ``BROAD``
+    of the kernels with values on both sides. A driver or clock change moves every
+    kernel; a median over kernels also moves a little when a quarter of them change
+    on different nights, and where the kernels drift on their own that small move is
+    all too significant in an offset averaged over many of them."""
+    logs = np.asarray(logs, dtype="float64")
+    bounds = [0, *[s.index for s in splits], logs.shape[1]]
+    kept = []
+    for i, split in enumerate(splits):
+        before = logs[:, max(bounds[i], split.index - window):split.index]
+        after = logs[:, split.index:bounds[i + 2]]
+        both = np.isfinite(before).any(axis=1) & np.isfinite(after).any(axis=1)
+        if not both.any():
+            continue
+        diff = np.nanmean(after[both], axis=1) - np.nanmean(before[both], axis=1)
+        if (np.sign(diff) == np.sign(np.median(diff))).mean() >= BROAD:
+            kept.append(split)
+    return kept
+
+
+def relative_frame(frame: "pd.DataFrame", window: int = WINDOW, p: float = P_VALUE,
+                   min_after: int = MIN_AFTER) -> "pd.DataFrame":
+    """``frame`` with each value divided by its run's run-wide offset (per machine,
+    suite and metric, over the kernels with positive values), plus the offset series
+    as kernel ``RUN_WIDE``. Runs without an offset (fewer than ``MIN_KERNELS``
+    kernels) keep their values; so does a group of fewer kernels."""
+    import pandas as pd
+
+    parts = []
+    group_key = ["machine", "suite", "metric"]
+    for key, group in frame.groupby(group_key, sort=True):
+        kernels = group["kernel"].unique()
+        if len(kernels) < MIN_KERNELS:
+            parts.append(group)
+            continue
+        runs = group.drop_duplicates("run_id").sort_values("time")
+        value = group["value"].to_numpy(dtype="float64")
+        with np.errstate(divide="ignore", invalid="ignore"):
+            logged = group.assign(log=np.where(value > 0, np.log(np.where(value > 0, value, 1.0)), np.nan))
+        matrix = logged.pivot_table(index="kernel", columns="run_id", values="log", aggfunc="last")
+        matrix = matrix.reindex(columns=runs["run_id"].to_numpy())
+        offsets_, adjusted_ = relative_logs(matrix.to_numpy(), window=window, p=p, min_after=min_after)
+        offsets = pd.Series(offsets_, index=matrix.columns)
+        table = pd.DataFrame(adjusted_, index=matrix.index, columns=matrix.columns).stack()
+        looked_up = table.reindex(pd.MultiIndex.from_arrays([group["kernel"], group["run_id"]])).to_numpy(dtype="float64")
+        # a value without a finite offset-adjusted log (<= 0, NaN, a run without an offset) stays as it is
+        adjusted = np.where(np.isfinite(looked_up), np.exp(looked_up), value)
+        parts.append(group.assign(value=adjusted))
+        # the unit stays the metric's, so the better direction is the metric's; the values are ratios
+        wide = runs.assign(kernel=RUN_WIDE, value=np.exp(offsets.to_numpy()))
+        parts.append(wide[np.isfinite(wide["value"].to_numpy(dtype="float64"))][group.columns])
+    out = pd.concat(parts, ignore_index=True)
+    return out.sort_values([*KEY, "time"], kind="stable").reset_index(drop=True)
+
+
+def _kernel_logs(frame: "pd.DataFrame", key: tuple, runs: "pd.Series") -> np.ndarray:
+    """kernels x runs log values of the machine x suite x metric of ``key``, runs in
+    the order of ``runs``."""
+    machine, suite, _, metric = key
+    mine = frame[(frame["machine"] == machine) & (frame["suite"] == suite) & (frame["metric"] == metric)
+                 & (frame["kernel"] != RUN_WIDE)]
+    value = mine["value"].to_numpy(dtype="float64")
+    logged = mine.assign(log=np.log(np.where(value > 0, value, np.nan)))
+    matrix = logged.pivot_table(index="kernel", columns="run_id", values="log", aggfunc="last")
+    return matrix.reindex(columns=runs.to_numpy()).to_numpy(dtype="float64")
 
 
 def levels(values: np.ndarray, splits: Sequence[Split], window: int = WINDOW) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -397,4 +549,12 @@ def recent_regressions(points: Sequence[ChangePoint], frame: "pd.DataFrame", las
     if not points:
         return []
     sizes = frame.groupby(list(KEY), sort=False).size().to_dict()
-    return [cp for cp in points if cp.regression and cp.index >= sizes.get((cp.machine, cp.suite, cp.kernel, cp.metric), 0) - last]
+    # the run-wide series (relative=True) has one value per run of its machine x suite x metric
+    runs = frame.groupby(["machine", "suite", "metric"], sort=False)["run_id"].nunique().to_dict()
+
+    def size(cp: ChangePoint) -> int:
+        if cp.kernel == RUN_WIDE and (cp.machine, cp.suite, cp.kernel, cp.metric) not in sizes:
+            return int(runs.get((cp.machine, cp.suite, cp.metric), 0))
+        return int(sizes.get((cp.machine, cp.suite, cp.kernel, cp.metric), 0))
+
+    return [cp for cp in points if cp.regression and cp.index >= size(cp) - last]
