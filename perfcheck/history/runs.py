@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from perfcheck.errors import InputError
-from perfcheck.history.store import Machine, Result, RunRecord, machine_key
+from perfcheck.history.store import Machine, Result, RunRecord, finite, machine_key
 
 if TYPE_CHECKING:
     from perfcheck.analysis import Analysis
@@ -107,15 +107,6 @@ def run_dict(run: RunRecord) -> dict[str, object]:
 
 
 # --- what a run measured --------------------------------------------------------------------
-
-def _float(value: object) -> float | None:
-    if value is None or isinstance(value, bool):
-        return None
-    try:
-        number = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) else None
 
 
 def measurements(analysis: "Analysis") -> dict[str, dict[str, float]]:
@@ -211,7 +202,7 @@ def _line(raw: bytes, key: str) -> int | None:
 
 def _run_of(block: object, path: Path, raw: bytes, notices: list[str]) -> RunRecord:
     if isinstance(block, dict) and isinstance(block.get("id"), str) and block["id"]:
-        when = _float(block.get("time"))
+        when = finite(block.get("time"))
         if when is None:
             raise InputError(path, "run 'time' must be Unix seconds", line=_line(raw, "time"))
         ci = block.get("ci") if isinstance(block.get("ci"), dict) else {}
@@ -265,10 +256,10 @@ def _suite_results(path: Path, raw: bytes, suite: str, machine: str, entry: Mapp
         if previous is None or _WORST.get(now, 0) > _WORST.get(previous, 0):
             outcome[key] = now
         units[key] = str(check.get("unit") or "")
-        observed.setdefault(key, _float(check.get("observed")))
+        observed.setdefault(key, finite(check.get("observed")))
         # the budget: the tightest limit of each side any check held the value to
         # (a two-sided check names one bound only: left out)
-        relation, reference = str(check.get("relation") or ""), _float(check.get("reference"))
+        relation, reference = str(check.get("relation") or ""), finite(check.get("reference"))
         if reference is not None and ".." not in relation:
             if relation in (">=", ">", "=="):
                 lows[key] = max(lows.get(key, reference), reference)
@@ -280,7 +271,7 @@ def _suite_results(path: Path, raw: bytes, suite: str, machine: str, entry: Mapp
         for kernel, metrics in table.items():
             if isinstance(metrics, dict):
                 for metric, value in metrics.items():
-                    values[(str(kernel), str(metric))] = _float(value)
+                    values[(str(kernel), str(metric))] = finite(value)
     samples = entry.get("samples", {}) if isinstance(entry.get("samples"), dict) else {}
     out = []
     for (kernel, metric), value in values.items():
@@ -290,7 +281,7 @@ def _suite_results(path: Path, raw: bytes, suite: str, machine: str, entry: Mapp
         out.append(Result(
             machine, suite, kernel, metric, value, units.get((kernel, metric)) or metric_unit(metric),
             n=int(n) if isinstance(n, int) and not isinstance(n, bool) else None,
-            median=_float(stats.get("median")), spread=_float(stats.get("spread")),
+            median=finite(stats.get("median")), spread=finite(stats.get("spread")),
             outcome=outcome.get((kernel, metric)),
             low=lows.get((kernel, metric)), high=highs.get((kernel, metric)),
         ))

@@ -153,7 +153,8 @@ def machine_key(fingerprint: Mapping[str, str]) -> str:
     return baseline_path(".", "s", fingerprint).stem
 
 
-def _finite(value: object) -> float | None:
+def finite(value: object) -> float | None:
+    """A finite float, or None (JSON null, text, booleans, inf and NaN stay missing)."""
     if value is None or isinstance(value, bool):
         return None
     try:
@@ -266,8 +267,8 @@ class Store:
         """Append one run and its values in one transaction. A run id already stored is
         left alone (``added`` False): importing the same results file twice adds nothing."""
         rows = [
-            (run.run_id, r.machine, r.suite, r.kernel, r.metric, _finite(r.value), r.unit or "",
-             r.n, _finite(r.median), _finite(r.spread), r.outcome, _finite(r.low), _finite(r.high))
+            (run.run_id, r.machine, r.suite, r.kernel, r.metric, finite(r.value), r.unit or "",
+             r.n, finite(r.median), finite(r.spread), r.outcome, finite(r.low), finite(r.high))
             for r in results
         ]
         named = {m.machine: m for m in machines}
