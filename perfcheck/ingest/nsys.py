@@ -42,7 +42,7 @@ import pandas as pd
 from perfcheck.errors import InputError
 from perfcheck.ingest.formats import Format, Scan, Sniff, Want
 from perfcheck.ingest.names import gnu_style
-from perfcheck.ingest.sqlitefile import connect_read_only, table_names
+from perfcheck.ingest.sqlitefile import connect_read_only, sniffed_tables, table_names
 from perfcheck.ingest.tabular import coerce_integers, cuda_arch
 from perfcheck.model import Oddity, Source
 from perfcheck.schema import raw
@@ -74,10 +74,8 @@ _NAME_IDS = ("demangledName", "shortName", "mangledName")
 def _is_nsys(sniff: Sniff) -> bool:
     if sniff.is_dir or not sniff.is_sqlite:
         return False
-    try:
-        with closing(connect_read_only(sniff.path)) as connection:
-            tables = table_names(connection)
-    except (sqlite3.Error, OSError, ValueError):
+    tables = sniffed_tables(sniff.path)
+    if tables is None:
         # A cut-off copy cannot be opened, but its first pages hold the schema text:
         # claim it so that the scan reports the damage instead of "unknown format".
         # (META_DATA_EXPORT is created last and sits at the end of the file.)

@@ -31,7 +31,7 @@ import pandas as pd
 
 from perfcheck.errors import InputError
 from perfcheck.ingest.formats import Format, Scan, Sniff, Want
-from perfcheck.ingest.sqlitefile import connect_read_only, table_names
+from perfcheck.ingest.sqlitefile import connect_read_only, sniffed_tables, table_names
 from perfcheck.model import Oddity, Source
 from perfcheck.schema import raw
 
@@ -94,10 +94,8 @@ def _has(names: set[str], stem: str) -> bool:
 def _is_rocpd(sniff: Sniff) -> bool:
     if sniff.is_dir or not sniff.is_sqlite:
         return False
-    try:
-        with closing(connect_read_only(sniff.path)) as connection:
-            names = table_names(connection)
-    except (sqlite3.Error, OSError, ValueError):
+    names = sniffed_tables(sniff.path)
+    if names is None:
         # A cut-off copy cannot be opened ("database disk image is malformed"),
         # but its first pages still hold the schema text: claim it, so that the
         # scan reports the damage instead of "unknown format".

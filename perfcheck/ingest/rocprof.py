@@ -36,7 +36,7 @@ import pandas as pd
 
 from perfcheck.errors import InputError
 from perfcheck.ingest.formats import Format, Scan, Sniff, Want, single_chunk
-from perfcheck.ingest.sqlitefile import connect_read_only
+from perfcheck.ingest.sqlitefile import connect_read_only, sniffed_tables
 from perfcheck.ingest.tabular import read_csv, require_columns, split_csv_line, text_lines, to_integer, to_number
 from perfcheck.model import Oddity, Source
 from perfcheck.schema import raw
@@ -453,13 +453,8 @@ def _tables(con: sqlite3.Connection) -> dict[str, list[str]]:
 def _is_db(sniff: Sniff) -> bool:
     if sniff.is_dir or not sniff.is_sqlite:
         return False
-    try:
-        con = connect_read_only(sniff.path)
-        try:
-            tables = _tables(con)
-        finally:
-            con.close()
-    except Exception:  # noqa: BLE001 - a sniffer answers yes or no, never raises
+    tables = sniffed_tables(sniff.path)
+    if tables is None:
         return False
     # rocpd databases (rocprofv3) name every table rocpd_*; they are another reader's.
     return bool(_LANES & set(tables)) and not any(n.startswith("rocpd_") for n in tables)

@@ -4,6 +4,7 @@ rocprof v1's results.db), opened the one way every reader of them needs."""
 from __future__ import annotations
 
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 
@@ -16,3 +17,13 @@ def connect_read_only(path: Path) -> sqlite3.Connection:
 def table_names(connection: sqlite3.Connection) -> set[str]:
     """The tables and views of the database."""
     return {name for (name,) in connection.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")}
+
+
+def sniffed_tables(path: Path) -> set[str] | None:
+    """The tables of the SQLite file at ``path`` for a format sniffer, which answers
+    and never raises; None when it cannot be opened (a cut-off or damaged copy)."""
+    try:
+        with closing(connect_read_only(path)) as connection:
+            return table_names(connection)
+    except (sqlite3.Error, OSError, ValueError):
+        return None
