@@ -34,7 +34,6 @@ write ``Kernel``). Seen in real files:
 from __future__ import annotations
 
 import gzip
-import json
 import re
 import zlib
 from pathlib import Path
@@ -45,7 +44,7 @@ import pandas as pd
 
 from perfcheck.errors import InputError
 from perfcheck.ingest.formats import Format, Scan, Sniff, Want, single_chunk
-from perfcheck.ingest.names import gnu_style, readable_json
+from perfcheck.ingest.names import gnu_style, json_document
 from perfcheck.ingest.tabular import coerce_integers, coerce_numbers, cuda_arch
 from perfcheck.model import Oddity, Source
 from perfcheck.schema import raw
@@ -98,13 +97,8 @@ def _load(path: Path) -> dict[str, Any]:
     except (OSError, EOFError, zlib.error) as exc:
         raise InputError(path, f"cannot decompress the gzip trace ({exc})",
                          hint="is the file complete? torch.profiler writes it when the profiler stops") from None
-    try:
-        doc = readable_json(data, json.loads(data))
-    except json.JSONDecodeError as exc:
-        raise InputError(path, f"not valid JSON ({exc.msg}, column {exc.colno})", line=exc.lineno,
-                         hint="is the trace complete? a cut-off trace lacks its closing brackets") from None
-    except UnicodeDecodeError as exc:
-        raise InputError(path, f"not UTF-8 text ({exc.reason})", hint="is this a Kineto trace?") from None
+    doc = json_document(path, data, cut_hint="is the trace complete? a cut-off trace lacks its closing brackets",
+                        kind_hint="is this a Kineto trace?")
     if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
         raise InputError(path, "no 'traceEvents' list", hint="is this a torch.profiler trace (export_chrome_trace)?")
     return doc

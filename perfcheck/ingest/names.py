@@ -31,11 +31,13 @@ Integer literal suffixes follow the Itanium C++ ABI demangling GNU uses
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
 import pandas as pd
 
+from perfcheck.errors import InputError
 from perfcheck.ingest.formats import ProfileScanner, Scan, Want
 
 # GNU demangler suffix of an integer literal per type (libiberty cp-demangle.c, d_print_comp
@@ -100,11 +102,21 @@ def readable(value: object) -> object:
     return value
 
 
-def readable_json(text: bytes, doc: object) -> object:
-    """``doc`` parsed from ``text`` with every lone surrogate shown as U+FFFD. The walk
-    is done only when ``text`` holds a surrogate escape at all (rare), so a large
-    trace costs one scan of its bytes."""
-    return readable(doc) if _SURROGATE_ESCAPE.search(text) else doc
+def json_document(path: Path, data: bytes, *, cut_hint: str, kind_hint: str) -> object:
+    """The JSON document in ``data`` (the bytes of ``path``) with every lone surrogate
+    shown as U+FFFD; malformed JSON or text is a located InputError (``cut_hint``:
+    what a cut-off file means for this tool; ``kind_hint``: which file it should be).
+    The surrogate walk is done only when the bytes hold a surrogate escape at all
+    (rare), so a large trace costs one scan of its bytes."""
+    try:
+        doc = json.loads(data)
+    except json.JSONDecodeError as exc:
+        raise InputError(path, f"not valid JSON ({exc.msg}, column {exc.colno})", line=exc.lineno,
+                         hint=cut_hint) from None
+    except UnicodeDecodeError as exc:
+        raise InputError(path, f"not UTF-8 text ({exc.reason})", hint=kind_hint) from None
+    return readable(doc) if _SURROGATE_ESCAPE.search(data) else doc
+
 
 def gnu_style(names: pd.Series) -> pd.Series:
     """Vectorised over a name column: each distinct name is rewritten once (a trace

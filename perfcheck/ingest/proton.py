@@ -28,7 +28,6 @@ median, minimum and maximum are unknown.
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
@@ -38,7 +37,7 @@ import pandas as pd
 
 from perfcheck.errors import InputError
 from perfcheck.ingest.formats import Format, Scan, Sniff, Want, single_chunk
-from perfcheck.ingest.names import gnu_style, readable_json
+from perfcheck.ingest.names import gnu_style, json_document
 from perfcheck.ingest.tabular import coerce_integers, coerce_numbers
 from perfcheck.model import Oddity, Source
 from perfcheck.schema import raw
@@ -87,14 +86,8 @@ def _arch(kind: str, arch: str) -> str | None:
 
 
 def _scan(path: Path, want: Want) -> Scan:
-    try:
-        data = path.read_bytes()
-        doc = readable_json(data, json.loads(data))
-    except json.JSONDecodeError as exc:
-        raise InputError(path, f"not valid JSON ({exc.msg}, column {exc.colno})", line=exc.lineno,
-                         hint="is the profile complete? Proton writes it at proton.finalize()") from None
-    except UnicodeDecodeError as exc:
-        raise InputError(path, f"not UTF-8 text ({exc.reason})", hint="is this a Proton .hatchet file?") from None
+    doc = json_document(path, path.read_bytes(), cut_hint="is the profile complete? Proton writes it at proton.finalize()",
+                        kind_hint="is this a Proton .hatchet file?")
     if not (isinstance(doc, list) and doc and isinstance(doc[0], dict) and "children" in doc[0]):
         raise InputError(path, "not a Proton hatchet document (expected [call tree, device map])",
                          hint="is this a Proton .hatchet file?")
