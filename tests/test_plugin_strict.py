@@ -11,6 +11,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from test_plugin import SUITES  # the stencil example's two suites, as the plugin tests use them
 
 pytest_plugins = ["pytester"]
 
@@ -18,22 +19,6 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "stencil"
 MACHINE = EXAMPLE / "machines" / "mulan-mi100.toml"
 EO = "EOCloverFBCGPU(float*, float const*, int)"
-
-SUITES = f"""\
-[tool.perfcheck]
-device = "mi100"
-peaks = ["{MACHINE}"]
-
-[tool.perfcheck.suites.before]
-profiles = ["{EXAMPLE / 'results-before.csv'}"]
-[tool.perfcheck.suites.before.expect]
-"EOCloverFBCGPU*" = ["occupancy >= 40%", "scratch_per_thread == 0"]
-
-[tool.perfcheck.suites.after]
-profiles = ["{EXAMPLE / 'results-after.csv'}"]
-[tool.perfcheck.suites.after.expect]
-"*Clover*FBCGPU*" = ["hbm_bw >= 80% of peak", "duration <= baseline + 5%"]
-"""
 
 
 @pytest.fixture(autouse=True)
