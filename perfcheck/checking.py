@@ -132,7 +132,7 @@ def prepare(suite: SuiteSettings, profile: "Profile | None" = None) -> SuiteRun:
     run.fingerprint = fingerprint
     run.baseline_path = baselines.baseline_path(suite.baseline_dir, suite.name, fingerprint)
     stored = baselines.load(run.baseline_path)
-    if stored is not None and getattr(suite, "aliases", None):
+    if stored is not None and suite.aliases:
         stored = stored.renamed(suite.aliases)  # renamed kernels keep their baseline
     if stored is not None and (why := baselines.mismatch(stored, fingerprint)):
         run.action = MISMATCH
