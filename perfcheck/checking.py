@@ -365,8 +365,7 @@ def settle_baselines(runs: Sequence[SuiteRun], *, write: bool = True) -> None:
         if folder.is_dir():
             for sub in [folder, *(d for d in folder.iterdir() if d.is_dir())]:
                 clean_stale_temps(sub)
-    for path, group in groups.items():
-        clean_stale_temps(path.parent)
+    for path, group in groups.items():  # each path's folder was cleaned above
         fresh = [r.fresh for r in group if r.fresh is not None]
         if not fresh:
             continue
