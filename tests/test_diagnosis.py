@@ -1,0 +1,91 @@
+"""perfcheck.diagnosis: why a kernel changed, from what else moved.
+
+The two levels of the stencil example (examples/stencil: the register version
+"after" and the LDS version "before", rocprof traces the project generates itself)
+are the real case: going from registers back to LDS halves the occupancy (limiter
+vgpr -> lds) with the same bytes moved."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from perfcheck.diagnosis import TIME_ONLY, diagnose, limiter, moved
+
+STENCIL = Path(__file__).resolve().parent.parent / "examples" / "stencil"
+KERNEL = "EOCloverFBCGPU(float*, float const*, int)"
+
+
+@pytest.fixture(scope="module")
+def levels() -> tuple[dict[str, float], dict[str, float]]:
+    """(register version, LDS version) measurements of one kernel, as the store keeps them."""
+    from perfcheck.analysis import analyse
+    from perfcheck.history.runs import measurements
+
+    registers = measurements(analyse([STENCIL / "results-after.csv"], arch="mi100"))[KERNEL]
+    lds = measurements(analyse([STENCIL / "results-before.csv"], arch="mi100"))[KERNEL]
+    return registers, lds
+
+
+def test_registers_to_lds_names_occupancy_limiter_and_lds(levels) -> None:
+    registers, lds = levels
+    found = diagnose(registers, lds, arch="gfx908")
+    text = found.text()
+    assert text.startswith("duration +")
+    # the largest effect first: the occupancy halved, by LDS, with the same bytes
+    first = found.items[0]
+    assert first.startswith("occupancy 40.0% -> 20.0% (limiter vgpr -> lds; lds_per_workgroup 0 B -> 24 KiB")
+    assert "hbm_bytes unchanged" in text
+    assert "hbm_bw 74.5% -> 39.3% of peak" in text  # of the datasheet peak: no machine file given
+    assert not found.time_only
+    assert {m.metric for m in found.moved} >= {"occupancy_pct", "lds_per_workgroup", "vgpr", "occupancy_limiter"}
+
+
+def test_the_reverse_is_an_improvement_with_the_limiter_back_to_vgpr(levels) -> None:
+    registers, lds = levels
+    text = diagnose(lds, registers, arch="mi100").text()
+    assert text.startswith("duration -")
+    assert "limiter lds -> vgpr" in text
+
+
+def test_without_an_arch_the_given_labels_are_used(levels) -> None:
+    registers, lds = levels
+    text = diagnose(registers, lds, labels_before={"occupancy_limiter": "vgpr"},
+                    labels_after={"occupancy_limiter": "lds"}).text()
+    assert "limiter vgpr -> lds" in text
+    assert "limiter" not in diagnose(registers, lds).text()  # nothing to derive it from: not guessed
+
+
+def test_time_only_when_no_counter_moved(levels) -> None:
+    registers, _ = levels
+    slower = {**registers, "duration": registers["duration"] * 1.3, "hbm_bw": registers["hbm_bw"] / 1.3,
+              "hbm_bw_pct": registers["hbm_bw_pct"] / 1.3}
+    found = diagnose(registers, slower, arch="gfx908")
+    assert found.time_only
+    assert found.text() == f"duration +30.0%: {TIME_ONLY}"
+    assert diagnose(registers, slower, whole_run_pct=28.0).text() == \
+        f"duration +30.0%: whole run moved (+28.0%, every kernel); {TIME_ONLY}"
+
+
+def test_largest_effect_first_and_bytes_named() -> None:
+    before = {"duration": [1.0e-3] * 5, "hbm_bytes": [1.0e9] * 5, "instructions": [1.0e6] * 5}
+    after = {"duration": [1.5e-3] * 5, "hbm_bytes": [1.45e9] * 5, "instructions": [2.0e6] * 5}
+    found = diagnose(before, after)
+    assert found.items[:2] == ("instructions 1,000,000 -> 2,000,000", "hbm_bytes 953.7 MiB -> 1.35 GiB")
+
+
+def test_a_change_within_its_own_noise_is_not_named() -> None:
+    noisy = [1.00e9, 1.10e9, 0.92e9, 1.05e9, 0.97e9]
+    assert moved("hbm_bytes", noisy, [v * 1.06 for v in noisy]) is None  # 6% inside +-6% run-to-run
+    assert moved("hbm_bytes", [1e9] * 5, [1.06e9] * 5) is not None  # the same 6% on a steady counter
+    assert moved("hbm_bytes", 1e9, 1.01e9) is None  # one value a side: 1% is below MIN_CHANGE
+    assert moved("hbm_bw", 1e9, 0.9e9, noise=0.05) is None  # the caller's noise: 10% < 3 x 5%
+    assert moved("vgpr", 64, 65) is not None  # resources are exact
+
+
+def test_limiter_needs_a_known_arch() -> None:
+    resources = {"vgpr": 64, "sgpr": 64, "lds_per_workgroup": 0, "workgroup_size": 256}
+    assert limiter(resources, "gfx908") == "vgpr"
+    assert limiter(resources, None) is None
+    assert limiter(resources, "no-such-gpu") is None
