@@ -118,9 +118,13 @@ class Diagnosis:
     time_only: bool  # nothing but timings moved
     whole_run_pct: float | None = None  # the run-wide series' change at the same run, when it moved
 
+    def reason(self) -> str:
+        """The line without its subject: where the subject's change is already shown."""
+        return "; ".join(self.items)
+
     def text(self) -> str:
         head = self.subject + (f" {self.change_pct:+.1f}%" if self.change_pct is not None else "")
-        return f"{head}: {'; '.join(self.items)}"
+        return f"{head}: {self.reason()}"
 
     def as_dict(self) -> dict[str, object]:
         return {"text": self.text(), "subject": self.subject, "change_pct": self.change_pct,
