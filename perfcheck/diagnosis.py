@@ -258,10 +258,10 @@ def diagnose(
     causes = [text for _, text in items]
     time_only = not causes
     line: list[str] = []
-    if whole_run_pct is not None:
-        line.append(f"whole run moved ({whole_run_pct:+.1f}%, every kernel)")
+    whole = f"whole run moved ({whole_run_pct:+.1f}%, every kernel)" if whole_run_pct is not None else None
     if time_only:
-        line.append(TIME_ONLY)
+        # the likeliest cause first: what moved every kernel of the run
+        line.extend([whole, TIME_ONLY] if whole else [TIME_ONLY])
     else:
         line.extend(causes)
         steady = [m for m in totals if m in before and m in after and m not in moves]
@@ -275,6 +275,8 @@ def diagnose(
             if rate in moves:
                 line.append(moves[rate].text())
                 break
+        if whole:  # every kernel moved, but this one's own counters say why
+            line.append(whole)
     shown = [moves[m] for m in (*RESOURCES, *OCCUPANCY, *work) if m in moves]
     shown += [m for m in label_moves.values()]
     shown += [moves[m] for pair in _CONTEXT for m in pair if m in moves and not time_only][:1]

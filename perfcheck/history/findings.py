@@ -19,14 +19,16 @@ finding too.
 
 The run-wide series (``detect(relative=True)``, kernel ``RUN_WIDE``) is a finding of
 its own; a kernel's change at the same run says "whole run moved" in its diagnosis.
-Without it, a change that at least ``BROAD`` of the suite's kernels (and at least
-``MIN_KERNELS`` of them) show at the same run in the same direction is "whole run
-moved" too.
+Without it, a change that every kernel of the suite (at least ``WHOLE_RUN_KERNELS``)
+shows at the same run in the same direction is "whole run moved" too (most, but not
+all, is a change several kernels share: the stencil sprint's four kernels and the
+unchanged reduction beside them).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -34,12 +36,15 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from perfcheck.diagnosis import Diagnosis, diagnose
-from perfcheck.history.changepoints import BROAD, KEY, MIN_KERNELS, RUN_WIDE, ChangePoint
+from perfcheck.history.changepoints import KEY, RUN_WIDE, ChangePoint
 
 if TYPE_CHECKING:
     import pandas as pd
 
 ALL = "all"
+# Kernels of a suite that must all change at one run for "whole run moved" without the
+# run-wide series: with fewer, a shared cause and a coincidence look alike.
+WHOLE_RUN_KERNELS = 3
 HEADLINE_FIRST = "duration"
 
 
@@ -80,7 +85,19 @@ class Finding:
                               "change_pct": cp.change_pct, "direction": cp.direction, "run_id": cp.run_id}
                              for cp in self.also]
         doc["diagnosis"] = self.diagnosis.as_dict() if self.diagnosis is not None else None
-        return doc
+        return _finite(doc)
+
+
+def _finite(value: object) -> object:
+    """JSON has no inf: a change from 0 (a resource that was not used) is null, with
+    its before and after values beside it."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
 
 
 def watched(frame: "pd.DataFrame") -> set[tuple[str, str, str, str]]:
@@ -147,17 +164,19 @@ def findings(
         runs: dict[str, list[ChangePoint]] = {}
         for cp in mine:
             runs.setdefault(cp.run_id, []).append(cp)
+        # the strongest headline first; a run one run away from a headline's joins it
+        best = {r: min((cp for cp in cps if _eligible(cp, select, asked)), key=_rank, default=None)
+                for r, cps in runs.items()}
+        order = sorted(runs, key=lambda r: (best[r] is None, _rank(best[r]) if best[r] is not None else (0, 0, 0.0)))
         heads: dict[str, ChangePoint] = {}
-        for run_id, cps in runs.items():
-            candidates = sorted((cp for cp in cps if _eligible(cp, select, asked)), key=_rank)
-            if candidates:
-                heads[run_id] = candidates[0]
-        members: dict[str, list[ChangePoint]] = {run_id: [] for run_id in heads}
-        for run_id, cps in runs.items():
-            home = run_id if run_id in heads else _nearest(run_id, heads, where)
+        members: dict[str, list[ChangePoint]] = {}
+        for run_id in order:
+            home = _nearest(run_id, heads, where)
+            if home is None and best[run_id] is not None:
+                heads[run_id], members[run_id], home = best[run_id], [], run_id
             if home is None:
                 continue  # no metric asked about changed here: not reported (select="all" shows it)
-            members[home].extend(cp for cp in cps if cp is not heads[home])
+            members[home].extend(cp for cp in runs[run_id] if cp is not heads[home])
         grouped.extend((heads[r], sorted(members[r], key=lambda cp: -abs(cp.change_pct))) for r in heads)
 
     wide = _whole_run(points, frame, positions)
@@ -180,6 +199,8 @@ def _nearest(run_id: str, heads: Mapping[str, ChangePoint], where: Mapping[str, 
     at = where.get(run_id)
     if at is None:
         return None
+    if run_id in heads:
+        return run_id
     close = [(abs(where[r] - at), r) for r in heads if r in where and abs(where[r] - at) <= 1]
     return min(close)[1] if close else None
 
@@ -206,7 +227,7 @@ def _whole_run(points: Sequence[ChangePoint], frame: "pd.DataFrame",
         total = kernels.get(key[:3], 0)
         signs = np.sign(changes)
         agree = max(int((signs > 0).sum()), int((signs < 0).sum()))
-        if total >= MIN_KERNELS and agree >= BROAD * total:
+        if total >= WHOLE_RUN_KERNELS and agree == total:
             out[key] = float(np.median(changes))
     return out
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 import textwrap
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -36,9 +37,14 @@ def _state(f: "Finding") -> str:
     return f"{f.headline.direction}" + (f" ({', '.join(marks)})" if marks else "")
 
 
+def pct_text(change: float) -> str:
+    """"+30.1%", or "from 0" where the old level was 0 (a resource not used before)."""
+    return f"{change:+.1f}%" if math.isfinite(change) else "from 0"
+
+
 def change_text(f: "Finding") -> str:
     """"+30.1% regression (new)"."""
-    return f"{f.headline.change_pct:+.1f}% {_state(f)}"
+    return f"{pct_text(f.headline.change_pct)} {_state(f)}"
 
 
 def levels_text(f: "Finding") -> str:
@@ -50,7 +56,7 @@ def levels_text(f: "Finding") -> str:
 
 def also_text(f: "Finding") -> str:
     """"duration_max +31.0%, hbm_bw -23.1%" or ""."""
-    return ", ".join(f"{cp.metric} {cp.change_pct:+.1f}%" for cp in f.also)
+    return ", ".join(f"{cp.metric} {pct_text(cp.change_pct)}" for cp in f.also)
 
 
 def why_text(f: "Finding") -> str:
