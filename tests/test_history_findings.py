@@ -159,3 +159,17 @@ def test_whole_run_moved_when_most_kernels_moved_at_the_same_run() -> None:
     assert "whole run moved" not in one.diagnosis.text()
     most = findings(points[:5], frame)  # five of six: changes they share, not the run's
     assert not any("whole run moved" in f.diagnosis.text() for f in most)
+
+
+def test_the_dashboard_and_digest_group_and_say_why(cli, store: Path) -> None:  # noqa: ANN001
+    assert cli("history", "report", "--history", store, "--markdown", "digest.md", "--html", "site").code == 0
+    digest = Path("digest.md").read_text()
+    regressions = digest.split("### Open regressions")[1].split("###")[0]
+    rows = [line for line in regressions.splitlines() if line.startswith("| stencil |")]
+    assert len(rows) == KERNELS  # one per kernel: duration_max, hbm_bw, ... are inside it
+    for row in rows:
+        assert "| duration |" in row and re.search(r"\(also .*hbm_bw -4\d\.\d%", row), row
+        assert "occupancy 40.0% -> 20.0% (limiter vgpr -> lds; lds_per_workgroup 0 B -> 24 KiB" in row
+    assert "**4 open regressions**" in digest
+    index = Path("site/index.html").read_text()
+    assert index.count("limiter vgpr -&gt; lds") == KERNELS and "also moved: " in index
