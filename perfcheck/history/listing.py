@@ -55,8 +55,12 @@ def levels_text(f: "Finding") -> str:
 
 
 def also_text(f: "Finding") -> str:
-    """"duration_max +31.0%, hbm_bw -23.1%" or ""."""
-    return ", ".join(f"{cp.metric} {pct_text(cp.change_pct)}" for cp in f.also)
+    """"duration_max +31.0%; hbm_bw, gips -23.1%" or "": metrics with the same change
+    (rates over the same duration) share one figure."""
+    same: dict[str, list[str]] = {}
+    for cp in sorted(f.also, key=lambda cp: (-abs(cp.change_pct), cp.metric)):
+        same.setdefault(pct_text(cp.change_pct), []).append(cp.metric)
+    return "; ".join(f"{', '.join(metrics)} {pct}" for pct, metrics in same.items())
 
 
 def why_text(f: "Finding") -> str:
