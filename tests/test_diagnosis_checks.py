@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -88,3 +90,14 @@ def test_the_history_gate_failure_says_why_against_the_recent_runs(lds_run: Path
     assert duration["diagnosis"].startswith("duration +89.") and WHY in duration["diagnosis"]
     line = next(x for x in result.err.splitlines() if "FAILED" in x and EO in x)
     assert "vs history" in line and WHY in line
+
+
+def test_pytest_perf_failure_says_why(lds_run: Path) -> None:
+    """The plugin's failure text and its JUnit message (pytest's own report)."""
+    done = subprocess.run([sys.executable, "-m", "pytest", "--perf", "-q", "-p", "no:randomly", "-p", "no:cacheprovider",
+                           "--junitxml", "junit.xml", str(lds_run)],
+                          cwd=lds_run, capture_output=True, text=True)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert f"why:      duration +89.4%: {WHY}" in done.stdout
+    failures = [case.find("failure") for case in ET.parse(lds_run / "junit.xml").iter("testcase")]
+    assert any(f is not None and WHY in f.get("message", "") for f in failures)
