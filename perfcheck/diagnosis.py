@@ -31,10 +31,12 @@ within-run spread of the durations for timing-derived quantities), else only
 ``MIN_CHANGE`` applies. Launch resources and call counts are exact integers set by
 the compiler and the application: any change is a change.
 
-The limiter is a label, which the history store does not keep; from the launch
-resources and the arch (``arch``) it is derived by the occupancy rules
-(``perfcheck.arch.occupancy``), the same ones that computed it when the run was
-analysed.
+The limiter, the roofline bound and the binding roof are labels, which the history
+store and the baseline files do not keep (they keep numbers); they are derived from
+the numbers they do keep: the limiter from the launch resources and the arch
+(``arch``) by the occupancy rules (``perfcheck.arch.occupancy``), the same ones that
+computed it when the run was analysed; the binding roof from each level's intensity,
+bandwidth and % of its ceiling against ``attainable`` (``roof_labels``).
 
 This module sits below the baselines, the checks and the history (see
 ``tests/test_layering.py``) so that all of them can say why.
@@ -187,6 +189,28 @@ def limiter(resources: Mapping[str, float], arch: str | None) -> str | None:
     return None if pd.isna(label) else str(label)
 
 
+def roof_labels(values: Mapping[str, float]) -> dict[str, str]:
+    """``bound`` and ``roofline_ceiling`` of a kernel from its numbers alone, for a side
+    whose labels were not kept (the history store keeps numbers): each memory level's
+    roof is its intensity times its ceiling, and the ceiling is the level's bandwidth
+    over its % of it; the level whose roof is the ``attainable`` rate binds
+    (``perfcheck.metrics.roofline`` lowers the flat roof by every sloped one), else
+    the flat compute roof does. Empty when ``attainable`` is not known."""
+    from perfcheck.metrics.roofline import LEVELS
+
+    attainable = values.get("attainable")
+    if attainable is None or not math.isfinite(attainable) or attainable <= 0:
+        return {}
+    for _, bw, ai in LEVELS:
+        intensity, rate, pct = values.get(ai), values.get(bw), values.get(f"{bw}_pct")
+        if None in (intensity, rate, pct) or not pct:
+            continue
+        roof = float(intensity) * float(rate) * 100.0 / float(pct)
+        if math.isfinite(roof) and abs(roof / attainable - 1.0) < 1e-6:
+            return {"bound": "memory", "roofline_ceiling": bw}
+    return {"bound": "compute", "roofline_ceiling": "compute"}
+
+
 def _medians(values: Mapping[str, Sequence[float] | float]) -> dict[str, float]:
     out = {}
     for metric, vals in values.items():
@@ -221,11 +245,21 @@ def diagnose(
         if found is not None:
             moves[metric] = found
     labels = {"before": dict(labels_before or {}), "after": dict(labels_after or {})}
-    for side, values in (("before", before), ("after", after)):
+    medians = {"before": _medians(before), "after": _medians(after)}
+    for side in labels:
         if "occupancy_limiter" not in labels[side]:
-            derived = limiter(_medians(values), arch)
+            derived = limiter(medians[side], arch)
             if derived is not None:
                 labels[side]["occupancy_limiter"] = derived
+    # where a side's roofline labels are not known, both sides are derived alike (a
+    # derived "compute" beside a kept "fp32" roof name would be a change that is none)
+    if any("roofline_ceiling" not in labels[side] for side in labels):
+        roofs = {side: roof_labels(medians[side]) for side in labels}
+        for side in labels:
+            for name in ("bound", "roofline_ceiling"):
+                labels[side].pop(name, None)
+                if name in roofs[side]:
+                    labels[side][name] = roofs[side][name]
     label_moves = {name: Move(name, labels["before"][name], labels["after"][name])
                    for name in LABELS
                    if labels["before"].get(name) and labels["after"].get(name)
@@ -251,9 +285,9 @@ def diagnose(
     parts = [m for m in levels if m not in totals and not any(m.startswith(t[: -len("bytes")]) for t in totals)]
     work = [m for m in (*totals, *parts, *WORK) if m in moves]
     items.extend((moves[m].effect, moves[m].text()) for m in work)
-    for name in ("bound", "roofline_ceiling"):
-        if name in label_moves:
-            items.append((label_moves[name].effect / 2.0, label_moves[name].text()))
+    if "roofline_ceiling" in label_moves:  # the roof that binds, and the bound when it changed with it
+        bound = f" (bound {label_moves['bound'].before} -> {label_moves['bound'].after})" if "bound" in label_moves else ""
+        items.append((label_moves["roofline_ceiling"].effect / 2.0, label_moves["roofline_ceiling"].text() + bound))
     items.sort(key=lambda item: -item[0])
     causes = [text for _, text in items]
     time_only = not causes

@@ -89,3 +89,26 @@ def test_limiter_needs_a_known_arch() -> None:
     assert limiter(resources, "gfx908") == "vgpr"
     assert limiter(resources, None) is None
     assert limiter(resources, "no-such-gpu") is None
+
+
+def test_the_binding_roof_from_the_numbers_matches_the_analysis(levels) -> None:
+    from perfcheck.analysis import analyse
+    from perfcheck.diagnosis import roof_labels
+
+    registers, _ = levels
+    table = analyse([STENCIL / "results-after.csv"], arch="mi100").kernels
+    row = table[table["kernel"] == KERNEL].iloc[0]
+    assert roof_labels(registers) == {"bound": row["bound"], "roofline_ceiling": row["roofline_ceiling"]}
+    assert roof_labels({"duration": 1.0}) == {}
+
+
+def test_a_change_of_binding_roof_is_named() -> None:
+    # hbm roof 1 x 1e12 binds at first; then the kernel works out of L2 at a lower
+    # intensity there: the L2 roof (0.5 x 1.6e12 = 8e11) binds
+    common = {"hbm_bw": 5e11, "hbm_bw_pct": 50.0, "l2_bw": 8e11, "l2_bw_pct": 50.0, "duration": 1e-3}
+    before = {**common, "ai_hbm": 1.0, "ai_l2": 2.0, "attainable": 1e12}
+    after = {**common, "ai_hbm": 1.0, "ai_l2": 0.5, "attainable": 8e11, "duration": 1.2e-3}
+    text = diagnose(before, after).text()
+    assert "binding roof hbm_bw -> l2_bw" in text
+    compute = {**before, "attainable": 4e11}  # below every memory roof: the flat roof binds
+    assert "binding roof compute -> hbm_bw (bound compute -> memory)" in diagnose(compute, before).text()
