@@ -105,9 +105,10 @@ def watched(frame: "pd.DataFrame") -> set[tuple[str, str, str, str]]:
     ``outcome``) and every ``duration``; a kernel with none of those: all its series."""
     if frame is None or not len(frame):
         return set()
-    outcome = frame["outcome"] if "outcome" in frame.columns else None
-    checked = (outcome.notna() & (outcome.astype(str) != "")) if outcome is not None else frame["metric"].isna()
-    flags = (checked | (frame["metric"] == HEADLINE_FIRST)).groupby([frame[c] for c in KEY], sort=False).any()
+    checked = frame["metric"] == HEADLINE_FIRST
+    if "outcome" in frame.columns:
+        checked |= frame["outcome"].notna() & (frame["outcome"].astype(str) != "")
+    flags = checked.groupby([frame[c] for c in KEY], sort=False).any()
     kernel_has = flags.groupby(level=[0, 1, 2], sort=False).transform("any")
     keep = flags | ~kernel_has
     return {tuple(map(str, key)) for key in keep[keep].index}  # type: ignore[misc]
@@ -152,8 +153,7 @@ def findings(
     select = list(select) if select is not None and not isinstance(select, str) else select
     asked = watched(frame)
     positions = _positions(frame)
-    recent_ids = {id(cp) for cp in recent}
-    recent_keys = {(cp.machine, cp.suite, cp.kernel, cp.metric, cp.run_id) for cp in recent}
+    marked = set(recent)
     by_kernel: dict[tuple[str, str, str], list[ChangePoint]] = {}
     for cp in points:
         by_kernel.setdefault((cp.machine, cp.suite, cp.kernel), []).append(cp)
@@ -187,8 +187,7 @@ def findings(
         if head.kernel != RUN_WIDE:
             diagnosis = _diagnose(head, frame, positions, machines.get(head.machine),
                                   wide.get((head.machine, head.suite, head.metric, head.run_id)))
-        new = id(head) in recent_ids or (head.machine, head.suite, head.kernel, head.metric, head.run_id) in recent_keys
-        out.append(Finding(head, tuple(also), diagnosis, new=new))
+        out.append(Finding(head, tuple(also), diagnosis, new=head in marked))
     out.sort(key=lambda f: (not f.regression, not f.new, -abs(f.headline.change_pct), f.suite, f.kernel, f.headline.time))
     return out
 
