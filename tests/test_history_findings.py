@@ -173,3 +173,17 @@ def test_the_dashboard_and_digest_group_and_say_why(cli, store: Path) -> None:  
     assert "**4 open regressions**" in digest
     index = Path("site/index.html").read_text()
     assert index.count("limiter vgpr -&gt; lds") == KERNELS and "also moved: " in index
+
+
+def test_a_run_wide_change_point_at_the_same_run_is_whole_run_moved() -> None:
+    from perfcheck.history.changepoints import RUN_WIDE
+
+    frame = _frame(["k"], ["duration"])
+    wide = _point(RUN_WIDE, "duration", "r10", 8.0)
+    found = findings([wide, _point("k", "duration", "r10", 9.0)], frame)
+    assert sorted(f.kernel for f in found) == sorted(["k", RUN_WIDE])
+    kernel = next(f for f in found if f.kernel == "k")
+    # (the frame's values are flat: only the change points say what moved)
+    assert kernel.diagnosis.reason() == "whole run moved (+8.0%, every kernel); no counter moved: time only " \
+        "(clocks, placement, contention?)"
+    assert next(f for f in found if f.kernel == RUN_WIDE).diagnosis is None  # the run itself: nothing to compare
