@@ -299,7 +299,7 @@ def diagnose(
     else:
         line.extend(causes)
         steady = [m for m in totals if m in before and m in after and m not in moves]
-        if steady and not any(m in moves for m in levels):
+        if steady and subject not in levels and not any(m in moves for m in levels):
             line.append(f"{steady[0]} unchanged")
         for pct, rate in _CONTEXT:
             if pct in moves:

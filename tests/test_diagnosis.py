@@ -112,3 +112,10 @@ def test_a_change_of_binding_roof_is_named() -> None:
     assert "binding roof hbm_bw -> l2_bw" in text
     compute = {**before, "attainable": 4e11}  # below every memory roof: the flat roof binds
     assert "binding roof compute -> hbm_bw (bound compute -> memory)" in diagnose(compute, before).text()
+
+
+def test_the_subject_is_never_called_unchanged() -> None:
+    before = {"hbm_bytes": 1e9, "vgpr": 64, "duration": 1e-3}
+    after = {"hbm_bytes": 1.5e9, "vgpr": 80, "duration": 1e-3}
+    text = diagnose(before, after, subject="hbm_bytes").text()
+    assert text == "hbm_bytes +50.0%: vgpr 64 -> 80"
