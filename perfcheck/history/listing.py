@@ -89,7 +89,7 @@ def text(found: Sequence["Finding"], *, width: int | None = None) -> str:
             widths[0] = max(KERNEL_MIN, min(widths[0], width - rest))
         if lines:
             lines.append("")
-        lines.append(where)
+        lines.append(where if width is None else shorten_middle(where, width))
         for i, row in enumerate([COLUMNS, *rows]):
             cells = [shorten_middle(row[0], widths[0]) if width is not None else row[0], *row[1:]]
             lines.append("  " + "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip())
