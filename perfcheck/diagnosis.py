@@ -44,6 +44,7 @@ This module sits below the baselines, the checks and the history (see
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -174,6 +175,12 @@ def limiter(resources: Mapping[str, float], arch: str | None) -> str | None:
     device name), by the occupancy rules; None when the arch or a resource is unknown."""
     if not arch:
         return None
+    return _limiter(arch, tuple(sorted((k, float(resources[k])) for k in RESOURCES if k in resources)))
+
+
+@functools.lru_cache(maxsize=1024)
+def _limiter(arch: str, resources: tuple[tuple[str, float], ...]) -> str | None:
+    """``limiter``, once per arch and resources (a suite's failing checks share them)."""
     import pandas as pd
 
     from perfcheck.arch import lookup
@@ -184,8 +191,7 @@ def limiter(resources: Mapping[str, float], arch: str | None) -> str | None:
         target = lookup(arch)
     except UsageError:
         return None
-    frame = pd.DataFrame([{k: resources[k] for k in RESOURCES if k in resources}])
-    label = occupancy_table(target.arch, frame)["occupancy_limiter"].iloc[0]
+    label = occupancy_table(target.arch, pd.DataFrame([dict(resources)]))["occupancy_limiter"].iloc[0]
     return None if pd.isna(label) else str(label)
 
 
