@@ -57,6 +57,7 @@ from perfcheck.units import format_value
 NOISE_K = 3.0  # a change this many run-to-run sigmas away is not noise (3 sigma: ~0.3% by chance)
 MIN_CHANGE = 0.02  # relative: counters read through sampled hardware (FETCH_SIZE) wobble by about 1%
 TIME_ONLY = "no counter moved: time only (clocks, placement, contention?)"
+NOTHING_ELSE = "nothing else moved"  # a count (bytes, instructions) changed alone
 
 # Launch resources, in the order a reader looks for them: they set the occupancy.
 RESOURCES = ("vgpr", "agpr", "sgpr", "registers", "lds_per_workgroup", "scratch_per_thread", "workgroup_size",
@@ -118,7 +119,7 @@ class Diagnosis:
     change_pct: float | None  # its change, in %
     moved: tuple[Move, ...]  # the quantities named (causes, then the bandwidth), largest effect first
     items: tuple[str, ...]  # the line's parts, in order
-    time_only: bool  # nothing but timings moved
+    time_only: bool  # nothing but timings moved (for a count as subject: nothing else moved)
     whole_run_pct: float | None = None  # the run-wide series' change at the same run, when it moved
 
     def reason(self) -> str:
@@ -133,6 +134,13 @@ class Diagnosis:
         return {"text": self.text(), "subject": self.subject, "change_pct": self.change_pct,
                 "moved": [m.as_dict() for m in self.moved], "time_only": self.time_only,
                 "whole_run_pct": self.whole_run_pct}
+
+
+def timed(metric: str) -> bool:
+    """A duration or a quantity divided by one (a rate, its % of a peak, the roofline %):
+    what changes when only the time does."""
+    base = metric[: -len("_pct")] if metric.endswith("_pct") else metric
+    return (metric.startswith("duration") or base in ("gips", "roofline") or metric_unit(base).endswith("/s"))
 
 
 def _finite(values: Iterable[float] | float | None) -> np.ndarray:
@@ -301,7 +309,8 @@ def diagnose(
     whole = f"whole run moved ({whole_run_pct:+.1f}%, every kernel)" if whole_run_pct is not None else None
     if time_only:
         # the likeliest cause first: what moved every kernel of the run
-        line.extend([whole, TIME_ONLY] if whole else [TIME_ONLY])
+        alone = TIME_ONLY if timed(subject) else NOTHING_ELSE
+        line.extend([whole, alone] if whole else [alone])
     else:
         line.extend(causes)
         steady = [m for m in totals if m in before and m in after and m not in moves]

@@ -119,3 +119,13 @@ def test_the_subject_is_never_called_unchanged() -> None:
     after = {"hbm_bytes": 1.5e9, "vgpr": 80, "duration": 1e-3}
     text = diagnose(before, after, subject="hbm_bytes").text()
     assert text == "hbm_bytes +50.0%: vgpr 64 -> 80"
+
+
+def test_a_count_that_moved_alone_is_not_called_time_only() -> None:
+    from perfcheck.diagnosis import NOTHING_ELSE, timed
+
+    assert diagnose({"hbm_bytes": 1e9, "vgpr": 64}, {"hbm_bytes": 1.5e9, "vgpr": 64},
+                    subject="hbm_bytes").text() == f"hbm_bytes +50.0%: {NOTHING_ELSE}"
+    assert [m for m in ("duration_max", "hbm_bw", "hbm_bw_pct", "gips", "gips_pct", "roofline_pct", "flop_rate",
+                        "instruction_rate", "hbm_bytes", "occupancy_pct", "vgpr", "calls") if timed(m)] == \
+        ["duration_max", "hbm_bw", "hbm_bw_pct", "gips", "gips_pct", "roofline_pct", "flop_rate", "instruction_rate"]
