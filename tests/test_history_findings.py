@@ -187,3 +187,9 @@ def test_a_run_wide_change_point_at_the_same_run_is_whole_run_moved() -> None:
     assert kernel.diagnosis.reason() == "whole run moved (+8.0%, every kernel); no counter moved: time only " \
         "(clocks, placement, contention?)"
     assert next(f for f in found if f.kernel == RUN_WIDE).diagnosis is None  # the run itself: nothing to compare
+
+
+def test_the_headline_series_stepping_again_next_run_is_a_finding_of_its_own() -> None:
+    frame = _frame(["k"], ["duration"])
+    steps = [_point("k", "duration", "r10", 10.0), _point("k", "duration", "r11", 10.0, index=11)]
+    assert [f.headline.run_id for f in findings(steps, frame)] == ["r10", "r11"]

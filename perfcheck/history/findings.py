@@ -172,6 +172,8 @@ def findings(
         members: dict[str, list[ChangePoint]] = {}
         for run_id in order:
             home = _nearest(run_id, heads, where)
+            if home is not None and any(cp.metric == heads[home].metric for cp in runs[run_id]):
+                home = None  # the headline's own series stepped again (--min-after 1): a change of its own
             if home is None and best[run_id] is not None:
                 heads[run_id], members[run_id], home = best[run_id], [], run_id
             if home is None:
