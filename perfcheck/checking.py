@@ -277,10 +277,15 @@ def _explained(run: SuiteRun, checks: list[Check], history: Mapping[str, Mapping
     if not failed or run.analysis is None:
         return checks
     from perfcheck.baseline import is_exact
-    from perfcheck.diagnosis import LABELS, diagnose
+    from perfcheck.diagnosis import LABELS, diagnose, whole_run
     from perfcheck.history.runs import duration_samples, measurements
 
     now = measurements(run.analysis)
+    # every kernel's duration against the baseline: did the whole run move?
+    stored_kernels = run.baseline.kernels if run.baseline is not None else {}
+    ratios = [now[k]["duration"] / b.metrics["duration"] * 100.0 - 100.0 for k, b in stored_kernels.items()
+              if k in now and "duration" in now[k] and b.metrics.get("duration")]
+    whole = whole_run(ratios)
     table = run.analysis.kernels
     present = [c for c in LABELS if c in table.columns]
     labels = {str(k): {c: str(v) for c, v in row.items() if isinstance(v, str) and v}
@@ -299,7 +304,7 @@ def _explained(run: SuiteRun, checks: list[Check], history: Mapping[str, Mapping
         sigma = float(spread.get(check.kernel, {}).get("spread", 0.0))
         noise = {m: sigma for m in after if not is_exact(m)}
         found = diagnose(before, after, subject=check.metric, labels_after=labels.get(check.kernel), noise=noise,
-                         arch=arch)
+                         arch=arch, whole_run_pct=whole)
         out.append(replace(check, diagnosis=found.text()))
     return out
 

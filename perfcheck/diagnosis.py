@@ -57,6 +57,7 @@ from perfcheck.units import format_value
 NOISE_K = 3.0  # a change this many run-to-run sigmas away is not noise (3 sigma: ~0.3% by chance)
 MIN_CHANGE = 0.02  # relative: counters read through sampled hardware (FETCH_SIZE) wobble by about 1%
 TIME_ONLY = "no counter moved: time only (clocks, placement, contention?)"
+WHOLE_RUN_KERNELS = 3  # fewer kernels all moving at once: a shared cause and a coincidence look alike
 NOTHING_ELSE = "nothing else moved"  # a count (bytes, instructions) changed alone
 
 # Launch resources, in the order a reader looks for them: they set the occupancy.
@@ -134,6 +135,18 @@ class Diagnosis:
         return {"text": self.text(), "subject": self.subject, "change_pct": self.change_pct,
                 "moved": [m.as_dict() for m in self.moved], "time_only": self.time_only,
                 "whole_run_pct": self.whole_run_pct}
+
+
+def whole_run(changes_pct: Sequence[float]) -> float | None:
+    """The run's own change when every kernel of it (at least ``WHOLE_RUN_KERNELS``)
+    changed the same way by more than ``MIN_CHANGE``: their median change, in %; else
+    None. Most but not all is a change several kernels share, not the run's: the
+    stencil sprint's four kernels moved, the reduction beside them did not."""
+    x = np.asarray(changes_pct, dtype="float64")
+    if len(x) < WHOLE_RUN_KERNELS or not np.isfinite(x).all():
+        return None
+    moved_all = (np.abs(x) > 100.0 * MIN_CHANGE).all() and (np.all(x > 0) or np.all(x < 0))
+    return float(np.median(x)) if moved_all else None
 
 
 def timed(metric: str) -> bool:

@@ -101,3 +101,23 @@ def test_pytest_perf_failure_says_why(lds_run: Path) -> None:
     assert f"why:      duration +89.4%: {WHY}" in done.stdout
     failures = [case.find("failure") for case in ET.parse(lds_run / "junit.xml").iter("testcase")]
     assert any(f is not None and WHY in f.get("message", "") for f in failures)
+
+
+def test_whole_run_moved_when_every_kernel_is_slower_than_its_baseline(lds_run: Path, cli) -> None:  # noqa: ANN001
+    """The register version's profile with every dispatch 20% longer: same counters,
+    every kernel slower, the reduction too: the run moved, not the code."""
+    import csv
+
+    rows = list(csv.DictReader((EXAMPLE / "results-after.csv").open()))
+    for row in rows:
+        begin, end = int(row["BeginNs"]), int(row["EndNs"])
+        row["EndNs"] = str(begin + round((end - begin) * 1.2))
+    with (lds_run / "results-before.csv").open("w", newline="") as out:
+        writer = csv.DictWriter(out, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    assert cli("check", "--json", "out.json").code == 1
+    checks = json.loads(Path("out.json").read_text())["suites"]["stencil"]["checks"]
+    duration = next(c for c in checks if c["kernel"] == EO and c["metric"] == "duration")
+    assert duration["diagnosis"] == ("duration +20.0%: whole run moved (+20.0%, every kernel); no counter moved: "
+                                     "time only (clocks, placement, contention?)")

@@ -19,8 +19,8 @@ finding too.
 
 The run-wide series (``detect(relative=True)``, kernel ``RUN_WIDE``) is a finding of
 its own; a kernel's change at the same run says "whole run moved" in its diagnosis.
-Without it, a change that every kernel of the suite (at least ``WHOLE_RUN_KERNELS``)
-shows at the same run in the same direction is "whole run moved" too (most, but not
+Without it, a change that every kernel of the suite (at least
+``perfcheck.diagnosis.WHOLE_RUN_KERNELS``) shows at the same run in the same direction is "whole run moved" too (most, but not
 all, is a change several kernels share: the stencil sprint's four kernels and the
 unchanged reduction beside them).
 """
@@ -35,16 +35,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from perfcheck.diagnosis import Diagnosis, diagnose
+from perfcheck.diagnosis import Diagnosis, diagnose, whole_run
 from perfcheck.history.changepoints import KEY, RUN_WIDE, ChangePoint
 
 if TYPE_CHECKING:
     import pandas as pd
 
 ALL = "all"
-# Kernels of a suite that must all change at one run for "whole run moved" without the
-# run-wide series: with fewer, a shared cause and a coincidence look alike.
-WHOLE_RUN_KERNELS = 3
 HEADLINE_FIRST = "duration"
 
 
@@ -223,13 +220,10 @@ def _whole_run(points: Sequence[ChangePoint], frame: "pd.DataFrame",
         else:
             moves.setdefault(key, []).append(cp.change_pct)
     for key, changes in moves.items():
-        if key in out:
-            continue
-        total = kernels.get(key[:3], 0)
-        signs = np.sign(changes)
-        agree = max(int((signs > 0).sum()), int((signs < 0).sum()))
-        if total >= WHOLE_RUN_KERNELS and agree == total:
-            out[key] = float(np.median(changes))
+        # a kernel without a change point at that run did not move: 0
+        found = whole_run([*changes, *[0.0] * (kernels.get(key[:3], 0) - len(changes))])
+        if key not in out and found is not None:
+            out[key] = found
     return out
 
 
