@@ -61,6 +61,8 @@ from perfcheck.suiterun import (
 )
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from perfcheck.baseline import Baseline
     from perfcheck.history.store import RunRecord
     from perfcheck.model import Peaks, Profile
@@ -217,8 +219,10 @@ def check(run: SuiteRun, expectations: Mapping[str, Sequence[str]] | None = None
     expectations = run.settings.expect if expectations is None else expectations
     checks = evaluate(run.name, expectations, run.analysis, run.baseline, tolerances=run.settings.tolerances)
     checks = [_with_baseline(c, run.baseline) for c in checks]
+    history: dict[str, dict[str, "np.ndarray"]] = {}
     if run.settings.history is not None and not run.settings.update_baseline:
-        checks = _history_gate(run, checks)
+        checks, history = _history_gate(run, checks)
+    checks = _explained(run, checks, history)
     if run.settings.update_baseline:
         checks = [_accepted(c) for c in checks]
     elif run.settings.strict_baseline:
@@ -249,15 +253,60 @@ def _located(settings: SuiteSettings, check: Check, source: tuple[str, int] | No
     return replace(check, source_file=str(settings.config_file), source_line=line)
 
 
-def _history_gate(run: SuiteRun, checks: list[Check]) -> list[Check]:
-    """Baseline-relative checks judged on this machine's recent history (read only)."""
+def _history_gate(run: SuiteRun, checks: list[Check]) -> tuple[list[Check], dict[str, dict[str, "np.ndarray"]]]:
+    """Baseline-relative checks judged on this machine's recent history (read only),
+    and, for the kernels whose check the history failed, every metric's values in the
+    runs the reference was taken from (the diagnosis compares this run with them)."""
     from perfcheck import baseline as baselines
     from perfcheck.history import gate
     from perfcheck.history.store import machine_key
 
     machine = machine_key(baselines.fingerprint(run.analysis))
     refs = gate.references(run.settings.history, machine, run.name, gate.gated_pairs(checks))
-    return gate.rejudge(checks, refs, run.analysis, run.settings.tolerances)
+    judged = gate.rejudge(checks, refs, run.analysis, run.settings.tolerances)
+    since = {c.kernel: refs[(c.kernel, c.metric)].since_time for c in judged
+             if c.outcome == FAILED and (c.kernel, c.metric) in refs and refs[(c.kernel, c.metric)].usable}
+    return judged, gate.recent_values(run.settings.history, machine, run.name, since)
+
+
+def _explained(run: SuiteRun, checks: list[Check], history: Mapping[str, Mapping[str, "np.ndarray"]]) -> list[Check]:
+    """Failed baseline-relative checks with the diagnosis of their kernel: this run
+    against the history's recent runs where the history judged it, else against the
+    stored baseline's values (``perfcheck.diagnosis``)."""
+    failed = {id(c) for c in checks if c.origin == "baseline" and c.outcome == FAILED}
+    if not failed or run.analysis is None:
+        return checks
+    from perfcheck.baseline import is_exact
+    from perfcheck.diagnosis import LABELS, diagnose, whole_run
+    from perfcheck.history.runs import duration_samples, measurements
+
+    now = measurements(run.analysis)
+    # every kernel's duration against the baseline: did the whole run move?
+    stored_kernels = run.baseline.kernels if run.baseline is not None else {}
+    ratios = [now[k]["duration"] / b.metrics["duration"] * 100.0 - 100.0 for k, b in stored_kernels.items()
+              if k in now and "duration" in now[k] and b.metrics.get("duration")]
+    whole = whole_run(ratios)
+    table = run.analysis.kernels
+    present = [c for c in LABELS if c in table.columns]
+    labels = {str(k): {c: str(v) for c, v in row.items() if isinstance(v, str) and v}
+              for k, row in table.set_index(table["kernel"].astype(str))[present].to_dict("index").items()}
+    spread = duration_samples(run.analysis)
+    arch = run.analysis.target.arch.name if run.analysis.target is not None else None
+    out = []
+    for check in checks:
+        stored = run.baseline.kernels.get(check.kernel) if run.baseline is not None else None
+        before = history.get(check.kernel) or (stored.metrics if stored is not None else None)
+        after = now.get(check.kernel)
+        if id(check) not in failed or not before or not after:
+            out.append(check)
+            continue
+        # one run a side: a timing's noise is this run's within-run spread of the durations
+        sigma = float(spread.get(check.kernel, {}).get("spread", 0.0))
+        noise = {m: sigma for m in after if not is_exact(m)}
+        found = diagnose(before, after, subject=check.metric, labels_after=labels.get(check.kernel), noise=noise,
+                         arch=arch, whole_run_pct=whole)
+        out.append(replace(check, diagnosis=found.text()))
+    return out
 
 
 def _accepted(check: Check) -> Check:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -232,7 +233,11 @@ def _history_parser(sub: "argparse._SubParsersAction") -> None:
         "in the last --last runs of its series, 0 otherwise.")
     detect.add_argument("--suite", action="append", metavar="NAME", help="only this suite (repeatable)")
     detect.add_argument("--kernel", action="append", metavar="NAME", help="only this kernel (repeatable)")
-    detect.add_argument("--metric", action="append", metavar="NAME", help="only this metric (repeatable; default all)")
+    detect.add_argument("--metric", action="append", metavar="NAME",
+                        help="report changes of this metric (repeatable; 'all': any metric); default: the metrics a "
+                        "check watches and duration. Other metrics that moved at the same run are listed inside "
+                        "the kernel's finding as 'also moved'")
+    detect.add_argument("--full-names", action="store_true", help="whole kernel names (a pipe always gets them)")
     detect.add_argument("--machine", metavar="SLUG", help="only this machine")
     detect.add_argument("--since", metavar="WHEN", help="runs since a date (2026-01-31) or an age (90d)")
     detect.add_argument("--last", type=int, default=3, metavar="K", help="fail on regressions in the last K runs (default 3)")
@@ -356,25 +361,31 @@ def _history_prune(args: argparse.Namespace) -> int:
 def _history_detect(args: argparse.Namespace) -> int:
     from perfcheck.history import detect, open_store, recent_regressions
     from perfcheck.history import listing as render
+    from perfcheck.history.findings import ALL, findings
 
     if args.last < 1 or args.min_after < 1 or args.window < 4 or not 0 < args.p < 1:
         raise UsageError("--last and --min-after must be 1 or more, --window 4 or more, --p between 0 and 1")
     with open_store(_history_path(args), create=False) as store:
-        frame = store.series(machine=args.machine, suite=args.suite, kernel=args.kernel, metric=args.metric,
-                             since=_since(args.since))
+        # every metric of the kernels: the findings group them and the diagnosis reads them all
+        frame = store.series(machine=args.machine, suite=args.suite, kernel=args.kernel, since=_since(args.since))
+        arches = {slug: fp.get("arch", "") for slug, fp in store.machines().items()}
     points = detect(frame, p=args.p, min_after=args.min_after, window=args.window, min_change_pct=args.min_change,
                     relative=args.relative)
     recent = recent_regressions(points, frame, last=args.last)
+    select = ALL if args.metric and ALL in args.metric else args.metric
+    found = findings(points, frame, recent=recent, select=select, arches=arches)
+    new = [f for f in found if f.new and f.regression]
     if args.json:
-        print(render.as_json(points, recent))
+        print(render.as_json(found))
     elif args.markdown:
-        print(render.markdown(points, recent), end="")
+        print(render.markdown(found), end="")
     else:
         series = frame.groupby(["machine", "suite", "kernel", "metric"]).ngroups if len(frame) else 0
-        print(render.text(points, recent))
-        print(f"{len(points)} change point{'s' if len(points) != 1 else ''} in {series} series; "
-              f"{len(recent)} regression{'s' if len(recent) != 1 else ''} in the last {args.last} runs")
-    return EXIT_FAILED if recent else EXIT_OK
+        whole = args.full_names or not sys.stdout.isatty()  # a pipe or a file gets whole names
+        print(render.text(found, width=None if whole else shutil.get_terminal_size((80, 24)).columns))
+        print(f"{len(found)} finding{'s' if len(found) != 1 else ''} in {series} series; "
+              f"{len(new)} regression{'s' if len(new) != 1 else ''} in the last {args.last} runs")
+    return EXIT_FAILED if new else EXIT_OK
 
 
 def _history_report(args: argparse.Namespace) -> int:

@@ -124,6 +124,9 @@ class Check:
     # the line of its perf.expect call): JUnit locations, CI annotations. None: unknown.
     source_file: str | None = None
     source_line: int | None = None
+    # Why the kernel changed (``perfcheck.diagnosis``), on a failed baseline-relative
+    # check: what else moved against the baseline or the history. "" when not known.
+    diagnosis: str = ""
 
     @property
     def passed(self) -> bool:

@@ -343,8 +343,9 @@ class PerfCheckFailed(AssertionError):
 def failure_line(checks: Sequence["Check"]) -> str:
     """One line for pytest's failure message (and its JUnit ``message``): each failed
     check's kernel, expectation and message (observed, expected, % of which peak, or
-    the baseline and change)."""
-    return "; ".join(f"{c.outcome.upper()}: {c.kernel} [{c.expression}]: {c.message}" for c in checks)
+    the baseline and change), and why the kernel changed where known."""
+    return "; ".join(f"{c.outcome.upper()}: {c.kernel} [{c.expression}]: {c.message}"
+                     + (f" (why: {c.diagnosis})" if c.diagnosis else "") for c in checks)
 
 
 def failure_text(checks: Sequence["Check"]) -> str:
@@ -359,6 +360,8 @@ def failure_text(checks: Sequence["Check"]) -> str:
             lines.append(f"  baseline: {baseline_text(c)} (change {change_text(c)})")
         if c.detail:
             lines.append(f"  detail:   {c.detail}")
+        if c.diagnosis:
+            lines.append(f"  why:      {c.diagnosis}")
         blocks.append("\n".join(lines))
     return "\n".join(blocks)
 

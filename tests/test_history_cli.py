@@ -51,11 +51,11 @@ def test_detect_fails_on_a_recent_regression(cli, tmp_path: Path) -> None:  # no
     assert "1 regression in the last 3 runs" in result.out
     doc = cli("history", "detect", "--history", store, "--json").json()
     assert doc["recent_regressions"] == 1
-    (point,) = doc["change_points"]
+    (point,) = doc["findings"]
     assert (point["run_id"], point["direction"], point["recent"]) == ("night-27", "regression", True)
     assert point["time_iso"] == "2026-01-28T00:00:00+00:00" and point["p"] < 0.001
     markdown = cli("history", "detect", "--history", store, "--markdown").out
-    assert markdown.startswith("**1 new regression**") and "| nightly / stencil_kernel / duration on " in markdown
+    assert markdown.startswith("**1 new regression**") and "| nightly on mi250x_gfx90a_rocprofv3-1.0.0 | `stencil_kernel` | duration +7.6% regression (new) |" in markdown
     assert cli("history", "detect", "--history", store, "--last", "2").code == 0  # it started 3 runs ago
     assert cli("history", "detect", "--history", store, "--kernel", "other").code == 0
 
@@ -149,7 +149,7 @@ def test_detect_relative_reports_a_machine_wide_regression_once(cli, tmp_path: P
             store.add(RunRecord(f"night-{i:02d}", T0 + i * DAY, commit=f"{i:02d}" + "f" * 38, branch="main"),
                       [Result("m", "nightly", f"k{k}", "duration", float(x[k, i]), "s") for k in range(kernels)])
     doc = cli("history", "detect", "--history", path, "--relative", "--json").json()
-    assert [(p["kernel"], p["run_id"], p["recent"]) for p in doc["change_points"]] == [("(run-wide)", "night-27", True)]
+    assert [(p["kernel"], p["run_id"], p["recent"]) for p in doc["findings"]] == [("(run-wide)", "night-27", True)]
     assert cli("history", "detect", "--history", path, "--relative").code == 1
     plain = cli("history", "detect", "--history", path, "--json").json()
     assert plain["recent_regressions"] == kernels  # without --relative: once per kernel

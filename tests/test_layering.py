@@ -23,6 +23,7 @@
     profiling      run          plans counters from the expectations, runs a profiler
     checks         expect       expectations -> Check
     baselines      baseline
+    diagnosis      diagnosis    why a kernel changed (read by checking and history)
     kernel tables  analysis, measure
     metrics        metrics
     readers        ingest
@@ -132,6 +133,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("readers", ("perfcheck.ingest",)),
     ("metrics", ("perfcheck.metrics",)),
     ("kernel tables", ("perfcheck.analysis", "perfcheck.measure")),
+    ("diagnosis", ("perfcheck.diagnosis",)),
     ("baselines", ("perfcheck.baseline",)),
     ("checks", ("perfcheck.expect",)),
     ("profiling", ("perfcheck.run",)),

@@ -123,7 +123,7 @@ def test_results_document(stencil, tmp_path: Path) -> None:
         "observed": 0.002936, "reference": 0.00267 * 1.05, "unit": "s", "outcome": "failed", "origin": "baseline",
         "message": "duration 2.936 ms (+10.0%) vs baseline 2.67 ms; expected <= baseline + 5% = 2.804 ms",
         "baseline": 0.00267, "detail": "median ratio 1.0996, 95% CI [1.091, 1.108]", "passed": False,
-        "source_file": None, "source_line": None,
+        "source_file": None, "source_line": None, "diagnosis": "",
         "change_pct": pytest.approx(9.962546816479),
     }
     assert suite["checks"][2]["observed"] is None and suite["checks"][2]["passed"] is False

@@ -21,6 +21,9 @@ Public API (stable; the dashboard and exports build on it)::
         points = detect(frame, p=0.001, min_after=2, window=30, min_change_pct=0.0)
         #   list[ChangePoint], per series oldest first
         recent_regressions(points, frame, last=3)   # regressions starting in each series' last 3 runs
+        findings(points, frame, recent=..., select=None | "all" | names, arches={machine: arch})
+        #   perfcheck.history.findings: one Finding per kernel x change run (headline, the
+        #   same change on other metrics as .also, .diagnosis: why it changed)
 
     ChangePoint (frozen): machine, suite, kernel, metric, unit, run_id, commit, time (Unix s),
         index (position in its series), before, after (medians, base units), change_pct,

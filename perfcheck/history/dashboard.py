@@ -27,6 +27,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from html import escape
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -35,6 +36,9 @@ from perfcheck import __version__
 from perfcheck.atomicfile import write_atomic
 from perfcheck.history.chart import legend_svg, trend_svg
 from perfcheck.units import format_value
+
+if TYPE_CHECKING:
+    from perfcheck.history.findings import Finding
 
 SERIES_KEY = ["suite", "machine", "kernel", "metric"]
 SERIES_COLUMNS = ["suite", "kernel", "metric", "unit", "time", "value"]
@@ -62,7 +66,10 @@ class HistoryView:
     (levels, base units), ``change_pct``, ``kind`` ("regression" or
     "improvement"); optional ``machine``, ``commit`` and ``open`` (a regression
     still in force; without the column a regression is open when it is the
-    latest change point of its series).
+    latest change point of its series), ``also`` (the same change on other
+    metrics: "duration_max +31.0%, hbm_bw -23.1%"), ``why`` (its diagnosis) and
+    ``member`` (True: a change listed inside another one's ``also``, no row of
+    its own; ``perfcheck.history.findings``).
     """
 
     series: pd.DataFrame
@@ -70,21 +77,42 @@ class HistoryView:
     title: str = "perfcheck history"
 
 
-def history_view(frame: pd.DataFrame, points: Iterable[object] = (), *, title: str = "perfcheck history") -> HistoryView:
+def history_view(frame: pd.DataFrame, points: Iterable[object] = (), *, title: str = "perfcheck history",
+                 found: Iterable["Finding"] = ()) -> HistoryView:
     """The view of a history: ``frame`` as ``Store.series()`` gives it, ``points``
-    the ``ChangePoint`` records ``perfcheck.history.detect`` found in it.
+    the ``ChangePoint`` records ``perfcheck.history.detect`` found in it, ``found``
+    the findings they make (``perfcheck.history.findings``: one per kernel x change,
+    with what also moved and why).
 
     The budget band comes from ``low``/``high`` columns when the store has them;
     without them the charts draw none."""
     series = frame.rename(columns={"run_id": "run"}).copy()
     records = [p.as_dict() if hasattr(p, "as_dict") else dict(p) for p in points]  # type: ignore[call-overload]
-    changes = pd.DataFrame(records, columns=[*CHANGE_COLUMNS, "machine", "commit", "direction"]) if records else \
+    changes = pd.DataFrame(records, columns=[*CHANGE_COLUMNS, "machine", "commit", "direction", "run_id"]) if records else \
         pd.DataFrame(columns=[*CHANGE_COLUMNS, "machine", "commit"])
     if records:
         changes["kind"] = changes["direction"]
         changes["time"] = pd.to_datetime(changes["time"].astype(float), unit="s", utc=True)
         changes = changes.drop(columns=["direction"])
+        changes = _grouped(changes, list(found))
     return HistoryView(series, changes, title)
+
+
+def _grouped(changes: pd.DataFrame, found: list["Finding"]) -> pd.DataFrame:
+    """``also``, ``why`` and ``member`` columns from the findings (see HistoryView)."""
+    from perfcheck.history.listing import also_text, why_text
+
+    if not found:
+        return changes
+    key = ["machine", "suite", "kernel", "metric", "run_id"]
+    heads = pd.DataFrame([(f.machine, f.suite, f.kernel, f.headline.metric, f.headline.run_id, also_text(f),
+                           why_text(f)) for f in found], columns=[*key, "also", "why"])
+    members = pd.DataFrame([(cp.machine, cp.suite, cp.kernel, cp.metric, cp.run_id) for f in found for cp in f.also],
+                           columns=key).assign(member=True)
+    out = changes.merge(heads.drop_duplicates(key), on=key, how="left").merge(members.drop_duplicates(key), on=key,
+                                                                             how="left")
+    out["member"] = out["member"].fillna(False).astype(bool)
+    return out
 
 
 def load_view(store: object, *, suites: Iterable[str] | None = None, machine: str | None = None,
@@ -93,8 +121,14 @@ def load_view(store: object, *, suites: Iterable[str] | None = None, machine: st
     the ``last`` N runs of each series) and the change points found in them."""
     from perfcheck.history.changepoints import detect
 
+    from perfcheck.history.findings import ALL, findings
+
     frame = store.series(machine=machine, suite=list(suites) if suites else None, last=last)  # type: ignore[attr-defined]
-    return history_view(frame, detect(frame), title=title)
+    points = detect(frame)
+    arches = {slug: fp.get("arch", "") for slug, fp in store.machines().items()}  # type: ignore[attr-defined]
+    # every change in some finding (a metric no check watches still heads one: the
+    # dashboard shows those below the checked ones)
+    return history_view(frame, points, title=title, found=findings(points, frame, select=ALL, arches=arches))
 
 
 def _normalised(view: HistoryView) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -122,10 +156,11 @@ def _normalised(view: HistoryView) -> tuple[pd.DataFrame, pd.DataFrame]:
     missing = [c for c in CHANGE_COLUMNS if c not in changes.columns]
     if missing:
         raise ValueError(f"history change-point frame lacks columns {missing}")
-    for name in ("machine", "commit"):
+    for name in ("machine", "commit", "also", "why"):
         if name not in changes.columns:
             changes[name] = ""
         changes[name] = changes[name].fillna("").astype(str)
+    changes["member"] = changes["member"].fillna(False).astype(bool) if "member" in changes.columns else False
     changes["time"] = pd.to_datetime(changes["time"], utc=True)
     changes = changes.sort_values([*SERIES_KEY, "time"], kind="stable").reset_index(drop=True)
     if "open" not in changes.columns:
@@ -158,7 +193,7 @@ def open_regressions(view: HistoryView) -> pd.DataFrame:
     """The change points that are regressions still in force, worst first; the
     ``headline`` column tells those on checked metrics (and duration) from the rest."""
     _, changes = _normalised(view)
-    found = changes[changes["open"]]
+    found = changes[changes["open"] & ~changes["member"]]
     order = found["change_pct"].abs().fillna(0.0).sort_values(ascending=False, kind="stable").index
     return found.loc[order].reset_index(drop=True)
 
@@ -319,12 +354,13 @@ def _regressions_table(found: pd.DataFrame, units: dict[tuple[str, str, str, str
         cells = [f'<a class="kernel" href="{escape(href)}">{escape(row.kernel)}</a>', escape(row.metric)]
         if with_suite:
             cells.insert(0, f'<a href="{escape(suite_file(row.suite))}">{escape(row.suite)}</a>')
+        also = f'<br><span class="sub">also moved: {escape(row.also)}</span>' if row.also else ""
         cells += [escape(row.machine) or "-", f"{_when(row.time)} {_commit(row.commit)}",
                   escape(format_value(row.before, unit)), escape(format_value(row.after, unit)),
-                  _change(row.change_pct, row.kind)]
+                  _change(row.change_pct, row.kind) + also, escape(row.why) or "-"]
         rows.append(cells)
     header = (["suite"] if with_suite else []) + ["kernel", "metric", "machine", "since (run, commit)", "before",
-                                                  "after", "change"]
+                                                  "after", "change", "why"]
     first_num = 5 if with_suite else 4
     return _table(header, rows, numeric=range(first_num, first_num + 3), cls="regressions")
 
@@ -511,14 +547,15 @@ def markdown_digest(view: HistoryView, *, link: str | None = None) -> str:
         lines += ["", f"Charts: {link}"]
     if not found.empty:
         lines += ["", "### Open regressions", "",
-                  "| suite | kernel | metric | since | before | after | change |",
-                  "|---|---|---|---|---:|---:|---:|"]
+                  "| suite | kernel | metric | since | before | after | change | why |",
+                  "|---|---|---|---|---:|---:|---:|---|"]
         for row in found.head(MAX_DIGEST_ROWS).itertuples(index=False):
             unit = units.get((row.suite, row.machine, row.kernel, row.metric), "")
             since = _when(row.time) + (f" `{row.commit[:12]}`" if row.commit else "")
             lines.append(f"| {_md(row.suite)} | {_md_code(row.kernel)} | {_md(row.metric)} | {since} | "
                          f"{format_value(row.before, unit)} | {format_value(row.after, unit)} | "
-                         f"{row.change_pct:+.1f}% |")
+                         f"{row.change_pct:+.1f}%{_md(' (also ' + row.also + ')') if row.also else ''} | "
+                         f"{_md(row.why) or '-'} |")
         if len(found) > MAX_DIGEST_ROWS:
             lines.append(f"\n...and {len(found) - MAX_DIGEST_ROWS} more.")
     if not other.empty:

@@ -190,6 +190,32 @@ def references(store_path: str | Path, machine: str, suite: str, wanted: Sequenc
     return out
 
 
+def recent_values(store_path: str | Path, machine: str, suite: str,
+                  since: Mapping[str, float | None]) -> dict[str, dict[str, np.ndarray]]:
+    """kernel -> metric -> the values of its latest ``RECENT_RUNS`` runs on this machine,
+    since ``since[kernel]`` (Unix seconds: the change point the gate's reference starts
+    at; None: all), every metric: what the diagnosis compares this run with."""
+    path = Path(store_path)
+    if not path.exists() or not since:
+        return {}
+    from perfcheck.history.store import open_store
+
+    with open_store(path, create=False) as store:
+        frame = store.series(machine=machine, suite=suite, kernel=sorted(since), last=SERIES_RUNS)
+    out: dict[str, dict[str, np.ndarray]] = {}
+    if not len(frame):
+        return out
+    import pandas as pd
+
+    seconds = ((frame["time"] - pd.Timestamp(0, tz="UTC")) / pd.Timedelta(seconds=1)).to_numpy(dtype="float64")
+    starts = {k: v for k, v in since.items() if v is not None}
+    start = frame["kernel"].astype(str).map(starts).astype("float64").fillna(-np.inf).to_numpy()
+    kept = frame[seconds >= start]
+    for (kernel, metric), group in kept.groupby(["kernel", "metric"], sort=False):
+        out.setdefault(str(kernel), {})[str(metric)] = group["value"].to_numpy(dtype="float64")[-RECENT_RUNS:]
+    return out
+
+
 def _allowance(check: Check, tolerances: Mapping[str, float]) -> tuple[float, float | None] | None:
     from perfcheck.expect import ExpectationError, parse
 

@@ -111,6 +111,8 @@ def check_details(check: Check) -> str:
     lines.append(f"outcome:     {check.outcome} ({check.origin})")
     if check.detail:
         lines.append(f"detail:      {check.detail}")
+    if check.diagnosis:
+        lines.append(f"why:         {check.diagnosis}")
     raw = f"observed={check.observed!r} reference={check.reference!r}"
     if check.baseline is not None:
         raw += f" baseline={check.baseline!r}"

@@ -282,6 +282,11 @@ def _suite_section(name: str, checks: Sequence[Check], analysis: "Analysis | Non
     shown_bad = bad[:bad_limit]
     if shown_bad:
         lines += [*_table(HEADER, _rows(shown_bad, analysis, rows)), ""]
+        # why each failing kernel changed: one line per kernel (its checks share it)
+        why = dict.fromkeys((c.kernel, c.diagnosis) for c in shown_bad if c.diagnosis)
+        lines += [f"Why {_code(kernel, table=False)} changed: {_cell(text)}  " for kernel, text in why]
+        if why:
+            lines.append("")
     if len(bad) > len(shown_bad):
         left = len(bad) - len(shown_bad)
         lines += [f"… and {left} more failed {'check' if left == 1 else 'checks'}, left out to stay within GitHub's "

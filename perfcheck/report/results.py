@@ -121,6 +121,8 @@ def figures_line(check: Check) -> str:
             text += f" (change {change_text(check)})"
     elif check.origin == "baseline":
         text += ", baseline none stored"
+    if check.diagnosis:
+        text += f"; why: {check.diagnosis}"
     return text
 
 

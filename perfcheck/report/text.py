@@ -232,8 +232,10 @@ def checks_table(checks: Sequence["Check"], *, kernel_width: int = 40) -> list[s
 
 
 def problems(checks: Sequence["Check"]) -> list[str]:
-    """One line per failed or errored check, with its message."""
-    return [printable(f"{_LABEL[c.outcome]} {c.suite + ': ' if c.suite else ''}{c.kernel} [{c.expression}]: {c.message}")
+    """One line per failed or errored check, with its message (and why the kernel
+    changed, where known)."""
+    return [printable(f"{_LABEL[c.outcome]} {c.suite + ': ' if c.suite else ''}{c.kernel} [{c.expression}]: {c.message}"
+                      + (f"; why: {c.diagnosis}" if c.diagnosis else ""))
             for c in checks if not c.passed]
 
 

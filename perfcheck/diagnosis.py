@@ -1,0 +1,351 @@
+"""Why a kernel changed: a one-line diagnosis from what else moved between two
+levels of the same kernel.
+
+Given a kernel's values before and after a change (per metric, one value per run
+on each side: the runs around a change point in the history store, or the stored
+baseline against this run), ``diagnose`` names the quantities that moved beyond
+their own noise, largest effect first, grouped the way a performance engineer reads
+them::
+
+    duration +30.1%: occupancy 40.0% -> 20.0% (limiter vgpr -> lds; lds_per_workgroup 0 B -> 24 KiB,
+    vgpr 64 -> 52); hbm_bytes unchanged; hbm_bw 85.0% -> 65.0% of peak
+
+* launch resources (VGPRs, AGPRs, SGPRs, registers, LDS/shared memory, scratch,
+  workgroup and grid size) under the occupancy they set, with the limiter; alone
+  when the occupancy stayed;
+* theoretical and achieved occupancy;
+* bytes per memory level, FLOPs, instructions, calls per run; the roofline bound
+  and binding roof (when labels are given);
+* the consequence a reader checks first: the main-memory bandwidth as % of peak;
+* "no counter moved: time only (clocks, placement, contention?)" when nothing
+  but timings moved: a kernel that does the same work with the same resources and
+  runs slower lost its time outside the kernel's code;
+* "whole run moved" when the caller says the run-wide series changed at the same
+  run (every kernel moved: a driver, a clock policy, another node).
+
+Noise (why these rules): with several runs on a side, a metric moved when its
+change is larger than ``NOISE_K`` times its run-to-run spread (robust: 1.4826 x MAD
+of the log values, pooled over both sides) and larger than ``MIN_CHANGE``;
+with one value per side the spread is what the caller knows (``noise``: the
+within-run spread of the durations for timing-derived quantities), else only
+``MIN_CHANGE`` applies. Launch resources and call counts are exact integers set by
+the compiler and the application: any change is a change.
+
+The limiter, the roofline bound and the binding roof are labels, which the history
+store and the baseline files do not keep (they keep numbers); they are derived from
+the numbers they do keep: the limiter from the launch resources and the arch
+(``arch``) by the occupancy rules (``perfcheck.arch.occupancy``), the same ones that
+computed it when the run was analysed; the binding roof from each level's intensity,
+bandwidth and % of its ceiling against ``attainable`` (``roof_labels``).
+
+This module sits below the baselines, the checks and the history (see
+``tests/test_layering.py``) so that all of them can say why.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from perfcheck.schema import metric_unit
+from perfcheck.units import format_value
+
+NOISE_K = 3.0  # a change this many run-to-run sigmas away is not noise (3 sigma: ~0.3% by chance)
+MIN_CHANGE = 0.02  # relative: counters read through sampled hardware (FETCH_SIZE) wobble by about 1%
+TIME_ONLY = "no counter moved: time only (clocks, placement, contention?)"
+WHOLE_RUN_KERNELS = 3  # fewer kernels all moving at once: a shared cause and a coincidence look alike
+NOTHING_ELSE = "nothing else moved"  # a count (bytes, instructions) changed alone
+
+# Launch resources, in the order a reader looks for them: they set the occupancy.
+RESOURCES = ("vgpr", "agpr", "sgpr", "registers", "lds_per_workgroup", "scratch_per_thread", "workgroup_size",
+             "grid_size")
+OCCUPANCY = ("occupancy_pct", "achieved_occupancy_pct")
+WORK = ("flops", "instructions", "calls")
+# Label columns of the kernel table (``perfcheck.metrics``): the occupancy limiter,
+# the roofline bound (memory | compute) and the roof that binds.
+LABELS = ("occupancy_limiter", "bound", "roofline_ceiling")
+# Exact by construction: any change counts.
+_EXACT = frozenset(RESOURCES) | {"calls"}
+# The bandwidth a reader checks first, as % of peak where known, else as a rate.
+_CONTEXT = (("hbm_bw_pct", "hbm_bw"), ("mem_bw_pct", "mem_bw"))
+_NAMES = {"occupancy_pct": "occupancy", "achieved_occupancy_pct": "achieved occupancy",
+          "roofline_ceiling": "binding roof", "bound": "bound"}
+
+
+@dataclass(frozen=True)
+class Move:
+    """One quantity that moved: its medians before and after (base units) or labels."""
+
+    metric: str
+    before: float | str
+    after: float | str
+    unit: str = ""
+
+    @property
+    def change_pct(self) -> float | None:
+        if isinstance(self.before, str) or isinstance(self.after, str) or not self.before:
+            return None
+        return (float(self.after) / float(self.before) - 1.0) * 100.0
+
+    @property
+    def effect(self) -> float:
+        """Size of the move for ordering: |log ratio| (a label change counts as a doubling)."""
+        if isinstance(self.before, str) or isinstance(self.after, str):
+            return math.log(2.0)
+        b, a = float(self.before), float(self.after)
+        if b > 0 and a > 0:
+            return abs(math.log(a / b))
+        return math.inf if a != b else 0.0
+
+    def text(self) -> str:
+        name = _NAMES.get(self.metric, self.metric)
+        if isinstance(self.before, str) or isinstance(self.after, str):
+            return f"{name} {self.before} -> {self.after}"
+        return f"{name} {format_value(float(self.before), self.unit)} -> {format_value(float(self.after), self.unit)}"
+
+    def as_dict(self) -> dict[str, object]:
+        return {"metric": self.metric, "before": self.before, "after": self.after, "unit": self.unit,
+                "change_pct": self.change_pct}
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """What moved with a kernel's change; ``text()`` is the one line."""
+
+    subject: str  # the metric whose change is explained (``duration``)
+    change_pct: float | None  # its change, in %
+    moved: tuple[Move, ...]  # the quantities named (causes, then the bandwidth), largest effect first
+    items: tuple[str, ...]  # the line's parts, in order
+    time_only: bool  # nothing but timings moved (for a count as subject: nothing else moved)
+    whole_run_pct: float | None = None  # the run-wide series' change at the same run, when it moved
+
+    def reason(self) -> str:
+        """The line without its subject: where the subject's change is already shown."""
+        return "; ".join(self.items)
+
+    def text(self) -> str:
+        head = self.subject + (f" {self.change_pct:+.1f}%" if self.change_pct is not None else "")
+        return f"{head}: {self.reason()}"
+
+    def as_dict(self) -> dict[str, object]:
+        return {"text": self.text(), "subject": self.subject, "change_pct": self.change_pct,
+                "moved": [m.as_dict() for m in self.moved], "time_only": self.time_only,
+                "whole_run_pct": self.whole_run_pct}
+
+
+def whole_run(changes_pct: Sequence[float]) -> float | None:
+    """The run's own change when every kernel of it (at least ``WHOLE_RUN_KERNELS``)
+    changed the same way by more than ``MIN_CHANGE``: their median change, in %; else
+    None. Most but not all is a change several kernels share, not the run's: the
+    stencil sprint's four kernels moved, the reduction beside them did not."""
+    x = np.asarray(changes_pct, dtype="float64")
+    if len(x) < WHOLE_RUN_KERNELS or not np.isfinite(x).all():
+        return None
+    moved_all = (np.abs(x) > 100.0 * MIN_CHANGE).all() and (np.all(x > 0) or np.all(x < 0))
+    return float(np.median(x)) if moved_all else None
+
+
+def timed(metric: str) -> bool:
+    """A duration or a quantity divided by one (a rate, its % of a peak, the roofline %):
+    what changes when only the time does."""
+    base = metric[: -len("_pct")] if metric.endswith("_pct") else metric
+    return (metric.startswith("duration") or base in ("gips", "roofline") or metric_unit(base).endswith("/s"))
+
+
+def _finite(values: Iterable[float] | float | None) -> np.ndarray:
+    if values is None:
+        return np.empty(0)
+    x = np.atleast_1d(np.asarray(values, dtype="float64"))
+    return x[np.isfinite(x)]
+
+
+def _spread(x: np.ndarray) -> float | None:
+    """Robust relative spread of one side (1.4826 x MAD of log values); None under two runs."""
+    if len(x) < 2 or not (x > 0).all():
+        return None
+    logs = np.log(x)
+    return float(1.4826 * np.median(np.abs(logs - np.median(logs))))
+
+
+def moved(metric: str, before: Sequence[float] | float, after: Sequence[float] | float,
+          noise: float | None = None) -> Move | None:
+    """The move of one metric, or None when it stayed within its noise (see the module
+    docstring). ``noise``: a relative run-to-run sigma known from elsewhere."""
+    b_vals, a_vals = _finite(before), _finite(after)
+    if not len(b_vals) or not len(a_vals):
+        return None
+    b, a = float(np.median(b_vals)), float(np.median(a_vals))
+    move = Move(metric, b, a, metric_unit(metric))
+    if metric in _EXACT:
+        return move if a != b else None
+    spreads = [s for s in (_spread(b_vals), _spread(a_vals)) if s is not None]
+    sigma = max(float(np.mean(spreads)) if spreads else 0.0, noise or 0.0)
+    if b > 0 and a > 0:
+        size = abs(math.log(a / b))
+    else:
+        size = abs(a - b) / max(abs(b), abs(a), 1e-300)
+    return move if size > max(NOISE_K * sigma, MIN_CHANGE) else None
+
+
+def limiter(resources: Mapping[str, float], arch: str | None) -> str | None:
+    """The occupancy limiter of these launch resources on ``arch`` (an arch id or
+    device name), by the occupancy rules; None when the arch or a resource is unknown."""
+    if not arch:
+        return None
+    return _limiter(arch, tuple(sorted((k, float(resources[k])) for k in RESOURCES if k in resources)))
+
+
+@functools.lru_cache(maxsize=1024)
+def _limiter(arch: str, resources: tuple[tuple[str, float], ...]) -> str | None:
+    """``limiter``, once per arch and resources (a suite's failing checks share them)."""
+    import pandas as pd
+
+    from perfcheck.arch import lookup
+    from perfcheck.arch.occupancy import occupancy_table
+    from perfcheck.errors import UsageError
+
+    try:
+        target = lookup(arch)
+    except UsageError:
+        return None
+    label = occupancy_table(target.arch, pd.DataFrame([dict(resources)]))["occupancy_limiter"].iloc[0]
+    return None if pd.isna(label) else str(label)
+
+
+def roof_labels(values: Mapping[str, float]) -> dict[str, str]:
+    """``bound`` and ``roofline_ceiling`` of a kernel from its numbers alone, for a side
+    whose labels were not kept (the history store keeps numbers): each memory level's
+    roof is its intensity times its ceiling, and the ceiling is the level's bandwidth
+    over its % of it; the level whose roof is the ``attainable`` rate binds
+    (``perfcheck.metrics.roofline`` lowers the flat roof by every sloped one), else
+    the flat compute roof does. Empty when ``attainable`` is not known."""
+    from perfcheck.metrics.roofline import LEVELS
+
+    attainable = values.get("attainable")
+    if attainable is None or not math.isfinite(attainable) or attainable <= 0:
+        return {}
+    for _, bw, ai in LEVELS:
+        intensity, rate, pct = values.get(ai), values.get(bw), values.get(f"{bw}_pct")
+        if None in (intensity, rate, pct) or not pct:
+            continue
+        roof = float(intensity) * float(rate) * 100.0 / float(pct)
+        if math.isfinite(roof) and abs(roof / attainable - 1.0) < 1e-6:
+            return {"bound": "memory", "roofline_ceiling": bw}
+    return {"bound": "compute", "roofline_ceiling": "compute"}
+
+
+def _medians(values: Mapping[str, Sequence[float] | float]) -> dict[str, float]:
+    out = {}
+    for metric, vals in values.items():
+        x = _finite(vals)
+        if len(x):
+            out[metric] = float(np.median(x))
+    return out
+
+
+def diagnose(
+    before: Mapping[str, Sequence[float] | float],
+    after: Mapping[str, Sequence[float] | float],
+    *,
+    subject: str = "duration",
+    labels_before: Mapping[str, str] | None = None,
+    labels_after: Mapping[str, str] | None = None,
+    noise: Mapping[str, float] | None = None,
+    arch: str | None = None,
+    whole_run_pct: float | None = None,
+) -> Diagnosis:
+    """Why ``subject`` changed from ``before`` to ``after`` (metric -> values, one per
+    run, base units). ``labels_*``: text labels (``LABELS``) of each side where known;
+    a missing limiter is derived from the resources when ``arch`` is given. ``noise``:
+    metric -> relative sigma for sides of one value. ``whole_run_pct``: the change of
+    the run-wide series at the same run, when it changed."""
+    noise = noise or {}
+    moves: dict[str, Move] = {}
+    for metric in set(before) & set(after):
+        if metric == subject or metric.startswith("raw."):
+            continue
+        found = moved(metric, before[metric], after[metric], noise.get(metric))
+        if found is not None:
+            moves[metric] = found
+    labels = {"before": dict(labels_before or {}), "after": dict(labels_after or {})}
+    medians = {"before": _medians(before), "after": _medians(after)}
+    for side in labels:
+        if "occupancy_limiter" not in labels[side]:
+            derived = limiter(medians[side], arch)
+            if derived is not None:
+                labels[side]["occupancy_limiter"] = derived
+    # where a side's roofline labels are not known, both sides are derived alike (a
+    # derived "compute" beside a kept "fp32" roof name would be a change that is none)
+    if any("roofline_ceiling" not in labels[side] for side in labels):
+        roofs = {side: roof_labels(medians[side]) for side in labels}
+        for side in labels:
+            for name in ("bound", "roofline_ceiling"):
+                labels[side].pop(name, None)
+                if name in roofs[side]:
+                    labels[side][name] = roofs[side][name]
+    label_moves = {name: Move(name, labels["before"][name], labels["after"][name])
+                   for name in LABELS
+                   if labels["before"].get(name) and labels["after"].get(name)
+                   and labels["before"][name] != labels["after"][name]}
+
+    items: list[tuple[float, str]] = []
+    # occupancy with the limiter and the resources that set it
+    resources = sorted((moves[r] for r in RESOURCES if r in moves), key=lambda m: -m.effect)
+    inner = ([label_moves["occupancy_limiter"].text().replace("occupancy_limiter", "limiter")]
+             if "occupancy_limiter" in label_moves else [])
+    if resources:
+        inner.append(", ".join(m.text() for m in resources))
+    occupancy = moves.get("occupancy_pct")
+    if occupancy is not None:
+        items.append((occupancy.effect, occupancy.text() + (f" ({'; '.join(inner)})" if inner else "")))
+    elif inner:
+        items.append((max([m.effect for m in resources] or [0.0]), "; ".join(inner)))
+    if "achieved_occupancy_pct" in moves:
+        items.append((moves["achieved_occupancy_pct"].effect, moves["achieved_occupancy_pct"].text()))
+    # work: bytes per memory level (a level's total, else its read and write parts), FLOPs, instructions, calls
+    levels = sorted(m for m in set(before) | set(after) if m.endswith("_bytes"))
+    totals = [m for m in levels if "_read_" not in m and "_write_" not in m]
+    parts = [m for m in levels if m not in totals and not any(m.startswith(t[: -len("bytes")]) for t in totals)]
+    work = [m for m in (*totals, *parts, *WORK) if m in moves]
+    items.extend((moves[m].effect, moves[m].text()) for m in work)
+    if "roofline_ceiling" in label_moves:  # the roof that binds, and the bound when it changed with it
+        bound = f" (bound {label_moves['bound'].before} -> {label_moves['bound'].after})" if "bound" in label_moves else ""
+        items.append((label_moves["roofline_ceiling"].effect / 2.0, label_moves["roofline_ceiling"].text() + bound))
+    items.sort(key=lambda item: -item[0])
+    causes = [text for _, text in items]
+    time_only = not causes
+    line: list[str] = []
+    whole = f"whole run moved ({whole_run_pct:+.1f}%, every kernel)" if whole_run_pct is not None else None
+    if time_only:
+        # the likeliest cause first: what moved every kernel of the run
+        alone = TIME_ONLY if timed(subject) else NOTHING_ELSE
+        line.extend([whole, alone] if whole else [alone])
+    else:
+        line.extend(causes)
+        steady = [m for m in totals if m in before and m in after and m not in moves]
+        if steady and subject not in levels and not any(m in moves for m in levels):
+            line.append(f"{steady[0]} unchanged")
+        for pct, rate in _CONTEXT:
+            if pct in moves:
+                line.append(f"{rate} {format_value(float(moves[pct].before), '%')} -> "
+                            f"{format_value(float(moves[pct].after), '%')} of peak")
+                break
+            if rate in moves:
+                line.append(moves[rate].text())
+                break
+        if whole:  # every kernel moved, but this one's own counters say why
+            line.append(whole)
+    shown = [moves[m] for m in (*RESOURCES, *OCCUPANCY, *work) if m in moves]
+    shown += [m for m in label_moves.values()]
+    shown += [moves[m] for pair in _CONTEXT for m in pair if m in moves and not time_only][:1]
+    change = None
+    if subject in before and subject in after:
+        sides = _medians({"before": before[subject], "after": after[subject]})
+        if len(sides) == 2 and sides["before"]:
+            change = (sides["after"] / sides["before"] - 1.0) * 100.0
+    return Diagnosis(subject, change, tuple(sorted(shown, key=lambda m: -m.effect)), tuple(line), time_only,
+                     whole_run_pct)

@@ -1,0 +1,255 @@
+"""One finding per change: the change points of one kernel at one run, grouped, with
+the diagnosis of why it changed.
+
+A kernel that gets 30% slower moves a dozen stored series at the same run: duration
+and duration_min/max/mean/total (the same samples), hbm_bw, flop_rate, gips and
+instruction_rate (constants over the duration; gips *is* instruction_rate in other
+units), their ``_pct`` of a peak, roofline_pct. Those are one change seen many times.
+``findings`` makes one ``Finding`` per machine x suite x kernel x change run: its
+headline is the change point of the metric a person asked about (``duration`` first,
+then the metrics a check watches, worst first), the others of that run are listed
+inside it as "also moved" with their own %, and ``diagnosis`` says why, from the
+kernel's values before and after the change (``perfcheck.diagnosis``).
+
+Which findings are reported (``select``): by default those whose kernel changed on
+a metric a check watches (a stored ``outcome``) or on ``duration``; ``"all"``: any
+metric; a set of names: those metrics. A derived metric whose change point starts one
+run off its kernel's headline (the two sides of a noisy step) is grouped into that
+finding too.
+
+The run-wide series (``detect(relative=True)``, kernel ``RUN_WIDE``) is a finding of
+its own; a kernel's change at the same run says "whole run moved" in its diagnosis.
+Without it, a change that every kernel of the suite (at least
+``perfcheck.diagnosis.WHOLE_RUN_KERNELS``) shows at the same run in the same direction is "whole run moved" too (most, but not
+all, is a change several kernels share: the stencil sprint's four kernels and the
+unchanged reduction beside them).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from perfcheck.diagnosis import Diagnosis, diagnose, whole_run
+from perfcheck.history.changepoints import KEY, RUN_WIDE, ChangePoint
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+ALL = "all"
+HEADLINE_FIRST = "duration"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One kernel's change at one run: the headline change point, the same change on
+    other metrics, and why."""
+
+    headline: ChangePoint
+    also: tuple[ChangePoint, ...] = ()  # other metrics of the kernel that moved at the same run
+    diagnosis: Diagnosis | None = None
+    new: bool = False  # a regression starting in the latest runs (``recent_regressions``)
+    status: str | None = None  # the lifecycle state where known (open | accepted | recovered)
+
+    @property
+    def machine(self) -> str:
+        return self.headline.machine
+
+    @property
+    def suite(self) -> str:
+        return self.headline.suite
+
+    @property
+    def kernel(self) -> str:
+        return self.headline.kernel
+
+    @property
+    def regression(self) -> bool:
+        return self.headline.regression
+
+    def as_dict(self) -> dict[str, object]:
+        doc = self.headline.as_dict()
+        doc["new"] = self.new
+        doc["recent"] = self.new  # the name before findings were grouped
+        if self.status is not None:
+            doc["status"] = self.status
+        doc["also_moved"] = [{"metric": cp.metric, "unit": cp.unit, "before": cp.before, "after": cp.after,
+                              "change_pct": cp.change_pct, "direction": cp.direction, "run_id": cp.run_id}
+                             for cp in self.also]
+        doc["diagnosis"] = self.diagnosis.as_dict() if self.diagnosis is not None else None
+        return _finite(doc)
+
+
+def _finite(value: object) -> object:
+    """JSON has no inf: a change from 0 (a resource that was not used) is null, with
+    its before and after values beside it."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
+
+
+def watched(frame: "pd.DataFrame") -> set[tuple[str, str, str, str]]:
+    """The series a person asked about: those a check judged in some run (a stored
+    ``outcome``) and every ``duration``; a kernel with none of those: all its series."""
+    if frame is None or not len(frame):
+        return set()
+    checked = frame["metric"] == HEADLINE_FIRST
+    if "outcome" in frame.columns:
+        checked |= frame["outcome"].notna() & (frame["outcome"].astype(str) != "")
+    flags = checked.groupby([frame[c] for c in KEY], sort=False).any()
+    kernel_has = flags.groupby(level=[0, 1, 2], sort=False).transform("any")
+    keep = flags | ~kernel_has
+    return {tuple(map(str, key)) for key in keep[keep].index}  # type: ignore[misc]
+
+
+def _eligible(cp: ChangePoint, select: str | Iterable[str] | None, asked: set[tuple[str, str, str, str]]) -> bool:
+    if select == ALL:
+        return True
+    if select is not None:
+        return cp.metric in set(select)
+    return cp.kernel == RUN_WIDE and cp.metric == HEADLINE_FIRST or (cp.machine, cp.suite, cp.kernel, cp.metric) in asked
+
+
+def _rank(cp: ChangePoint) -> tuple[int, int, float]:
+    """Headline order: duration, then regressions, then the largest change."""
+    return (cp.metric != HEADLINE_FIRST, not cp.regression, -abs(cp.change_pct))
+
+
+def _positions(frame: "pd.DataFrame") -> dict[tuple[str, str], dict[str, int]]:
+    """(machine, suite) -> run id -> position of the run in time order."""
+    out: dict[tuple[str, str], dict[str, int]] = {}
+    if frame is None or not len(frame):
+        return out
+    runs = frame.drop_duplicates(["machine", "suite", "run_id"]).sort_values("time", kind="stable")
+    for (machine, suite), group in runs.groupby(["machine", "suite"], sort=False):
+        out[(str(machine), str(suite))] = {str(r): i for i, r in enumerate(group["run_id"])}
+    return out
+
+
+def findings(
+    points: Sequence[ChangePoint],
+    frame: "pd.DataFrame",
+    *,
+    recent: Sequence[ChangePoint] = (),
+    select: str | Iterable[str] | None = None,
+    arches: Mapping[str, str] | None = None,
+) -> list[Finding]:
+    """``points`` (``detect`` over ``frame`` or its relative form) as findings, worst
+    first: regressions, new ones first, by size. ``frame``: the store's series of the
+    kernels (every metric: the diagnosis reads them all); ``recent``: the regressions
+    to mark new; ``arches``: machine -> arch id, to derive the occupancy limiter."""
+    select = list(select) if select is not None and not isinstance(select, str) else select
+    asked = watched(frame)
+    positions = _positions(frame)
+    marked = set(recent)
+    by_kernel: dict[tuple[str, str, str], list[ChangePoint]] = {}
+    for cp in points:
+        by_kernel.setdefault((cp.machine, cp.suite, cp.kernel), []).append(cp)
+
+    grouped: list[tuple[ChangePoint, list[ChangePoint]]] = []
+    for (machine, suite, _), mine in by_kernel.items():
+        where = positions.get((machine, suite), {})
+        runs: dict[str, list[ChangePoint]] = {}
+        for cp in mine:
+            runs.setdefault(cp.run_id, []).append(cp)
+        # the strongest headline first; a run one run away from a headline's joins it
+        best = {r: min((cp for cp in cps if _eligible(cp, select, asked)), key=_rank, default=None)
+                for r, cps in runs.items()}
+        order = sorted(runs, key=lambda r: (best[r] is None, _rank(best[r]) if best[r] is not None else (0, 0, 0.0)))
+        heads: dict[str, ChangePoint] = {}
+        members: dict[str, list[ChangePoint]] = {}
+        for run_id in order:
+            home = _nearest(run_id, heads, where)
+            if home is not None and any(cp.metric == heads[home].metric for cp in runs[run_id]):
+                home = None  # the headline's own series stepped again (--min-after 1): a change of its own
+            if home is None and best[run_id] is not None:
+                heads[run_id], members[run_id], home = best[run_id], [], run_id
+            if home is None:
+                continue  # no metric asked about changed here: not reported (select="all" shows it)
+            members[home].extend(cp for cp in runs[run_id] if cp is not heads[home])
+        grouped.extend((heads[r], sorted(members[r], key=lambda cp: -abs(cp.change_pct))) for r in heads)
+
+    wide = _whole_run(points, frame, positions)
+    machines = arches or {}
+    out = []
+    for head, also in grouped:
+        diagnosis = None
+        if head.kernel != RUN_WIDE:
+            diagnosis = _diagnose(head, frame, positions, machines.get(head.machine),
+                                  wide.get((head.machine, head.suite, head.metric, head.run_id)))
+        out.append(Finding(head, tuple(also), diagnosis, new=head in marked))
+    out.sort(key=lambda f: (not f.regression, not f.new, -abs(f.headline.change_pct), f.suite, f.kernel, f.headline.time))
+    return out
+
+
+def _nearest(run_id: str, heads: Mapping[str, ChangePoint], where: Mapping[str, int]) -> str | None:
+    """The headline run one run away from ``run_id`` (a derived series' step seen a run
+    early or late), else None."""
+    at = where.get(run_id)
+    if at is None:
+        return None
+    if run_id in heads:
+        return run_id
+    close = [(abs(where[r] - at), r) for r in heads if r in where and abs(where[r] - at) <= 1]
+    return min(close)[1] if close else None
+
+
+def _whole_run(points: Sequence[ChangePoint], frame: "pd.DataFrame",
+               positions: Mapping[tuple[str, str], Mapping[str, int]]) -> dict[tuple[str, str, str, str], float]:
+    """(machine, suite, metric, run id) -> the change of the whole run there: the
+    run-wide series' change point, or the median change when most kernels moved."""
+    out: dict[tuple[str, str, str, str], float] = {}
+    kernels: dict[tuple[str, str, str], int] = {}
+    if frame is not None and len(frame):
+        counts = frame.groupby(["machine", "suite", "metric"], sort=False)["kernel"].nunique()
+        kernels = {tuple(map(str, k)): int(v) for k, v in counts.items()}  # type: ignore[misc]
+    moves: dict[tuple[str, str, str, str], list[float]] = {}
+    for cp in points:
+        key = (cp.machine, cp.suite, cp.metric, cp.run_id)
+        if cp.kernel == RUN_WIDE:
+            out[key] = cp.change_pct
+        else:
+            moves.setdefault(key, []).append(cp.change_pct)
+    for key, changes in moves.items():
+        # a kernel without a change point at that run did not move: 0
+        found = whole_run([*changes, *[0.0] * (kernels.get(key[:3], 0) - len(changes))])
+        if key not in out and found is not None:
+            out[key] = found
+    return out
+
+
+def _diagnose(head: ChangePoint, frame: "pd.DataFrame", positions: Mapping[tuple[str, str], Mapping[str, int]],
+              arch: str | None, whole_run: float | None) -> Diagnosis | None:
+    """The diagnosis of one finding: every metric of the kernel in the runs before the
+    change (as many as the change point compared) against the runs after it."""
+    if frame is None or not len(frame):
+        return None
+    mine = frame[(frame["machine"] == head.machine) & (frame["suite"] == head.suite) & (frame["kernel"] == head.kernel)]
+    where = positions.get((head.machine, head.suite), {})
+    start = where.get(head.run_id)
+    if start is None or not len(mine):
+        return None
+    runs = sorted({r for r in mine["run_id"].astype(str) if r in where}, key=lambda r: where[r])
+    before_runs = [r for r in runs if where[r] < start][-max(head.runs_before, 1):]
+    after_runs = [r for r in runs if where[r] >= start][:max(head.runs_after, 1)]
+
+    def side(runs: list[str]) -> dict[str, np.ndarray]:
+        rows = mine[mine["run_id"].astype(str).isin(runs)]
+        return {str(m): g["value"].to_numpy(dtype="float64") for m, g in rows.groupby("metric", sort=False)}
+
+    return diagnose(side(before_runs), side(after_runs), subject=head.metric, arch=arch, whole_run_pct=whole_run)
+
+
+def describe_start(cp: ChangePoint) -> str:
+    """"0a1b2c3d4e (2026-01-06)": where a change starts."""
+    when = dt.datetime.fromtimestamp(cp.time, dt.timezone.utc).strftime("%Y-%m-%d")
+    return f"{(cp.commit or cp.run_id)[:10]} ({when})"
