@@ -65,6 +65,7 @@ if TYPE_CHECKING:
     from perfcheck.history.store import RunRecord
     from perfcheck.model import Peaks, Profile
     from perfcheck.run.runner import RunResult
+    from perfcheck.storeurl import StoreLocation
 
 # --- reading ---------------------------------------------------------------------------------
 
@@ -478,12 +479,13 @@ def finish(runs: Sequence[SuiteRun], settings: Settings) -> Run:
     from perfcheck.history.runs import current_run
 
     record = current_run() if settings.json is not None or settings.history is not None else None
-    if settings.history is not None and settings.write_baselines and record is not None:
+    if settings.history is not None and settings.write_baselines and record is not None \
+            and settings.history_mode != "read-only":
         append_history(runs, settings.history, record)
     return Run(list(runs), write_reports(runs, settings, record))
 
 
-def append_history(runs: Sequence[SuiteRun], path: Path, record: "RunRecord") -> None:
+def append_history(runs: Sequence[SuiteRun], path: "StoreLocation", record: "RunRecord") -> None:
     """Append this run's values to the history store: once, at the end of a run."""
     from perfcheck.history.runs import results_of
     from perfcheck.history.store import open_store
