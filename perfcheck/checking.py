@@ -257,7 +257,10 @@ def _history_gate(run: SuiteRun, checks: list[Check]) -> list[Check]:
     from perfcheck.history.store import machine_key
 
     machine = machine_key(baselines.fingerprint(run.analysis))
-    refs = gate.references(run.settings.history, machine, run.name, gate.gated_pairs(checks))
+    pairs = gate.gated_pairs(checks)
+    refs = gate.references(run.settings.history, machine, run.name, pairs)
+    run.history_judged = sum(ref.usable for ref in refs.values())
+    run.history_runs = max((ref.comparable for ref in refs.values()), default=0) if pairs else None
     return gate.rejudge(checks, refs, run.analysis, run.settings.tolerances)
 
 
@@ -412,9 +415,14 @@ def write_reports(runs: Sequence[SuiteRun], settings: Settings, record: "RunReco
         paths = result if isinstance(result, list) else [result] if result is not None else []
         written.setdefault(kind, []).extend(Path(p) for p in paths)
 
-    from perfcheck.report.markdown import ci_context, markdown_summary, write_markdown, write_step_summary
+    from perfcheck.report.markdown import ci_context, history_line, markdown_summary, write_markdown, write_step_summary
 
-    text = markdown_summary(suites, analyses, baselines=statuses, context=ci_context())
+    gated = [r for r in active if r.settings.history is not None and not r.settings.update_baseline]
+    used = [r.history_runs for r in gated if r.history_runs is not None]
+    history = history_line(str(gated[0].settings.history), read_only=settings.history_mode == "read-only",
+                           judged=sum(r.history_judged for r in gated), runs=max(used) if used else None) \
+        if gated else None
+    text = markdown_summary(suites, analyses, baselines=statuses, context=ci_context(), history=history)
     if settings.markdown is not None:
         guarded("markdown", settings.markdown, lambda: write_markdown(settings.markdown, text))
     guarded("step-summary", Path("$GITHUB_STEP_SUMMARY"), lambda: write_step_summary(text))
