@@ -419,7 +419,8 @@ def write_reports(runs: Sequence[SuiteRun], settings: Settings, record: "RunReco
 
     gated = [r for r in active if r.settings.history is not None and not r.settings.update_baseline]
     used = [r.history_runs for r in gated if r.history_runs is not None]
-    history = history_line(str(gated[0].settings.history), read_only=settings.history_mode == "read-only",
+    store = gated[0].settings.history if gated else None
+    history = history_line(display_path(store) if isinstance(store, Path) else str(store), read_only=settings.history_mode == "read-only",
                            judged=sum(r.history_judged for r in gated), runs=max(used) if used else None) \
         if gated else None
     text = markdown_summary(suites, analyses, baselines=statuses, context=ci_context(), history=history)
