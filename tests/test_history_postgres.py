@@ -54,6 +54,20 @@ def test_a_url_is_kept_as_a_url_and_prints_masked(tmp_path: Path) -> None:
         store_location("mysql://u:pw@h/db")
 
 
+def test_the_settings_keep_a_url_from_every_source_and_never_carry_its_password(tmp_path: Path) -> None:
+    from perfcheck.config import SuiteSettings, resolver
+
+    url = "postgresql://ci:hunter2@db.example/perf"
+    (tmp_path / "perfcheck.toml").write_text(f'history = "{url}"\n[suites.s]\nprofiles = ["p.csv"]\n')
+    for cli, env in (({"history": url}, {}), ({}, {"PERFCHECK_HISTORY": url}), ({}, {})):
+        found = resolver(cli=cli, env=env, cwd=tmp_path).get("history")
+        assert found is not None and isinstance(found.value, StoreURL) and found.value.secret == url
+    settings = resolver(cwd=tmp_path).suite("s", validate=False)
+    doc = settings.as_dict()  # travels in pytest reports (pytest-xdist, report logs)
+    assert "hunter2" not in repr(doc) and doc["history"] == "postgresql://ci:***@db.example/perf"
+    assert str(SuiteSettings.from_dict(doc).history) == doc["history"]
+
+
 def test_without_psycopg_a_url_is_a_one_line_error(cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
     monkeypatch.setitem(sys.modules, "psycopg", None)  # import psycopg raises ImportError
     monkeypatch.chdir(tmp_path)
