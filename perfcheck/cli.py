@@ -206,7 +206,7 @@ def _history_parser(sub: "argparse._SubParsersAction") -> None:
     history = sub.add_parser(
         "history", help="the history store of runs: add, list, prune, detect change points",
         description="A history store keeps every run's values per machine x suite x kernel x metric: an SQLite "
-        "file (a path) or a PostgreSQL database (postgresql://user@host/db; pip install 'perfcheck[postgres]'). "
+        "file (a path) or a PostgreSQL database (postgresql://user@host/db; needs psycopg 3: pip install 'psycopg[binary]'). "
         "The store is --history PATH|URL, else PERFCHECK_HISTORY, else history = \"...\" in the config.")
     actions = history.add_subparsers(dest="history_command", metavar="ACTION", parser_class=_Parser, required=True)
 

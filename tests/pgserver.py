@@ -48,7 +48,7 @@ def why_not() -> str | None:
     try:
         import psycopg  # noqa: F401
     except ImportError:
-        return "psycopg is not installed (pip install 'perfcheck[postgres]')"
+        return "psycopg is not installed (pip install 'psycopg[binary]', perfcheck's postgres extra)"
     if os.geteuid() == 0 and _server_user() is None:
         return "running as root and neither a postgres nor a nobody user exists to run the server as"
     return None

@@ -4,6 +4,7 @@ errors that are one line with the password masked, the dashboards' view."""
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import re
@@ -72,7 +73,7 @@ def test_without_psycopg_a_url_is_a_one_line_error(cli, tmp_path: Path, monkeypa
     monkeypatch.setitem(sys.modules, "psycopg", None)  # import psycopg raises ImportError
     monkeypatch.chdir(tmp_path)
     result = cli("history", "list", "--history", "postgresql://ci:hunter2@127.0.0.1:1/perf")
-    line = one_line_error(result, None, "pip install 'perfcheck[postgres]'", "postgresql://ci:***@127.0.0.1:1/perf")
+    line = one_line_error(result, None, "pip install 'psycopg[binary]'", "postgres extra", "postgresql://ci:***@127.0.0.1:1/perf")
     assert "hunter2" not in line
     assert list(tmp_path.iterdir()) == []  # no file named after the URL
 
@@ -89,7 +90,7 @@ def test_an_unknown_scheme_is_never_a_file(cli, tmp_path: Path, monkeypatch: pyt
 
 
 def test_connection_refused_is_one_line_exit_2(cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
-    pytest.importorskip("psycopg", reason="psycopg is not installed (pip install 'perfcheck[postgres]')")
+    pytest.importorskip("psycopg", reason="psycopg is not installed (pip install 'psycopg[binary]')")
     monkeypatch.chdir(tmp_path)
     with __import__("socket").socket() as probe:  # a port nobody listens on
         probe.bind(("127.0.0.1", 0))
@@ -285,3 +286,32 @@ def test_read_only_history_mode_refuses_writing_commands(cli, store_at, tmp_path
     assert cli("history", "list", "--history", location).code == 0  # reading is what it is for
     with open_store(location) as store:
         assert len(store.runs()) == 1
+
+
+def test_report_export_detect_and_list_are_the_same_on_both_backends(cli, pg_server, tmp_path: Path,  # noqa: ANN001
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.dashboard_data import fill_store
+
+    monkeypatch.chdir(tmp_path)
+    lite = fill_store(tmp_path / "h.sqlite")
+    url = pg_server.create_database("same")
+    assert cli("history", "copy", lite, url).code == 0
+    outputs = {}
+    for name, store in (("sqlite", str(lite)), ("postgresql", url)):
+        out = tmp_path / name
+        texts = [cli("history", "report", "--history", store, "--html", out / "site", "--markdown", out / "digest.md"),
+                 cli("history", "export", "--history", store, "--openmetrics", out / "om.txt", "--prometheus",
+                     out / "prom.txt", "--bencher", out / "bencher"),
+                 cli("history", "detect", "--history", store, "--json"),
+                 cli("history", "list", "--history", store, "--json")]
+        assert [t.code for t in texts] == [0, 0, 0, 0], [t.err for t in texts]
+        assert json.loads(texts[2].out)["change_points"]  # the step and the improvement
+        files = {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+        listing = json.loads(texts[3].out)["runs"]
+        for run in listing:
+            run.pop("added")  # when each store got the run
+        outputs[name] = (files, texts[2].out, listing)
+    (files_a, detect_a, list_a), (files_b, detect_b, list_b) = outputs["sqlite"], outputs["postgresql"]
+    assert sorted(files_a) == sorted(files_b) and len(files_a) > 5
+    assert [k for k in files_a if files_a[k] != files_b[k]] == []
+    assert detect_a == detect_b and list_a == list_b

@@ -5,7 +5,7 @@ Opened by ``open_store("postgresql://user@host/db")`` (or ``postgres://``); a pa
 keeps the SQLite store (``perfcheck.history.store``), whose tables, columns, schema
 version and behaviour this backend repeats, so ``list/add/prune/detect/report/export``
 and the gate cannot tell them apart. The adapter is psycopg 3, an optional extra
-(``pip install 'perfcheck[postgres]'``). Credentials come from the URL, the ``PG*``
+(perfcheck's ``postgres`` extra, or ``pip install 'psycopg[binary]'``). Credentials come from the URL, the ``PG*``
 variables or ``~/.pgpass`` (libpq reads those); messages show the URL masked.
 
 Schema: the tables of ``store.MIGRATIONS`` in PostgreSQL's types, ``PG_MIGRATIONS[i]``
@@ -37,7 +37,7 @@ from perfcheck.storeurl import StoreURL, masked_in
 if TYPE_CHECKING:
     import pandas as pd
 
-INSTALL_HINT = "install the PostgreSQL extra: pip install 'perfcheck[postgres]' (psycopg 3)"
+INSTALL_HINT = "install psycopg 3: pip install 'psycopg[binary]' (or perfcheck with its postgres extra)"
 # pg_advisory_xact_lock key for migrations: "pckh" in ASCII, as the SQLite store's application_id
 MIGRATION_LOCK = 0x70636B68
 CONNECT_TIMEOUT_S = 10  # libpq waits forever by default on a silent host (a firewall dropping packets)
