@@ -202,3 +202,38 @@ def test_gitlab_scheduled_pages_job_keeps_the_history(tmp_path: Path) -> None:
     with open_store(tmp_path / "cache" / "perf-history" / "perf-history.sqlite", create=False) as store:
         assert len(store.runs()) == 2
     assert re.search(r"History: `perf-history\.sqlite` \(read-only", (work / "perf" / "summary.md").read_text())
+
+
+def test_action_history_inputs_and_pip_cache(tmp_path: Path) -> None:
+    """history-mode auto: read-only on pull requests, append otherwise; a bad mode is
+    an error; pip's downloads are cached between runs."""
+    steps = _action_steps()
+    inputs = _action_inputs()
+    assert inputs["history"] == "" and inputs["history-mode"] == "auto" and inputs["pip-cache"] == "true"
+    cache = steps["cache pip downloads"]
+    assert cache["uses"].startswith("actions/cache@") and cache["if"] == "inputs.pip-cache == 'true'"
+    assert cache["with"]["restore-keys"] and cache["with"]["key"].startswith(cache["with"]["restore-keys"])
+    install = steps["install perfcheck (from the action's checkout)"]
+    assert install["env"]["PIP_CACHE_DIR"] == cache["with"]["path"]
+
+    work = _workspace(tmp_path / "repo")
+    output = tmp_path / "output"
+    env = _runner_env(tmp_path, GITHUB_ACTIONS="true", GITHUB_OUTPUT=str(output),
+                      GITHUB_STEP_SUMMARY=str(tmp_path / "summary"))
+    base = {**env, "IN_CONFIG": "perfcheck.toml", "IN_SUITES": "after", "IN_REPORTS": "json", "IN_DIR": "perf",
+            "IN_FLAVOUR": "xunit", "IN_ARGS": "", "IN_UPDATE": "false", "IN_HISTORY": "h.sqlite",
+            "IN_HISTORY_MODE": "auto"}
+    store = work / "h.sqlite"
+    for event, mode, runs in (("push", "auto", 1), ("pull_request", "auto", 1), ("schedule", "auto", 2),
+                              ("pull_request_target", "auto", 2), ("pull_request", "append", 3),
+                              ("push", "read-only", 3)):
+        done = _run_step(steps["check"], {**base, "IN_EVENT": event, "IN_HISTORY_MODE": mode}, work)
+        assert done.returncode == 0, done.stdout + done.stderr
+        with open_store(store, create=False) as opened:
+            assert len(opened.runs()) == runs, (event, mode)
+    bad = _run_step(steps["check"], {**base, "IN_EVENT": "push", "IN_HISTORY_MODE": "sometimes"}, work)
+    assert bad.returncode == 2 and "history-mode is append, read-only or auto, not 'sometimes'" in bad.stdout
+    without = _run_step(steps["check"], {**base, "IN_EVENT": "push", "IN_HISTORY": ""}, work)
+    assert without.returncode == 0
+    with open_store(store, create=False) as opened:
+        assert len(opened.runs()) == 3  # no history input: no store named
