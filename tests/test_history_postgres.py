@@ -116,6 +116,9 @@ def test_a_wrong_password_is_one_line_and_masked(cli, pg_server, tmp_path: Path,
         assert _run(store, "r1", 1)
     listing = cli("history", "list", "--history", right)
     assert listing.code == 0 and "r1" in listing.out and pgserver.PASSWORD not in listing.out + listing.err
+    copied = cli("history", "copy", right, tmp_path / "copy.sqlite")
+    assert copied.code == 0 and f"from postgresql://{pgserver.PASSWORD_USER}:***@" in copied.out
+    assert pgserver.PASSWORD not in copied.out + copied.err
 
 
 def test_the_password_may_come_from_pgpassword(pg_server, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
