@@ -8,6 +8,7 @@ A config file is ``[tool.perfcheck]`` in a ``pyproject.toml``, or a ``perfcheck.
     peaks = ["peaks/mixbench-log.txt"]    # anything `perfcheck peaks` reads, or a machine file
     baseline_dir = "baselines"
     tolerances = { duration = "5%" }      # allowance for "metric <= baseline" without one
+    history = "perf-history.sqlite"       # or "postgresql://user@host/db"; history_mode = "read-only"
 
     [tool.perfcheck.suites.stencil]
     profiles = ["profiles/results.csv"]

@@ -318,3 +318,18 @@ def test_report_export_detect_and_list_are_the_same_on_both_backends(cli, pg_ser
     assert sorted(files_a) == sorted(files_b) and len(files_a) > 5
     assert [k for k in files_a if files_a[k] != files_b[k]] == []
     assert detect_a == detect_b and list_a == list_b
+
+
+def test_both_backends_implement_the_store_interface() -> None:
+    import inspect
+
+    from perfcheck.history.backend import HistoryStore
+    from perfcheck.history.pgstore import PostgresStore
+
+    members = {n for n, _ in inspect.getmembers(HistoryStore) if not n.startswith("_")} | {"__enter__", "__exit__"}
+    assert {"add", "prune", "runs", "series", "machines", "version", "close"} <= members
+    for backend in (sqlite_store.Store, PostgresStore):
+        for name in members - {"version"}:
+            ours, theirs = inspect.signature(getattr(backend, name)), inspect.signature(getattr(HistoryStore, name))
+            assert list(ours.parameters) == list(theirs.parameters), (backend.__name__, name)
+        assert isinstance(inspect.getattr_static(backend, "version"), property)
