@@ -1,5 +1,6 @@
-"""History of runs: a store (an SQLite file or a PostgreSQL database) of every run's values, change-point detection
-over its series, and the history-aware baseline of the gate.
+"""History of runs: a store (an SQLite file or a PostgreSQL database) of every run's
+values, change-point detection over its series, and the history-aware baseline of
+the gate.
 
 Public API (stable; the dashboard and exports build on it)::
 
