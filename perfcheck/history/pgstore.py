@@ -170,12 +170,15 @@ class PostgresStore:
                                  hint="create one with `perfcheck history add --history URL FILE` or "
                                  "`perfcheck check --history URL`")
         if version is not None and version > SCHEMA_VERSION:
-            from perfcheck import __version__
-
-            raise InputError(self.url, f"history schema version {version} is newer than this perfcheck "
-                             f"({__version__}) reads ({SCHEMA_VERSION})", hint="upgrade perfcheck")
+            raise self._newer(version)
         if version != SCHEMA_VERSION:
             self._migrate()
+
+    def _newer(self, version: int) -> InputError:
+        from perfcheck import __version__
+
+        return InputError(self.url, f"history schema version {version} is newer than this perfcheck "
+                          f"({__version__}) reads ({SCHEMA_VERSION})", hint="upgrade perfcheck")
 
     def _migrate(self) -> None:
         with self._db.transaction():
@@ -184,7 +187,7 @@ class PostgresStore:
             self._db.execute("CREATE TABLE IF NOT EXISTS perfcheck_schema (version integer NOT NULL)")
             current = self._version() or 0
             if current > SCHEMA_VERSION:
-                return  # a newer perfcheck got there first: _prepare's check refuses it on the next open
+                raise self._newer(current)  # a newer perfcheck migrated it meanwhile
             for index in range(current, SCHEMA_VERSION):
                 for statement in _statements(PG_MIGRATIONS[index]):
                     self._db.execute(statement)
