@@ -148,6 +148,17 @@ def test_newer_schema_and_foreign_tables_are_refused(cli, pg_server, tmp_path: P
     assert pg_server.execute("SELECT to_regclass('perfcheck_schema') IS NULL", "empty") == [(True,)]  # not created
 
 
+def test_a_schema_named_in_the_url_keeps_the_store_beside_other_tables(pg_server) -> None:  # noqa: ANN001
+    url = pg_server.create_database("shared")
+    pg_server.execute("CREATE TABLE runs (id integer); CREATE SCHEMA perf", "shared")  # someone else's runs
+    with pytest.raises(InputError, match="search_path"):
+        open_store(url)
+    with open_store(url + "&options=-csearch_path%3Dperf") as store:
+        assert _run(store, "r1", 1)
+    assert pg_server.execute("SELECT count(*) FROM perf.results", "shared") == [(3,)]
+    assert pg_server.execute("SELECT count(*) FROM public.runs", "shared") == [(0,)]
+
+
 def test_both_backends_have_the_same_schema(pg_server, tmp_path: Path) -> None:  # noqa: ANN001
     """Same tables, columns and version: a migration added to one backend only fails here."""
     assert len(pgstore.PG_MIGRATIONS) == len(sqlite_store.MIGRATIONS)
