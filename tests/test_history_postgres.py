@@ -132,6 +132,18 @@ def test_the_password_may_come_from_pgpassword(pg_server, monkeypatch: pytest.Mo
         assert store.version == sqlite_store.SCHEMA_VERSION
 
 
+def test_the_password_may_come_from_a_pgpass_file(pg_server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
+    pg_server.create_database("pgpass")
+    url = f"postgresql://{pgserver.PASSWORD_USER}@127.0.0.1:{pg_server.port}/pgpass"
+    monkeypatch.delenv("PGPASSWORD", raising=False)
+    passfile = tmp_path / "pgpass"
+    passfile.write_text(f"127.0.0.1:{pg_server.port}:pgpass:{pgserver.PASSWORD_USER}:{pgserver.PASSWORD}\n")
+    passfile.chmod(0o600)  # libpq ignores a password file others can read
+    monkeypatch.setenv("PGPASSFILE", str(passfile))
+    with open_store(url) as store:
+        assert _run(store, "r1", 1)
+
+
 def test_newer_schema_and_foreign_tables_are_refused(cli, pg_server, tmp_path: Path,  # noqa: ANN001
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)

@@ -29,7 +29,8 @@ class CopyResult:
 
 
 def _results(frame: "pd.DataFrame") -> dict[str, list[Result]]:
-    """run id -> its values (a frame of SERIES_COLUMNS)."""
+    """run id -> its values (a frame of SERIES_COLUMNS). A record per row, because
+    ``add`` takes records (the interface both backends share); nothing is computed here."""
     columns = ["run_id", "machine", "suite", "kernel", "metric", "value", "unit", "n", "median", "spread", "outcome",
                "low", "high"]
     clean = frame[columns].astype(object).where(frame[columns].notna(), None)
@@ -50,6 +51,7 @@ def copy_store(source: "HistoryStore", target: "HistoryStore") -> CopyResult:
     todo = runs[~runs["run_id"].isin(have)]
     results = _results(source.series()) if len(todo) else {}
     copied = values = 0
+    # one ``add`` (one transaction) per run: a copy stopped half-way keeps whole runs only
     for row in todo.astype(object).where(todo.notna(), None).itertuples(index=False):
         record = RunRecord(run_id=str(row.run_id), time=float(row.time.timestamp()), commit=row.commit,
                            branch=row.branch, ci_system=row.ci_system, ci_job=row.ci_job, ci_url=row.ci_url,
