@@ -67,6 +67,7 @@ if TYPE_CHECKING:
     from perfcheck.history.store import RunRecord
     from perfcheck.model import Peaks, Profile
     from perfcheck.run.runner import RunResult
+    from perfcheck.storeurl import StoreLocation
 
 # --- reading ---------------------------------------------------------------------------------
 
@@ -262,7 +263,10 @@ def _history_gate(run: SuiteRun, checks: list[Check]) -> tuple[list[Check], dict
     from perfcheck.history.store import machine_key
 
     machine = machine_key(baselines.fingerprint(run.analysis))
-    refs = gate.references(run.settings.history, machine, run.name, gate.gated_pairs(checks))
+    pairs = gate.gated_pairs(checks)
+    refs = gate.references(run.settings.history, machine, run.name, pairs)
+    run.history_judged = sum(ref.usable for ref in refs.values())
+    run.history_runs = max((ref.comparable for ref in refs.values()), default=0) if pairs else None
     judged = gate.rejudge(checks, refs, run.analysis, run.settings.tolerances)
     since = {c.kernel: refs[(c.kernel, c.metric)].since_time for c in judged
              if c.outcome == FAILED and (c.kernel, c.metric) in refs and refs[(c.kernel, c.metric)].usable}
@@ -460,9 +464,15 @@ def write_reports(runs: Sequence[SuiteRun], settings: Settings, record: "RunReco
         paths = result if isinstance(result, list) else [result] if result is not None else []
         written.setdefault(kind, []).extend(Path(p) for p in paths)
 
-    from perfcheck.report.markdown import ci_context, markdown_summary, write_markdown, write_step_summary
+    from perfcheck.report.markdown import ci_context, history_line, markdown_summary, write_markdown, write_step_summary
 
-    text = markdown_summary(suites, analyses, baselines=statuses, context=ci_context())
+    gated = [r for r in active if r.settings.history is not None and not r.settings.update_baseline]
+    used = [r.history_runs for r in gated if r.history_runs is not None]
+    store = gated[0].settings.history if gated else None
+    history = history_line(display_path(store) if isinstance(store, Path) else str(store), read_only=settings.history_mode == "read-only",
+                           judged=sum(r.history_judged for r in gated), runs=max(used) if used else None) \
+        if gated else None
+    text = markdown_summary(suites, analyses, baselines=statuses, context=ci_context(), history=history)
     if settings.markdown is not None:
         guarded("markdown", settings.markdown, lambda: write_markdown(settings.markdown, text))
     guarded("step-summary", Path("$GITHUB_STEP_SUMMARY"), lambda: write_step_summary(text))
@@ -527,12 +537,13 @@ def finish(runs: Sequence[SuiteRun], settings: Settings) -> Run:
     from perfcheck.history.runs import current_run
 
     record = current_run() if settings.json is not None or settings.history is not None else None
-    if settings.history is not None and settings.write_baselines and record is not None:
+    if settings.history is not None and settings.write_baselines and record is not None \
+            and settings.history_mode != "read-only":
         append_history(runs, settings.history, record)
     return Run(list(runs), write_reports(runs, settings, record))
 
 
-def append_history(runs: Sequence[SuiteRun], path: Path, record: "RunRecord") -> None:
+def append_history(runs: Sequence[SuiteRun], path: "StoreLocation", record: "RunRecord") -> None:
     """Append this run's values to the history store: once, at the end of a run."""
     from perfcheck.history.runs import results_of
     from perfcheck.history.store import open_store

@@ -19,6 +19,7 @@ from perfcheck.errors import PerfcheckError, UsageError
 
 if TYPE_CHECKING:
     from perfcheck.checking import Run
+    from perfcheck.storeurl import StoreLocation
 
 EXIT_OK, EXIT_FAILED, EXIT_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
 
@@ -205,12 +206,15 @@ def _history_parser(sub: "argparse._SubParsersAction") -> None:
     """``perfcheck history ACTION``: each action is an entry of ``_HISTORY`` (add more there)."""
     history = sub.add_parser(
         "history", help="the history store of runs: add, list, prune, detect change points",
-        description="A history store (SQLite) keeps every run's values per machine x suite x kernel x metric. "
-        "The store is --history PATH, else PERFCHECK_HISTORY, else history = \"...\" in the config.")
+        description="A history store keeps every run's values per machine x suite x kernel x metric: an SQLite "
+        "file (a path) or a PostgreSQL database (postgresql://user@host/db; needs psycopg 3: pip install 'psycopg[binary]'). "
+        "The store is --history PATH|URL, else PERFCHECK_HISTORY, else history = \"...\" in the config.")
     actions = history.add_subparsers(dest="history_command", metavar="ACTION", parser_class=_Parser, required=True)
 
     def common(parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--history", metavar="PATH", help="the history store (SQLite file)")
+        parser.add_argument("--history", metavar="PATH|URL",
+                            help="the history store: an SQLite file, or postgresql://user@host/db (the password from "
+                            "the URL, PGPASSWORD or ~/.pgpass; never printed)")
         parser.add_argument("--config", metavar="FILE", help="config file naming the store (history = \"...\")")
 
     add = actions.add_parser("add", help="import results files (perfcheck check --json) into the store",
@@ -282,15 +286,29 @@ def _history_parser(sub: "argparse._SubParsersAction") -> None:
     export.add_argument("--machine", metavar="SLUG", help="only this machine")
     export.add_argument("--since", metavar="WHEN", help="runs since a date (2026-01-31) or an age (90d)")
     common(export)
+    copy = actions.add_parser(
+        "copy", help="copy every run of one store into another (SQLite <-> PostgreSQL)",
+        description="Copy the runs of SRC that DST does not have yet, with their values and machines; each is a "
+        "path (SQLite) or a postgresql:// URL. Runs are keyed by run id, so copying twice adds nothing and an "
+        "interrupted copy is finished by running it again. DST is created when absent.")
+    copy.add_argument("source", metavar="SRC", help="the store to read (path or URL)")
+    copy.add_argument("target", metavar="DST", help="the store to write (path or URL)")
 
 
-def _history_path(args: argparse.Namespace) -> Path:
+def _history_path(args: argparse.Namespace, *, writing: bool = False) -> "StoreLocation":
+    """The store the history command names: a path or a URL (``perfcheck.storeurl``).
+    ``writing``: add and prune refuse a store the settings make read-only."""
     from perfcheck.config import resolver
 
-    value = resolver(cli={"config": args.config, "history": args.history}).get("history")
+    settings = resolver(cli={"config": args.config, "history": args.history})
+    value = settings.get("history")
     if value is None:
-        raise UsageError("no history store: give --history PATH, set PERFCHECK_HISTORY, or add history = \"...\" "
+        raise UsageError("no history store: give --history PATH|URL, set PERFCHECK_HISTORY, or add history = \"...\" "
                          "to the config")
+    mode = settings.get("history_mode")
+    if writing and mode is not None and mode.value == "read-only":
+        raise UsageError(f"the history store {value.value} is read-only here ({mode.origin} = \"read-only\"); "
+                         "unset it to write")
     return value.value  # type: ignore[return-value]
 
 
@@ -319,7 +337,7 @@ def _history_add(args: argparse.Namespace) -> int:
     from perfcheck.history import open_store, read_results
 
     imported = [read_results(path) for path in args.results]  # every file is read before anything is written
-    with open_store(_history_path(args)) as store:
+    with open_store(_history_path(args, writing=True)) as store:
         for path, run in zip(args.results, imported):
             for notice in run.notices:
                 print(f"perfcheck: notice: {notice}", file=sys.stderr)
@@ -352,7 +370,7 @@ def _history_list(args: argparse.Namespace) -> int:
 def _history_prune(args: argparse.Namespace) -> int:
     from perfcheck.history import open_store
 
-    with open_store(_history_path(args), create=False) as store:
+    with open_store(_history_path(args, writing=True), create=False) as store:
         removed = store.prune(keep_days=args.keep_days)
     print(f"removed {removed} run{'s' if removed != 1 else ''} older than {args.keep_days:g} days")
     return EXIT_OK
@@ -436,8 +454,24 @@ def _history_export(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _history_copy(args: argparse.Namespace) -> int:
+    from perfcheck.history import open_store
+    from perfcheck.history.transfer import copy_store
+    from perfcheck.storeurl import store_location
+
+    source, target = (store_location(text, base=Path.cwd()) for text in (args.source, args.target))
+    if str(source) == str(target) and type(source) is type(target):
+        raise UsageError(f"history copy: SRC and DST are the same store ({source})")
+    with open_store(source, create=False) as src, open_store(target) as dst:
+        done = copy_store(src, dst)
+    print(f"copied {done.copied} run{'s' if done.copied != 1 else ''} ({done.values} values) from {source} to "
+          f"{target}; {done.present} already there")
+    return EXIT_OK
+
+
 _HISTORY = {"add": _history_add, "list": _history_list, "prune": _history_prune, "detect": _history_detect,
             "report": _history_report, "export": _history_export}
+_HISTORY["copy"] = _history_copy
 
 
 def _history(args: argparse.Namespace) -> int:
@@ -470,8 +504,15 @@ def _check_options(parser: argparse.ArgumentParser) -> None:
                         help="xunit (default: valid against Jenkins' junit-10.xsd, file on <testsuite>) or "
                         "gitlab (also file and line on every <testcase>: GitLab's test report reads the file, "
                         "mikepenz/action-junit-report both)")
-    parser.add_argument("--history", metavar="PATH", help="history store (SQLite): baseline-relative checks use this "
-                        "machine's recent runs, and this run is appended")
+    parser.add_argument("--history", metavar="PATH|URL", help="history store (an SQLite file or postgresql://"
+                        "user@host/db): baseline-relative checks use this machine's recent runs, and this run is "
+                        "appended (unless --history-read-only)")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--history-mode", choices=("append", "read-only"), metavar="MODE",
+                      help="append (default): this run is added to the store; read-only: the checks read the "
+                      "store and nothing is written (pull requests naming the nightly store)")
+    mode.add_argument("--history-read-only", dest="history_mode", action="store_const", const="read-only",
+                      help="the same as --history-mode read-only")
 
 
 def _warn(oddities: Sequence[object]) -> None:
@@ -666,6 +707,7 @@ def _run_checks(args: argparse.Namespace, *, update: bool | None) -> "Run":
     options: dict[str, object] = {k: getattr(args, k) for k in (
         "config", "arch", "peaks", "format", "baseline_dir", "junit", "markdown", "json", "openmetrics", "roofline",
         "history")}
+    options["history_mode"] = getattr(args, "history_mode", None)
     if getattr(args, "junit_flavour", None):
         options["junit_flavour"] = args.junit_flavour
     options["update_baseline"] = update
@@ -753,7 +795,7 @@ def _schema(args: argparse.Namespace) -> int:
 
 # Options of `check` that name what the job writes, left out of the recording command.
 _JOB_OUTPUTS = ("--junit", "--markdown", "--json", "--openmetrics", "--roofline", "--bencher", "--github-benchmark",
-                "--junit-flavour", "--history")
+                "--junit-flavour", "--history", "--history-mode")
 
 
 def _record_command(args: argparse.Namespace, suite: str) -> str:

@@ -8,6 +8,7 @@ A config file is ``[tool.perfcheck]`` in a ``pyproject.toml``, or a ``perfcheck.
     peaks = ["peaks/mixbench-log.txt"]    # anything `perfcheck peaks` reads, or a machine file
     baseline_dir = "baselines"
     tolerances = { duration = "5%" }      # allowance for "metric <= baseline" without one
+    history = "perf-history.sqlite"       # or "postgresql://user@host/db"; history_mode = "read-only"
 
     [tool.perfcheck.suites.stencil]
     profiles = ["profiles/results.csv"]
@@ -43,6 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from perfcheck.errors import UsageError
+from perfcheck.storeurl import StoreLocation, StoreURL, is_url, store_location
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -231,6 +233,32 @@ def _rank(raw: object, origin: str, base: Path) -> int:
     return int(text)
 
 
+def _history(raw: object, origin: str, base: Path) -> StoreLocation:
+    """A history store: a file path (SQLite), or a postgresql:// URL kept as a URL
+    (``Path`` would fold its ``//`` and make it a file name)."""
+    if isinstance(raw, StoreURL):
+        return raw
+    text = str(raw) if isinstance(raw, Path) else _string(raw, origin, base)
+    if not is_url(text):
+        return _path(text, origin, base)
+    try:
+        return store_location(text)
+    except UsageError as exc:
+        raise ConfigError(origin, str(exc)) from None
+
+
+HISTORY_MODES = ("append", "read-only")
+
+
+def _history_mode(raw: object, origin: str) -> str:
+    """append: the runner appends each run to the store; read-only: the gate and
+    detect read it, nothing is written (pull-request jobs naming the nightly store)."""
+    text = raw.strip().lower() if isinstance(raw, str) else raw
+    if text not in HISTORY_MODES:
+        raise ConfigError(origin, f"expected \"append\" or \"read-only\", not {raw!r}")
+    return str(text)
+
+
 # Key -> converter. Every layer uses the same converters, so "5%" means the same on the
 # command line, in PERFCHECK_TOLERANCES and in the config file.
 def _flavour(raw: object, origin: str) -> str:
@@ -269,17 +297,19 @@ _CONVERT: dict[str, Callable[[object, str, Path], object]] = {
     "rank": _rank,
     "runs_dir": _path,
     # the history store (perfcheck.history): the gate reads it, the runner appends the run
-    "history": _path,
+    "history": _history,
+    "history_mode": lambda raw, origin, base: _history_mode(raw, origin),
 }
 # Keys a config file may set, at the top of [tool.perfcheck] and in a suite.
 GLOBAL_KEYS = ("arch", "peaks", "machine", "format", "baseline_dir", "tolerances", "aliases", "strict_baseline",
                "junit", "markdown", "json", "openmetrics", "roofline", "junit_flavour",
-               "profiler", "launcher", "timeout", "runs_dir", "history")
+               "profiler", "launcher", "timeout", "runs_dir", "history", "history_mode")
 SUITE_KEYS = ("profiles", "expect", "arch", "peaks", "machine", "format", "tolerances", "aliases", "skip_if_missing",
               "command", "profiler", "launcher", "timeout", "rank", "runs_dir")
 # Written names that mean a canonical key ("device = mi100" is "arch": lookup takes both).
 _SYNONYMS = {"device": "arch", "baseline-dir": "baseline_dir", "skip-if-missing": "skip_if_missing",
-             "strict-baseline": "strict_baseline"}
+             "strict-baseline": "strict_baseline",
+             "history-mode": "history_mode"}
 # PERFCHECK_<NAME> -> key. Other PERFCHECK_* variables (PERFCHECK_DEBUG, ...) belong to others.
 ENVIRONMENT = {
     "CONFIG": "config", "ARCH": "arch", "DEVICE": "arch", "PEAKS": "peaks", "MACHINE": "machine",
@@ -288,7 +318,7 @@ ENVIRONMENT = {
     "MARKDOWN": "markdown", "JSON": "json", "OPENMETRICS": "openmetrics", "ROOFLINE": "roofline",
     "JUNIT_FLAVOUR": "junit_flavour",
     "PROFILER": "profiler", "LAUNCHER": "launcher", "TIMEOUT": "timeout", "RUNS_DIR": "runs_dir",
-    "HISTORY": "history",
+    "HISTORY": "history", "HISTORY_MODE": "history_mode",
 }
 
 
@@ -571,7 +601,7 @@ class SuiteSettings:
     runs_dir: Path | None = None  # parent of the run directories (default: perfcheck-runs/ by the baselines)
     workdir: Path | None = None  # where the command runs (the config file's directory)
     aliases: Mapping[str, str] = field(default_factory=dict)  # old kernel name -> new (baselines follow)
-    history: Path | None = None  # the history store the gate reads (perfcheck.history.gate)
+    history: StoreLocation | None = None  # the history store the gate reads (perfcheck.history.gate)
 
     def origin(self, key: str) -> str:
         return self.origins.get(key, "default")
@@ -591,6 +621,8 @@ class SuiteSettings:
             "launcher": self.launcher, "timeout": self.timeout, "rank": self.rank,
             "runs_dir": str(self.runs_dir) if self.runs_dir else None, "workdir": str(self.workdir) if self.workdir else None,
             "aliases": dict(self.aliases),
+            # a URL masked: this dict travels in pytest reports (pytest-xdist, report logs);
+            # whoever reads it back renders the run, the store is opened by its own settings
             "history": str(self.history) if self.history else None,
         }
 
@@ -611,7 +643,7 @@ class SuiteSettings:
             rank=doc.get("rank"), runs_dir=Path(doc["runs_dir"]) if doc.get("runs_dir") else None,  # type: ignore[arg-type]
             workdir=Path(doc["workdir"]) if doc.get("workdir") else None,  # type: ignore[arg-type]
             aliases=dict(doc.get("aliases") or {}),  # type: ignore[arg-type]
-            history=Path(doc["history"]) if doc.get("history") else None,  # type: ignore[arg-type]
+            history=store_location(str(doc["history"])) if doc.get("history") else None,
         )
 
 
@@ -628,7 +660,8 @@ class Settings:
     roofline: Path | None = None  # a directory: <suite>.png / .svg
     junit_flavour: str = "xunit"  # "xunit" (junit-10.xsd valid) | "gitlab" (file/line on testcases)
     write_baselines: bool = True  # False in pytest-xdist workers: only the controller writes
-    history: Path | None = None  # the history store this run is appended to (perfcheck.history)
+    history: StoreLocation | None = None  # the history store this run is appended to (perfcheck.history)
+    history_mode: str = "append"  # "read-only": the gate reads the store, the run is not appended
     origins: Mapping[str, str] = field(default_factory=dict)
 
     @property
@@ -795,8 +828,12 @@ class Resolver:
             if value is not None:
                 origins[key] = value.origin
         flavour = self.get("junit_flavour")
+        mode = self.get("history_mode")
+        if mode is not None:
+            origins["history_mode"] = mode.origin
         return Settings(suites=dict(suites), config=self.config.path if self.config else None,
                         origins=origins, junit_flavour=str(flavour.value) if flavour is not None else "xunit",
+                        history_mode=str(mode.value) if mode is not None else "append",
                         **outputs)  # type: ignore[arg-type]
 
 

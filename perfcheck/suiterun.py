@@ -45,6 +45,10 @@ class SuiteRun:
     record_command: str | None = None  # what records or updates this baseline (strict messages)
     fresh: "Baseline | None" = None  # what settle_baseline would write (finish writes it)
     changes: list = field(default_factory=list)  # baseline.KernelChange of an update or recording
+    # The history gate's use of the store (None: no store): checks it judged, and the
+    # most comparable runs any of their verdicts was taken over (the PR comment says so)
+    history_judged: int = 0
+    history_runs: int | None = None
 
     @property
     def name(self) -> str:

@@ -77,9 +77,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     for name, text in _OUTPUTS.items():
         group.addoption(f"--perf-{name}", metavar="FILE", help=text)
     group.addoption("--perf-roofline", metavar="DIR", help="write roofline plots (PNG and SVG per suite) into DIR")
-    group.addoption("--perf-history", metavar="PATH", help="history store (SQLite): baseline-relative checks use this "
-                    "machine's recent runs, and the session's run is appended")
-    for key in ("config", "arch", "baseline_dir", *_OUTPUTS, "roofline", "history"):
+    group.addoption("--perf-history", metavar="PATH|URL", help="history store (an SQLite file or postgresql://"
+                    "user@host/db): baseline-relative checks use this machine's recent runs, and the session's run "
+                    "is appended (unless read-only)")
+    group.addoption("--perf-history-mode", choices=("append", "read-only"), metavar="MODE", dest="perf_history_mode",
+                    help="append (default) or read-only: the checks read the history store, nothing is written")
+    group.addoption("--perf-history-read-only", action="store_const", const="read-only", dest="perf_history_mode",
+                    help="the same as --perf-history-mode read-only (pull requests naming the nightly store)")
+    for key in ("config", "arch", "baseline_dir", *_OUTPUTS, "roofline", "history", "history_mode"):
         parser.addini(f"perf_{key}", f"perfcheck {key.replace('_', ' ')} (below --perf-{key.replace('_', '-')} "
                       "and PERFCHECK_* in precedence); relative to the ini file", default=None)
     parser.addini("perf_peaks", "perfcheck peak files, one per line; relative to the ini file", type="linelist", default=[])
@@ -120,7 +125,8 @@ class _State:
         base = inipath.parent if inipath is not None else self.config.rootpath
         name = inipath.name if inipath is not None else "ini"
         raw: dict[str, object] = {}
-        for key in ("config", "arch", "baseline_dir", *_OUTPUTS, "roofline", "strict_baseline", "history"):
+        for key in ("config", "arch", "baseline_dir", *_OUTPUTS, "roofline", "strict_baseline", "history",
+                    "history_mode"):
             value = self.config.getini(f"perf_{key}")
             if value:
                 raw[key] = value
@@ -135,7 +141,7 @@ class _State:
             "config": opt("--perf-config"), "arch": opt("--perf-arch"), "peaks": opt("--perf-peaks"),
             "baseline_dir": opt("--perf-baseline-dir"), "update_baseline": opt("--perf-update-baseline"),
             "roofline": opt("--perf-roofline"), "strict_baseline": opt("perf_strict_baseline"),
-            "history": opt("--perf-history"),
+            "history": opt("--perf-history"), "history_mode": opt("perf_history_mode"),
         }
         for name in _OUTPUTS:
             cli[name] = opt(f"--perf-{name}")

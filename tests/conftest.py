@@ -77,3 +77,43 @@ def ci_run(monkeypatch: pytest.MonkeyPatch) -> None:
     """A CI job: CI=true, as GitHub Actions and GitLab CI set it."""
     monkeypatch.setenv("CI", "true")
     monkeypatch.delenv("PERFCHECK_STRICT_BASELINE", raising=False)
+
+
+# --- history stores on both backends -------------------------------------------------------------
+
+BACKENDS = ("sqlite", "postgresql")
+
+
+@pytest.fixture(scope="session")
+def pg_server():
+    """A real PostgreSQL server for the session (tests/pgserver.py); skips with the reason
+    when PostgreSQL or psycopg is not installed."""
+    from tests import pgserver
+
+    reason = pgserver.why_not()
+    if reason:
+        pytest.skip(reason)
+    server = pgserver.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(params=BACKENDS)
+def store_at(request: pytest.FixtureRequest, tmp_path: Path):
+    """``store_at(name="h")``: a fresh, empty history store location on the parametrised
+    backend: ``tmp_path / "NAME.sqlite"``, or the URL of a new database on the session's
+    PostgreSQL server (dropped after the test). The history tests run on both."""
+    if request.param == "sqlite":
+        yield lambda name="h": tmp_path / f"{name}.sqlite"
+        return
+    server = request.getfixturevalue("pg_server")
+    made: list[str] = []
+
+    def make(name: str = "h") -> str:
+        database = f"t{os.getpid()}_{len(made)}_{abs(hash(request.node.nodeid)) % 10**8}_{name}".lower()[:60]
+        made.append(database)
+        return server.create_database(database)
+
+    yield make
+    for database in made:
+        server.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')

@@ -258,6 +258,7 @@ def test_action_check_step_and_verdict(tmp_path: Path) -> None:
         "GITHUB_ACTIONS": "true", "GITHUB_OUTPUT": str(output), "GITHUB_STEP_SUMMARY": str(summary),
         "IN_CONFIG": "examples/stencil/perfcheck.toml", "IN_SUITES": "before", "IN_REPORTS": inputs["reports"],
         "IN_DIR": "perf", "IN_FLAVOUR": "xunit", "IN_ARGS": "", "IN_UPDATE": "false",
+        "IN_HISTORY": inputs["history"], "IN_HISTORY_MODE": inputs["history-mode"], "IN_EVENT": "push",
     }
     done = _run_step(steps["check"], env, work)
     assert done.returncode == 0, done.stderr  # the step itself passes; the verdict decides
@@ -293,11 +294,11 @@ def test_action_declares_the_inputs_and_outputs_it_uses() -> None:
         assert name in action["outputs"]
     # every report the check step can be asked for has its path as an output (bencher and
     # github-benchmark had none), read from the step output perfcheck writes for it
-    reports = re.findall(r"^\s*([a-z-]+)\) ", action["runs"]["steps"][1]["run"], flags=re.M)
+    reports = re.findall(r"^\s*([a-z-]+)\) ", _action_steps()["check"]["run"], flags=re.M)
     assert "junit" in reports and "github-benchmark" in reports
     for kind in reports:
         assert action["outputs"][kind]["value"] == f"${{{{ steps.check.outputs.{kind}-report }}}}", kind
-    install = action["runs"]["steps"][0]["run"]
+    install = _action_steps()["install perfcheck (from the action's checkout)"]["run"]
     assert '"$GITHUB_ACTION_PATH"' in install and "pip install" in install
 
 

@@ -41,10 +41,10 @@ def _noise(n: int, seed: int = 0) -> np.ndarray:
     return 2e-3 * np.exp(np.random.default_rng(seed).normal(0.0, 0.01, n))
 
 
-def test_detect_fails_on_a_recent_regression(cli, tmp_path: Path) -> None:  # noqa: ANN001
+def test_detect_fails_on_a_recent_regression(cli, store_at) -> None:  # noqa: ANN001
     values = _noise(30)
     values[27:] *= 1.08
-    store = _nightly(tmp_path / "h.sqlite", values)
+    store = _nightly(store_at(), values)
     result = cli("history", "detect", "--history", store)
     assert result.code == 1, result.out
     assert "+7.6% regression (new)" in result.out and "regression (new)" in result.out and "27ffff" in result.out
@@ -71,32 +71,33 @@ def test_a_spike_last_night_is_not_a_regression(cli, tmp_path: Path) -> None:  #
     assert cli("history", "detect", "--history", store).code == 0
 
 
-def test_add_is_idempotent_and_list_shows_runs(cli, tmp_path: Path) -> None:  # noqa: ANN001
+def test_add_is_idempotent_and_list_shows_runs(cli, tmp_path: Path, store_at) -> None:  # noqa: ANN001
+    fleet = str(store_at("fleet"))
     config = ["--config", str(EXAMPLE / "perfcheck.toml"), "--suite", "after", "--baseline-dir", str(tmp_path / "b")]
     assert cli("check", *config, "--json", "r1.json").code == 0
     assert cli("check", *config, "--json", "r2.json").code == 0
-    result = cli("history", "add", "r1.json", "r2.json", "--history", "fleet.sqlite")
+    result = cli("history", "add", "r1.json", "r2.json", "--history", fleet)
     assert result.code == 0 and result.out.count("added run") == 2
-    again = cli("history", "add", "r1.json", "--history", "fleet.sqlite")
+    again = cli("history", "add", "r1.json", "--history", fleet)
     assert "already stored" in again.out
-    listing = cli("history", "list", "--history", "fleet.sqlite")
+    listing = cli("history", "list", "--history", fleet)
     assert listing.code == 0 and len(listing.out.strip().splitlines()) == 3 and "after" in listing.out
-    runs = cli("history", "list", "--history", "fleet.sqlite", "--json").json()["runs"]
+    runs = cli("history", "list", "--history", fleet, "--json").json()["runs"]
     assert [r["run_id"] for r in runs] == [json.loads(Path(f).read_text())["run"]["id"] for f in ("r1.json", "r2.json")]
-    assert cli("history", "list", "--history", "fleet.sqlite", "--limit", "1", "--json").json()["runs"] == runs[1:]
+    assert cli("history", "list", "--history", fleet, "--limit", "1", "--json").json()["runs"] == runs[1:]
 
 
-def test_prune(cli, tmp_path: Path) -> None:  # noqa: ANN001
-    store = _nightly(tmp_path / "h.sqlite", _noise(10))
+def test_prune(cli, store_at) -> None:  # noqa: ANN001
+    store = _nightly(store_at(), _noise(10))
     result = cli("history", "prune", "--history", store, "--keep-days", "0")
     assert result.code == 0 and "removed 10 runs" in result.out
     assert "no runs stored" in cli("history", "list", "--history", store).out
 
 
-def test_since_filters(cli, tmp_path: Path) -> None:  # noqa: ANN001
+def test_since_filters(cli, store_at) -> None:  # noqa: ANN001
     values = _noise(30)
     values[10:] *= 1.08
-    store = _nightly(tmp_path / "h.sqlite", values)
+    store = _nightly(store_at(), values)
     assert "night-10" in cli("history", "detect", "--history", store).out
     assert "no change points" in cli("history", "detect", "--history", store, "--since", "2026-01-15").out
     one_line_error(cli("history", "detect", "--history", store, "--since", "yesterday"), None, "--since")
@@ -124,16 +125,17 @@ def test_errors_are_one_line(cli, tmp_path: Path, args: tuple[str, ...]) -> None
     assert not (tmp_path / "h.sqlite").exists()  # nothing is written when an input is bad
 
 
-def test_pytest_perf_history_appends_the_session(tmp_path: Path) -> None:
+def test_pytest_perf_history_appends_the_session(tmp_path: Path, store_at) -> None:  # noqa: ANN001
+    target = str(store_at())
     (tmp_path / "pyproject.toml").write_text(
         f'[tool.perfcheck]\ndevice = "mi100"\nbaseline_dir = "b"\n[tool.perfcheck.suites.after]\n'
         f'profiles = ["{EXAMPLE / "results-after.csv"}"]\n[tool.perfcheck.suites.after.expect]\n'
         '"*Clover*FBCGPU*" = ["duration <= baseline + 5%"]\n')
     for _ in range(2):
         done = subprocess.run([sys.executable, "-m", "pytest", "--perf", "-q", "-p", "no:randomly", "-p", "no:cacheprovider",
-                               "--perf-history", "h.sqlite", str(tmp_path)], cwd=tmp_path, capture_output=True, text=True)
+                               "--perf-history", target, str(tmp_path)], cwd=tmp_path, capture_output=True, text=True)
         assert done.returncode == 0, done.stdout + done.stderr
-    with open_store(tmp_path / "h.sqlite", create=False) as store:
+    with open_store(target, create=False) as store:
         assert len(store.runs()) == 2
         assert set(store.series(metric="duration")["suite"]) == {"after"}
 

@@ -72,12 +72,19 @@ def test_quiet_history_is_strict() -> None:
 # --- end to end: perfcheck check --history --------------------------------------------------------
 
 @pytest.fixture
-def stencil(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def history_at(store_at) -> "Path | str":  # noqa: ANN001
+    """The suite's history store, on each backend (a file by the config, or a database)."""
+    return store_at("perf-history")
+
+
+@pytest.fixture
+def stencil(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, history_at: "Path | str") -> Path:
     for name in ("results-after.csv", "machines"):
         src = EXAMPLE / name
         (shutil.copytree if src.is_dir() else shutil.copy)(src, tmp_path / name)
     (tmp_path / "perfcheck.toml").write_text(
-        '[tool.perfcheck]\ndevice = "mi100"\npeaks = ["machines/mulan-mi100.toml"]\nhistory = "perf-history.sqlite"\n\n'
+        '[tool.perfcheck]\ndevice = "mi100"\npeaks = ["machines/mulan-mi100.toml"]\n'
+        f'history = "{history_at}"\n\n'
         '[tool.perfcheck.suites.after]\nprofiles = ["results-after.csv"]\n'
         f'[tool.perfcheck.suites.after.expect]\n"{EO}" = ["duration <= baseline + 5%", "hbm_bytes == baseline"]\n')
     monkeypatch.chdir(tmp_path)
@@ -112,11 +119,11 @@ def _duration_check(cli, *args: str) -> tuple[int, dict]:  # noqa: ANN001
     return result.code, checks[0]
 
 
-def test_check_judges_on_history_and_appends_the_run(stencil: Path, cli) -> None:  # noqa: ANN001
+def test_check_judges_on_history_and_appends_the_run(stencil: Path, cli, history_at) -> None:  # noqa: ANN001
     code, check = _duration_check(cli)  # no baseline, no history: recorded, and the store is created
     assert code == 0 and check["outcome"] == "recorded"
     observed = check["observed"]
-    store_path = stencil / "perf-history.sqlite"
+    store_path = history_at
     with open_store(store_path, create=False) as store:
         frame = store.series(metric="duration", kernel=EO)
     assert len(frame) == 1 and frame["value"].iloc[0] == pytest.approx(observed)
@@ -131,9 +138,9 @@ def test_check_judges_on_history_and_appends_the_run(stencil: Path, cli) -> None
         assert len(store.runs()) == 1 + 8 + 1  # every check run appended once
 
 
-def test_drift_in_history_does_not_fail_a_run(stencil: Path, cli) -> None:  # noqa: ANN001
+def test_drift_in_history_does_not_fail_a_run(stencil: Path, cli, history_at) -> None:  # noqa: ANN001
     observed = _observed()
-    _seed_history(stencil / "perf-history.sqlite", observed / 1.055, 8)  # 5.5% slower than usual: drift
+    _seed_history(history_at, observed / 1.055, 8)  # 5.5% slower than usual: drift
     Path("baselines/after").mkdir(parents=True)
     code, check = _duration_check(cli)  # no baseline file at all: history alone decides
     assert code == 0 and check["outcome"] == "passed" and "vs history" in check["message"], check["message"]
@@ -159,9 +166,9 @@ def test_the_history_option_and_environment(stencil: Path, cli, monkeypatch: pyt
     assert (stencil / "env.sqlite").exists() and not (stencil / "perf-history.sqlite").exists()
 
 
-def test_update_baseline_is_not_judged_on_history(stencil: Path, cli) -> None:  # noqa: ANN001
+def test_update_baseline_is_not_judged_on_history(stencil: Path, cli, history_at) -> None:  # noqa: ANN001
     cli("check")
     code, check = _duration_check(cli)
-    _seed_history(stencil / "perf-history.sqlite", check["observed"] / 1.5, 8)
+    _seed_history(history_at, check["observed"] / 1.5, 8)
     code, check = _duration_check(cli, "--update-baseline")
     assert code == 0 and "history" not in check["message"]

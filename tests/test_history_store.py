@@ -25,8 +25,8 @@ def _add(store, i: int, value: float, *, run_id: str | None = None, machine: str
     return store.add(run, rows, [Machine(machine, {"device": "mi100", "arch": "gfx908"})]).added
 
 
-def test_round_trip_series_runs_and_machines(tmp_path: Path) -> None:
-    with open_store(tmp_path / "h.sqlite") as store:
+def test_round_trip_series_runs_and_machines(store_at) -> None:  # noqa: ANN001 (both backends)
+    with open_store(store_at()) as store:
         assert store.version == store_module.SCHEMA_VERSION
         for i in range(5):
             assert _add(store, i, 1e-3 * (1 + i / 100))
@@ -42,15 +42,15 @@ def test_round_trip_series_runs_and_machines(tmp_path: Path) -> None:
     assert machines == {"mi100_gfx908_rocprofv3": {"arch": "gfx908", "device": "mi100"}}
 
 
-def test_a_run_is_stored_once(tmp_path: Path) -> None:
-    with open_store(tmp_path / "h.sqlite") as store:
+def test_a_run_is_stored_once(store_at) -> None:  # noqa: ANN001 (both backends)
+    with open_store(store_at()) as store:
         assert _add(store, 0, 1e-3)
         assert not _add(store, 0, 2e-3)  # same id: nothing changes
         assert store.series()["value"].tolist() == [1e-3, 1e12]
 
 
-def test_series_filters_last_and_since(tmp_path: Path) -> None:
-    with open_store(tmp_path / "h.sqlite") as store:
+def test_series_filters_last_and_since(store_at) -> None:  # noqa: ANN001 (both backends)
+    with open_store(store_at()) as store:
         for i in range(10):
             _add(store, i, 1e-3)
         assert len(store.series(last=3)) == 6  # 3 per series, two series
@@ -59,8 +59,8 @@ def test_series_filters_last_and_since(tmp_path: Path) -> None:
         assert store.series(suite="none").empty
 
 
-def test_prune_keeps_recent_runs(tmp_path: Path) -> None:
-    with open_store(tmp_path / "h.sqlite") as store:
+def test_prune_keeps_recent_runs(store_at) -> None:  # noqa: ANN001 (both backends)
+    with open_store(store_at()) as store:
         for i in range(10):
             _add(store, i, 1e-3)
         assert store.prune(keep_days=3, now=T0 + 9 * DAY) == 6

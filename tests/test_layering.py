@@ -29,6 +29,7 @@
     readers        ingest
     machines       machine      machine files (ingest reads them as peaks)
     hardware       arch         the GPU database and occupancy rules
+    store location storeurl     a history store's path or URL (password masked)
     ground floor   perfcheck (the version), errors, schema, model, atomicfile,
                    kernelkey, units
 
@@ -128,6 +129,7 @@ def test_pass_kinds_agree() -> None:
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("ground floor", ("perfcheck", "perfcheck.errors", "perfcheck.schema", "perfcheck.model", "perfcheck.atomicfile",
                       "perfcheck.kernelkey", "perfcheck.units")),
+    ("store locations", ("perfcheck.storeurl",)),
     ("hardware", ("perfcheck.arch",)),
     ("machines", ("perfcheck.machine",)),
     ("readers", ("perfcheck.ingest",)),

@@ -1,11 +1,14 @@
-"""History of runs: an SQLite store of every run's values, change-point detection
-over its series, and the history-aware baseline of the gate.
+"""History of runs: a store (an SQLite file or a PostgreSQL database) of every run's
+values, change-point detection over its series, and the history-aware baseline of
+the gate.
 
 Public API (stable; the dashboard and exports build on it)::
 
     from perfcheck.history import open_store, detect, recent_regressions, ChangePoint
 
     with open_store("perf-history.sqlite", create=False) as store:   # InputError if absent/not a store
+    # or open_store("postgresql://user@host/db"): the same interface (history.backend.HistoryStore)
+    # on a PostgreSQL server (history.pgstore); history.transfer.copy_store(src, dst) copies runs
         store.version                       # schema version (migrated on open)
         store.machines()                    # {machine slug: {device, arch, tool, tool_version}}
         runs = store.runs(since=None, limit=None)

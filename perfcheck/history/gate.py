@@ -43,6 +43,7 @@ from perfcheck.model import FAILED, PASSED, RECORDED, Check
 
 if TYPE_CHECKING:
     from perfcheck.analysis import Analysis
+    from perfcheck.storeurl import StoreURL
 
 RECENT_RUNS = 10  # the baseline is the median of this many latest runs since the last change point
 MIN_RUNS = 5  # fewer comparable runs: the baseline file decides
@@ -164,17 +165,17 @@ def judge(observed: float, relation: str, fraction: float, absolute: float | Non
 
 # --- checks against a store ---------------------------------------------------------------------
 
-def references(store_path: str | Path, machine: str, suite: str, wanted: Sequence[tuple[str, str]]) -> dict[tuple[str, str], Reference]:
+def references(store_path: "str | Path | StoreURL", machine: str, suite: str, wanted: Sequence[tuple[str, str]]) -> dict[tuple[str, str], Reference]:
     """History references of ``wanted`` (kernel, metric) pairs of ``suite`` on ``machine``.
     A store that does not exist yet has no history (the runner creates it at the end)."""
-    path = Path(store_path)
-    if not path.exists() or not wanted:
+    from perfcheck.history.store import open_store, store_exists
+
+    if not wanted or not store_exists(store_path):
         return {}
-    from perfcheck.history.store import open_store
 
     kernels = sorted({k for k, _ in wanted})
     metrics = sorted({m for _, m in wanted})
-    with open_store(path, create=False) as store:
+    with open_store(store_path, create=False) as store:
         frame = store.series(machine=machine, suite=suite, kernel=kernels, metric=metrics, last=SERIES_RUNS)
     out: dict[tuple[str, str], Reference] = {}
     for (kernel, metric), group in frame.groupby(["kernel", "metric"], sort=False):
@@ -190,17 +191,16 @@ def references(store_path: str | Path, machine: str, suite: str, wanted: Sequenc
     return out
 
 
-def recent_values(store_path: str | Path, machine: str, suite: str,
+def recent_values(store_path: "str | Path | StoreURL", machine: str, suite: str,
                   since: Mapping[str, float | None]) -> dict[str, dict[str, np.ndarray]]:
     """kernel -> metric -> the values of its latest ``RECENT_RUNS`` runs on this machine,
     since ``since[kernel]`` (Unix seconds: the change point the gate's reference starts
     at; None: all), every metric: what the diagnosis compares this run with."""
-    path = Path(store_path)
-    if not path.exists() or not since:
-        return {}
-    from perfcheck.history.store import open_store
+    from perfcheck.history.store import open_store, store_exists
 
-    with open_store(path, create=False) as store:
+    if not since or not store_exists(store_path):
+        return {}
+    with open_store(store_path, create=False) as store:
         frame = store.series(machine=machine, suite=suite, kernel=sorted(since), last=SERIES_RUNS)
     out: dict[str, dict[str, np.ndarray]] = {}
     if not len(frame):

@@ -41,6 +41,9 @@ from perfcheck.errors import InputError, UsageError
 if TYPE_CHECKING:
     import pandas as pd
 
+    from perfcheck.history.backend import HistoryStore
+    from perfcheck.storeurl import StoreURL
+
 # "pckh" in ASCII: marks a SQLite file as a perfcheck history store, so a rocpd or
 # rocprof database given by mistake is refused instead of being written into.
 APPLICATION_ID = 0x70636B68
@@ -405,7 +408,28 @@ def _statements(script: str) -> list[str]:
     return [s.strip() for s in script.split(";") if s.strip()]
 
 
-def open_store(path: str | Path, *, create: bool = True) -> Store:
-    """Open (and create or migrate) the store at ``path``. ``create=False``: a missing
-    file is an InputError (reading commands: list, detect, report)."""
-    return Store(path, create=create)
+def open_store(path: "str | Path | StoreURL", *, create: bool = True) -> "HistoryStore":
+    """Open (and create or migrate) the store at ``path``: a file path is an SQLite
+    store (``Store``), a ``postgresql://`` URL a PostgreSQL one (``perfcheck.history.pgstore``;
+    a URL is never taken as a file name). ``create=False``: a missing store is an
+    InputError (reading commands: list, detect, report)."""
+    from perfcheck.storeurl import StoreURL, store_location
+
+    location = store_location(path) if isinstance(path, str) else path
+    if isinstance(location, StoreURL):
+        from perfcheck.history.pgstore import PostgresStore
+
+        return PostgresStore(location, create=create)
+    return Store(location, create=create)
+
+
+def store_exists(path: "str | Path | StoreURL") -> bool:
+    """Whether a store is there to read (the gate reads no history before the first run)."""
+    from perfcheck.storeurl import StoreURL, store_location
+
+    location = store_location(path) if isinstance(path, str) else path
+    if isinstance(location, StoreURL):
+        from perfcheck.history.pgstore import store_exists as database_has_store
+
+        return database_has_store(location)
+    return Path(location).exists()

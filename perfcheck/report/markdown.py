@@ -307,6 +307,20 @@ def _suite_section(name: str, checks: Sequence[Check], analysis: "Analysis | Non
     return lines, len(bad) - len(shown_bad), len(checks) - len(shown)
 
 
+def history_line(store: str, *, read_only: bool, judged: int, runs: int | None) -> str:
+    """Which history store the verdicts read and how much of it: a reviewer of a pull
+    request sees whether the gate used the nightly store, and how many runs backed it."""
+    mode = " (read-only: this run was not added)" if read_only else ""
+    if runs is None:
+        used = "no check is judged on history"
+    elif judged:
+        used = (f"{judged} check{'s' if judged != 1 else ''} judged on up to {runs} run{'s' if runs != 1 else ''} "
+                "of this machine's history")
+    else:
+        used = f"too little history to judge (at most {runs} comparable run{'s' if runs != 1 else ''}), baseline files decided"
+    return f"History: {_code(store, table=False)}{mode}: {used}."
+
+
 def markdown_summary(
     suites: Mapping[str, Sequence[Check]],
     analyses: Mapping[str, "Analysis"] | None = None,
@@ -314,8 +328,10 @@ def markdown_summary(
     baselines: Mapping[str, BaselineStatus] | None = None,
     context: CiContext | None = None,
     limit: int = MAX_CHARS,
+    history: str | None = None,
 ) -> str:
-    """The summary text (ends with a newline, at most ``limit`` characters)."""
+    """The summary text (ends with a newline, at most ``limit`` characters).
+    ``history``: the ``history_line`` of the store the gate read, shown under the CI line."""
     analyses = analyses or {}
     baselines = baselines or {}
     checks = [c for cs in suites.values() for c in cs]
@@ -324,6 +340,8 @@ def markdown_summary(
     where = (context or CiContext()).line()
     if where:
         head += [where, ""]
+    if history:
+        head += [history, ""]
     if not checks:
         return "\n".join(head).rstrip() + "\n"
     several = len(suites) > 1

@@ -1,0 +1,64 @@
+"""``perfcheck history copy SRC DST``: every run of one store into another, between
+backends (an SQLite file into a PostgreSQL server when a team outgrows the file, and
+back for an archive or a laptop).
+
+Idempotent as ``add`` is: runs are keyed by run id, so a run DST already has is left
+alone and copying twice adds nothing; an interrupted copy is resumed by running it
+again (each run is its own transaction in DST). The source's values are read at once
+(a year of nightly runs of a few hundred values is a few hundred thousand rows). A run keeps its id, time, commit,
+CI job and values; ``added`` becomes the time it was copied (when DST got it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from perfcheck.history.store import Machine, Result, RunRecord
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from perfcheck.history.backend import HistoryStore
+
+@dataclass(frozen=True)
+class CopyResult:
+    copied: int  # runs DST did not have
+    present: int  # runs DST had already (left alone)
+    values: int  # values copied
+
+
+def _results(frame: "pd.DataFrame") -> dict[str, list[Result]]:
+    """run id -> its values (a frame of SERIES_COLUMNS). A record per row, because
+    ``add`` takes records (the interface both backends share); nothing is computed here."""
+    columns = ["run_id", "machine", "suite", "kernel", "metric", "value", "unit", "n", "median", "spread", "outcome",
+               "low", "high"]
+    clean = frame[columns].astype(object).where(frame[columns].notna(), None)
+    out: dict[str, list[Result]] = {}
+    for (run_id, machine, suite, kernel, metric, value, unit, n, median, spread, outcome, low, high) in \
+            clean.itertuples(index=False, name=None):
+        out.setdefault(str(run_id), []).append(Result(
+            machine, suite, kernel, metric, value, unit or "", int(n) if n is not None else None, median, spread,
+            outcome, low, high))
+    return out
+
+
+def copy_store(source: "HistoryStore", target: "HistoryStore") -> CopyResult:
+    """Copy every run of ``source`` that ``target`` does not have, oldest first."""
+    runs = source.runs()
+    machines = [Machine(slug, fingerprint) for slug, fingerprint in source.machines().items()]
+    have = set(target.runs()["run_id"])
+    todo = runs[~runs["run_id"].isin(have)]
+    results = _results(source.series()) if len(todo) else {}
+    copied = values = 0
+    # one ``add`` (one transaction) per run: a copy stopped half-way keeps whole runs only
+    for row in todo.astype(object).where(todo.notna(), None).itertuples(index=False):
+        record = RunRecord(run_id=str(row.run_id), time=float(row.time.timestamp()), commit=row.commit,
+                           branch=row.branch, ci_system=row.ci_system, ci_job=row.ci_job, ci_url=row.ci_url,
+                           host=row.host, source=row.source)
+        rows = results.get(record.run_id, [])
+        used = {r.machine for r in rows}
+        done = target.add(record, rows, [m for m in machines if m.machine in used])
+        copied += int(done.added)
+        values += done.values
+    return CopyResult(copied, len(runs) - copied, values)
