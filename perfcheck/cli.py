@@ -55,7 +55,8 @@ def _parser() -> argparse.ArgumentParser:
     inspect.add_argument("--kernel", metavar="PATTERN", help="only the kernels matching PATTERN (glob on the "
                          "demangled name, or re:REGEX), as in expectations")
     inspect.add_argument("--full-names", action="store_true", default=None,
-                         help="never cut kernel names (the default when the output is not a terminal)")
+                         help="never shorten kernel names (the default when the output is not a terminal); "
+                         "wide tables wrap their columns instead")
     inspect.add_argument(
         "--arch",
         metavar="NAME",
@@ -95,12 +96,16 @@ def _parser() -> argparse.ArgumentParser:
     metrics = sub.add_parser(
         "metrics",
         help="list the metrics expectations can check",
-        description="Every metric an expectation may name: its unit, the units a threshold on it takes "
-        "(a bare number only for plain counts such as calls, registers, instructions), what it means, and "
+        description="Every metric an expectation may name, one line each: its name, unit and meaning. "
+        "With metric names or --counters also the units a threshold on it takes "
+        "(a bare number only for plain counts such as calls, registers, instructions) and "
         "what it is computed from: the kernel trace, or the counters per vendor and tool (AMD rocprofv3, "
         "rocprof, Omniperf/rocprof-compute; NVIDIA ncu, nvprof), as perfcheck's formulas read them.",
     )
     metrics.add_argument("names", nargs="*", metavar="METRIC", help="only these metrics (or aliases)")
+    metrics.add_argument("--counters", action="store_true",
+                         help="also the threshold units, inputs and counters per tool of every metric (the default "
+                         "when metrics are named)")
     metrics.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
     arch = sub.add_parser(
@@ -487,8 +492,10 @@ def _inspect(args: argparse.Namespace) -> int:
         json.dump(inspect_document(analysis), sys.stdout, indent=2, allow_nan=False)
         sys.stdout.write("\n")
     else:
-        full = args.full_names or not sys.stdout.isatty()  # a pipe or a file gets whole names
-        print(inspect_text(analysis, width=None if full else 60))
+        from perfcheck.terminal import output_width
+
+        # a pipe or a file gets whole lines (output_width None); a terminal, what fits
+        print(inspect_text(analysis, width=output_width(sys.stdout), full_names=bool(args.full_names)))
     return EXIT_OK
 
 
@@ -671,7 +678,9 @@ def _run_checks(args: argparse.Namespace, *, update: bool | None) -> "Run":
         _warn(suite_run.analysis.oddities if suite_run.analysis is not None else ())
         _warn(suite_run.notices)
     _exports(args, run)
-    print_run(run, out=sys.stdout, err=sys.stderr)
+    from perfcheck.terminal import output_width
+
+    print_run(run, out=sys.stdout, err=sys.stderr, width=output_width(sys.stdout))
     _github_step(run)
     return run
 
@@ -782,10 +791,10 @@ def _baseline(args: argparse.Namespace) -> int:
 
 def _formats(args: argparse.Namespace) -> int:
     from perfcheck.ingest import FORMATS
+    from perfcheck.report.text import formats_text
+    from perfcheck.terminal import output_width
 
-    width = max(len(f.name) for f in FORMATS)
-    for fmt in FORMATS:
-        print(f"{fmt.name.ljust(width)}  {fmt.kind:<7}  {fmt.description}")
+    print(formats_text(FORMATS, width=min(output_width(sys.stdout) or 100, 100)))
     return EXIT_OK
 
 
@@ -798,7 +807,9 @@ def _metrics(args: argparse.Namespace) -> int:
         json.dump([info.as_dict() for info in infos], sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        print(metrics_text(infos))
+        from perfcheck.terminal import output_width
+
+        print(metrics_text(infos, counters=bool(args.names or args.counters), width=output_width(sys.stdout)))
     return EXIT_OK
 
 

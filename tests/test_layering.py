@@ -13,6 +13,7 @@
   top first (a unit may import any unit below its own layer, none beside it)::
 
     faces          __main__  >  cli  >  cli_run    (cli_run: the ``run`` subcommand)
+    comparison     comparison   two suites or results files side by side (``perfcheck compare``)
     suite runner   checking     settings -> analysis -> checks -> baselines/history -> reports
     history        history      the store, change points, the gate; it reads the results
                                 file the reports write, and renders itself (dashboard,
@@ -28,6 +29,8 @@
     readers        ingest
     machines       machine      machine files (ingest reads them as peaks)
     hardware       arch         the GPU database and occupancy rules
+    progress       progress     the progress line on stderr (the kernel tables draw it)
+    terminal       terminal     what the terminal allows (width, whether a person watches)
     ground floor   perfcheck (the version), errors, schema, model, atomicfile,
                    kernelkey, units
 
@@ -127,6 +130,8 @@ def test_pass_kinds_agree() -> None:
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("ground floor", ("perfcheck", "perfcheck.errors", "perfcheck.schema", "perfcheck.model", "perfcheck.atomicfile",
                       "perfcheck.kernelkey", "perfcheck.units")),
+    ("terminal", ("perfcheck.terminal",)),
+    ("progress", ("perfcheck.progress",)),
     ("hardware", ("perfcheck.arch",)),
     ("machines", ("perfcheck.machine",)),
     ("readers", ("perfcheck.ingest",)),
@@ -140,6 +145,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("reports", ("perfcheck.report",)),
     ("history", ("perfcheck.history",)),
     ("suite runner", ("perfcheck.checking",)),
+    ("comparison", ("perfcheck.comparison",)),
     ("faces", ("perfcheck.cli_run",)),
     ("faces", ("perfcheck.cli",)),
     ("faces", ("perfcheck.__main__",)),
