@@ -39,6 +39,7 @@ Several runs may share one baseline file (pytest tests with the same ``suite=``)
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -62,6 +63,7 @@ from perfcheck.suiterun import (
 
 if TYPE_CHECKING:
     from perfcheck.baseline import Baseline
+    from perfcheck.comparison import Comparison, Side
     from perfcheck.history.store import RunRecord
     from perfcheck.model import Peaks, Profile
     from perfcheck.run.runner import RunResult
@@ -432,8 +434,17 @@ def write_reports(runs: Sequence[SuiteRun], settings: Settings, record: "RunReco
         guarded("openmetrics", settings.openmetrics, lambda: write_openmetrics(settings.openmetrics, suites))
     attachments: dict[str, str] = {}  # suite -> its roofline PNG, attached to failing JUnit cases
     if settings.roofline is not None:
-        from perfcheck.report.roofline import plot_instruction_roofline, plot_roofline, why_not_plotted
+        from perfcheck.report.results import device_label
+        from perfcheck.report.roofline import axis_limits, plot_instruction_roofline, plot_roofline, why_not_plotted
 
+        # Suites of one device share their axes (FLOP plots, and instruction plots), so
+        # "before" and "after" pictures side by side show where the kernels moved.
+        devices: dict[str, list[SuiteRun]] = {}
+        for run in active:
+            if run.analysis is not None and len(run.analysis.kernels):
+                devices.setdefault(device_label(run.analysis), []).append(run)
+        shared = {(label, inst): axis_limits([(r.analysis, r.baseline) for r in group], instructions=inst)
+                  for label, group in devices.items() for inst in (False, True)}
         plotted: dict[tuple[object, ...], str] = {}  # inputs -> suite whose plot shows them
         for run in active:
             if run.analysis is None or not len(run.analysis.kernels):
@@ -452,14 +463,15 @@ def write_reports(runs: Sequence[SuiteRun], settings: Settings, record: "RunReco
                 continue
             stem = settings.roofline / _slug(run.name)
             before = len(written.get("roofline", []))
-            guarded("roofline", stem, lambda run=run, stem=stem: plot_roofline(
-                run.analysis, stem, suite=run.name, baseline=run.baseline))
+            device = device_label(run.analysis)
+            guarded("roofline", stem, lambda run=run, stem=stem, device=device: plot_roofline(
+                run.analysis, stem, suite=run.name, baseline=run.baseline, limits=shared[(device, False)]))
             png = next((p for p in written.get("roofline", [])[before:] if p.suffix == ".png"), None)
             if png is not None:
                 attachments[run.name] = display_path(png)
             inst = settings.roofline / f"{_slug(run.name)}-instructions"
-            guarded("roofline", inst, lambda run=run, inst=inst: plot_instruction_roofline(
-                run.analysis, inst, suite=run.name, baseline=run.baseline))
+            guarded("roofline", inst, lambda run=run, inst=inst, device=device: plot_instruction_roofline(
+                run.analysis, inst, suite=run.name, baseline=run.baseline, limits=shared[(device, True)]))
     if settings.junit is not None:
         from perfcheck.report.junit import write_junit
 
@@ -496,3 +508,56 @@ def append_history(runs: Sequence[SuiteRun], path: Path, record: "RunRecord") ->
 def run_suites(settings: Settings) -> Run:
     """Check every suite of ``settings`` and write the reports."""
     return finish([evaluate_suite(suite) for suite in settings.suites.values()], settings)
+
+
+# --- perfcheck compare ---------------------------------------------------------------------------
+
+def comparison_side(spec: str, options: Mapping[str, object]) -> "Side":
+    """One side of ``perfcheck compare``: a results file (``FILE.json``, or
+    ``FILE.json:SUITE`` for one of several suites) read as written, or a suite of the
+    config (``options``: the resolver's command-line values, ``config`` among them)
+    whose profiles are read now, with its device and peaks. Nothing is written."""
+    from perfcheck.comparison import Side, results_analysis
+    from perfcheck.config import resolver
+
+    path, _, suite = spec.rpartition(":") if spec.rpartition(":")[0].lower().endswith(".json") else (spec, "", "")
+    if path.lower().endswith(".json") or Path(path).is_file():
+        name, analysis = results_analysis(path, suite or None)
+        return Side(f"{Path(path).name}" + (f" (suite {name})" if suite else ""), analysis)
+    resolved = resolver(cli=options)
+    known = resolved.suite_names()
+    if spec not in known:
+        where = resolved.config.display if resolved.config is not None else "no config file found"
+        raise UsageError(f"{spec!r} is neither a results file (FILE.json) nor a suite of the config ({where}"
+                         + (f": suites {', '.join(known)}" if known else "") + ")")
+    settings = resolved.settings([spec])
+    run = prepare(settings.suites[spec])
+    if run.analysis is None:
+        raise UsageError(f"suite {spec!r}: {'; '.join(run.notices) or 'nothing to compare'}")
+    return Side(f"suite {spec}", run.analysis)
+
+
+def write_comparison(comparison: "Comparison", *, roofline: Path | None = None, markdown: Path | None = None,
+                     ) -> dict[str, list[Path]]:
+    """The comparison's roofline(s) (arrows from A to B) and Markdown, as asked."""
+    from perfcheck.report.comparison import comparison_markdown
+    from perfcheck.report.roofline import plot_comparison
+
+    written: dict[str, list[Path]] = {}
+    try:
+        if roofline is not None:
+            images = plot_comparison(comparison.before.analysis, comparison.after.analysis, Path(roofline) / "compare",
+                                     title=f"{comparison.before.label} \u2192 {comparison.after.label}")
+            images += plot_comparison(comparison.before.analysis, comparison.after.analysis,
+                                      Path(roofline) / "compare-instructions", instructions=True,
+                                      title=f"{comparison.before.label} \u2192 {comparison.after.label}")
+            written["roofline"] = images
+        if markdown is not None:
+            from perfcheck.atomicfile import write_atomic
+
+            pngs = [p for p in written.get("roofline", []) if p.suffix == ".png"]
+            text = comparison_markdown(comparison, images=[os.path.relpath(p, Path(markdown).parent) for p in pngs])
+            written["markdown"] = [write_atomic(markdown, text)]
+    except OSError as exc:
+        raise UsageError(f"cannot write the comparison: {exc.strerror or exc}: {exc.filename or ''}") from None
+    return written

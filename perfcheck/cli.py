@@ -162,6 +162,30 @@ def _parser() -> argparse.ArgumentParser:
                        help="a missing or re-fingerprinted baseline is an error, never recorded (default: on when "
                        "CI is set to a true value; PERFCHECK_STRICT_BASELINE, config strict_baseline)")
 
+    compare = sub.add_parser(
+        "compare",
+        help="compare two suites or results files kernel by kernel (before -> after)",
+        description="Compare A (before) with B (after), kernel by kernel (matched by name): the median duration "
+        "and speed-up, the main-memory bandwidth as a percentage of its peak, the occupancy and the resource "
+        "that limits it, and the launch resources that changed (VGPRs, LDS per workgroup, ...). A and B are "
+        "suites of the config (their profiles are read now) or results files of `perfcheck check --json` "
+        "(FILE.json, or FILE.json:SUITE when it holds several suites). --roofline draws one roofline with an "
+        "arrow per kernel from A to B; --markdown writes the table and links the plots. Exit 0 (a comparison "
+        "judges nothing: expectations and baselines are `perfcheck check`'s).",
+        epilog="example: perfcheck compare before after --config examples/stencil/perfcheck.toml --roofline out/",
+    )
+    compare.add_argument("before", metavar="A", help="suite name or results file: where the kernels were")
+    compare.add_argument("after", metavar="B", help="suite name or results file: where they are now")
+    compare.add_argument("--config", metavar="FILE", help="config file naming the suites (default: perfcheck.toml "
+                         "or pyproject.toml with [tool.perfcheck], from the working directory up)")
+    compare.add_argument("--arch", metavar="NAME", help="GPU the suites' profiles were taken on (arch id or device)")
+    compare.add_argument("--peaks", nargs="+", metavar="FILE", help="empirical peaks or a machine file")
+    compare.add_argument("--roofline", metavar="DIR", help="write DIR/compare.png and .svg (and the instruction "
+                         "roofline where the kernels have instruction counts)")
+    compare.add_argument("--markdown", metavar="FILE", help="write the comparison as Markdown (images linked "
+                         "relative to FILE)")
+    compare.add_argument("--full-names", action="store_true", help="never shorten kernel names")
+
     base = sub.add_parser("baseline", help="manage stored baselines",
                           description="Baselines are JSON files under the baseline directory, one per suite and machine.")
     base_sub = base.add_subparsers(dest="baseline_command", metavar="ACTION", parser_class=_Parser, required=True)
@@ -789,6 +813,28 @@ def _baseline(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _compare(args: argparse.Namespace) -> int:
+    from perfcheck.checking import comparison_side, write_comparison
+    from perfcheck.comparison import compare
+    from perfcheck.report.comparison import comparison_text
+    from perfcheck.terminal import output_width
+
+    options = {"config": args.config, "arch": args.arch, "peaks": args.peaks}
+    before, after = comparison_side(args.before, options), comparison_side(args.after, options)
+    for side in (before, after):
+        _warn(side.analysis.oddities)
+    comparison = compare(before, after)
+    written = write_comparison(comparison, roofline=Path(args.roofline) if args.roofline else None,
+                               markdown=Path(args.markdown) if args.markdown else None)
+    width = None if args.full_names else output_width(sys.stdout)
+    print(comparison_text(comparison, width=width))
+    from perfcheck.suiterun import display_path
+
+    for kind, paths in written.items():
+        print(f"perfcheck: {kind}: {', '.join(display_path(p) for p in paths)}", file=sys.stderr)
+    return EXIT_OK
+
+
 def _formats(args: argparse.Namespace) -> int:
     from perfcheck.ingest import FORMATS
     from perfcheck.report.text import formats_text
@@ -822,7 +868,7 @@ def _run(args: argparse.Namespace) -> int:
 _COMMANDS = {
     "inspect": _inspect, "peaks": _peaks, "formats": _formats, "arch": _arch, "occupancy": _occupancy,
     "check": _check, "baseline": _baseline, "peaks-measure": _peaks_measure, "run": _run,
-    "metrics": _metrics,
+    "metrics": _metrics, "compare": _compare,
     "github": _github, "schema": _schema,
     "history": _history,
 }

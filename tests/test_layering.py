@@ -13,7 +13,6 @@
   top first (a unit may import any unit below its own layer, none beside it)::
 
     faces          __main__  >  cli  >  cli_run    (cli_run: the ``run`` subcommand)
-    comparison     comparison   two suites or results files side by side (``perfcheck compare``)
     suite runner   checking     settings -> analysis -> checks -> baselines/history -> reports
     history        history      the store, change points, the gate; it reads the results
                                 file the reports write, and renders itself (dashboard,
@@ -141,11 +140,10 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("checks", ("perfcheck.expect",)),
     ("profiling", ("perfcheck.run",)),
     ("settings", ("perfcheck.config", "perfcheck.vocabulary")),
-    ("run records", ("perfcheck.suiterun",)),
+    ("run records", ("perfcheck.suiterun", "perfcheck.comparison")),
     ("reports", ("perfcheck.report",)),
     ("history", ("perfcheck.history",)),
     ("suite runner", ("perfcheck.checking",)),
-    ("comparison", ("perfcheck.comparison",)),
     ("faces", ("perfcheck.cli_run",)),
     ("faces", ("perfcheck.cli",)),
     ("faces", ("perfcheck.__main__",)),
