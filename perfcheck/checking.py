@@ -530,7 +530,7 @@ def comparison_side(spec: str, options: Mapping[str, object]) -> "Side":
         where = resolved.config.display if resolved.config is not None else "no config file found"
         raise UsageError(f"{spec!r} is neither a results file (FILE.json) nor a suite of the config ({where}"
                          + (f": suites {', '.join(known)}" if known else "") + ")")
-    settings = resolved.settings([spec])
+    settings = resolved.settings([spec], validate=False)  # expectations are not needed to compare
     run = prepare(settings.suites[spec])
     if run.analysis is None:
         raise UsageError(f"suite {spec!r}: {'; '.join(run.notices) or 'nothing to compare'}")

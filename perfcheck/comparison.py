@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from perfcheck.errors import InputError
+from perfcheck.kernelkey import kernel_key
 from perfcheck.schema import metric_unit
 
 if TYPE_CHECKING:
@@ -119,23 +121,59 @@ def explain(before: Mapping[str, object], after: Mapping[str, object]) -> tuple[
         if a is None and b is None:
             continue
         change = Change(metric, a, b, "" if metric == "occupancy_limiter" else metric_unit(metric))
-        if metric in RESOURCES and not change.moved:
-            continue
+        if metric in RESOURCES and (a is None or b is None or not change.moved):
+            continue  # unchanged, or not known on one side: explains nothing
         changes.append(change)
     return tuple(changes)
 
 
+def bare_name(name: str) -> str:
+    """"void k<float, 256>(float const*, int)" -> "k<float, 256>": the canonical key
+    without return type and parameter list. A kernel trace (rocprofv3) and a counter
+    run (rocprof v1) of one build spell the same kernel with and without them."""
+    text = re.sub(r"^(?:__global__\s+)?void\s+", "", kernel_key(name))
+    depth = 0
+    for i, ch in enumerate(text):
+        if ch == "<":
+            depth += 1
+        elif ch == ">":
+            depth = max(depth - 1, 0)
+        elif ch == "(" and depth == 0 and i > 0:
+            return text[:i]
+    return text
+
+
+def _matches(before: Sequence[str], after: Sequence[str]) -> dict[str, str]:
+    """after name -> before name: the same canonical key, else the same bare name where
+    that is unique on both sides (overloads are never guessed)."""
+    keys = {kernel_key(k): k for k in before}
+    out = {k: keys[kernel_key(k)] for k in after if kernel_key(k) in keys}
+    left_a = [k for k in before if k not in out.values()]
+    left_b = [k for k in after if k not in out]
+    bare_a, bare_b = {}, {}
+    for names, bare in ((left_a, bare_a), (left_b, bare_b)):
+        for name in names:
+            bare.setdefault(bare_name(name), []).append(name)
+    for short, names in bare_b.items():
+        if len(names) == 1 and len(bare_a.get(short, [])) == 1:
+            out[names[0]] = bare_a[short][0]
+    return out
+
+
 def compare(before: Side, after: Side) -> Comparison:
-    """Kernels matched by name; those on one side only are listed apart."""
+    """Kernels matched by name (``_matches``); those on one side only are listed apart.
+    A kernel is shown by its name on the after side."""
     a, b = before.analysis.kernels, after.analysis.kernels
     rows_a = {str(r["kernel"]): r for r in a.to_dict("records")} if len(a) else {}
     rows_b = {str(r["kernel"]): r for r in b.to_dict("records")} if len(b) else {}
     time = {k: float(r.get("duration_total") or 0.0) for k, r in rows_b.items()}
     total = sum(t for t in time.values() if math.isfinite(t)) or 1.0
-    both = sorted((k for k in rows_b if k in rows_a), key=lambda k: -time[k])
-    kernels = tuple(KernelComparison(k, explain(rows_a[k], rows_b[k]), time[k] / total) for k in both)
-    return Comparison(before, after, kernels, tuple(k for k in rows_a if k not in rows_b),
-                      tuple(k for k in rows_b if k not in rows_a))
+    pairs = _matches(list(rows_a), list(rows_b))
+    both = sorted(pairs, key=lambda k: -time[k])
+    kernels = tuple(KernelComparison(k, explain(rows_a[pairs[k]], rows_b[k]), time[k] / total) for k in both)
+    matched = set(pairs.values())
+    return Comparison(before, after, kernels, tuple(k for k in rows_a if k not in matched),
+                      tuple(k for k in rows_b if k not in pairs))
 
 
 # --- a results file as a side ------------------------------------------------------------------
