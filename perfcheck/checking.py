@@ -413,12 +413,6 @@ def write_reports(runs: Sequence[SuiteRun], settings: Settings, record: "RunReco
         paths = result if isinstance(result, list) else [result] if result is not None else []
         written.setdefault(kind, []).extend(Path(p) for p in paths)
 
-    from perfcheck.report.markdown import ci_context, markdown_summary, write_markdown, write_step_summary
-
-    text = markdown_summary(suites, analyses, baselines=statuses, context=ci_context())
-    if settings.markdown is not None:
-        guarded("markdown", settings.markdown, lambda: write_markdown(settings.markdown, text))
-    guarded("step-summary", Path("$GITHUB_STEP_SUMMARY"), lambda: write_step_summary(text))
     if settings.json is not None:
         from perfcheck.report.results import write_results
 
@@ -433,6 +427,7 @@ def write_reports(runs: Sequence[SuiteRun], settings: Settings, record: "RunReco
 
         guarded("openmetrics", settings.openmetrics, lambda: write_openmetrics(settings.openmetrics, suites))
     attachments: dict[str, str] = {}  # suite -> its roofline PNG, attached to failing JUnit cases
+    pictures: dict[str, list[Path]] = {}  # suite -> its roofline PNGs, linked from the Markdown summary
     if settings.roofline is not None:
         from perfcheck.report.results import device_label
         from perfcheck.report.roofline import axis_limits, plot_instruction_roofline, plot_roofline, why_not_plotted
@@ -455,6 +450,7 @@ def write_reports(runs: Sequence[SuiteRun], settings: Settings, record: "RunReco
             if run.profile is None and run.settings.profiles and key in plotted:
                 if plotted[key] in attachments:
                     attachments[run.name] = attachments[plotted[key]]
+                pictures[run.name] = pictures.get(plotted[key], [])
                 continue
             plotted[key] = run.name
             reason = why_not_plotted(run.analysis)
@@ -472,6 +468,20 @@ def write_reports(runs: Sequence[SuiteRun], settings: Settings, record: "RunReco
             inst = settings.roofline / f"{_slug(run.name)}-instructions"
             guarded("roofline", inst, lambda run=run, inst=inst, device=device: plot_instruction_roofline(
                 run.analysis, inst, suite=run.name, baseline=run.baseline, limits=shared[(device, True)]))
+            pictures[run.name] = [p for p in written.get("roofline", [])[before:] if p.suffix == ".png"]
+    from perfcheck.report.markdown import ci_context, markdown_summary, write_markdown, write_step_summary
+
+    context = ci_context()
+    if settings.markdown is not None:
+        # the images relative to the summary, so they show beside it (a PR's files, an artifact)
+        here = Path(settings.markdown).resolve().parent
+        images = {name: [Path(os.path.relpath(Path(p).resolve(), here)).as_posix() for p in paths]
+                  for name, paths in pictures.items()}
+        text = markdown_summary(suites, analyses, baselines=statuses, context=context, images=images)
+        guarded("markdown", settings.markdown, lambda: write_markdown(settings.markdown, text))
+    # GitHub's step summary cannot show files of the runner: no image links there
+    summary = markdown_summary(suites, analyses, baselines=statuses, context=context)
+    guarded("step-summary", Path("$GITHUB_STEP_SUMMARY"), lambda: write_step_summary(summary))
     if settings.junit is not None:
         from perfcheck.report.junit import write_junit
 
