@@ -547,7 +547,9 @@ def _peaks(args: argparse.Namespace) -> int:
         json.dump(peaks_document(peaks), sys.stdout, indent=2, allow_nan=False)
         sys.stdout.write("\n")
     else:
-        print(peaks_table(peaks))
+        from perfcheck.terminal import output_width
+
+        print(peaks_table(peaks, width=output_width(sys.stdout)))
     return EXIT_OK
 
 

@@ -196,7 +196,8 @@ def test_inspect_fits_columns_and_names_each_compared_ceiling_once(cli, monkeypa
     block = [line for line in lines if line.startswith("ceiling")]
     assert len(block) == 1 and block[0].startswith("ceilings: ")
     assert "(empirical from mixbench-log.txt; * theoretical from arch database: mi100)" in result.out
-    assert "hbm_bw 1.075 TB/s" in result.out and "flop_rate_fp32 23.1 TFLOP/s*" in result.out
+    assert "hbm_bw 1.075 TB/s" in result.out and "gips 180.2 Ginst/s*" in result.out  # * theoretical
+    assert "flop_rate_fp32 21.99 TFLOP/s" in result.out and "23.1 TFLOP/s" not in result.out  # measured
     # only ceilings a kernel has a counter for: no fp64 (no fp64 FLOPs), no L2 (no L2 bytes)
     assert "flop_rate_fp64" not in result.out and "l2_bw" not in result.out
 
@@ -206,3 +207,27 @@ def test_no_ceiling_lines_without_a_counter_to_compare() -> None:
 
     analysis = analyse([STENCIL / "kernel_trace.csv"], arch="mi100")  # a trace: durations only
     assert analysis.ceilings and ceiling_lines(analysis) == []
+
+
+def test_check_table_fits_80_columns(cli, monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    result = cli("check", "--config", STENCIL / "perfcheck.toml", "--suite", "after", "--baseline-dir", tmp_path)
+    assert result.code == 0, result.err
+    table = result.out.split("perfcheck: ", 1)[0].rstrip().splitlines()
+    assert table[0].split()[:2] == ["suite", "kernel"]
+    assert max(len(line) for line in table) <= 80, "\n".join(table)
+    assert "EOCloverFBCGPU" in result.out  # names lose their parameter lists first, not their ends
+    monkeypatch.delenv("COLUMNS")
+    piped = cli("check", "--config", STENCIL / "perfcheck.toml", "--suite", "after", "--baseline-dir", tmp_path)
+    assert "EOCloverFBCGPU(float*, float const*, int)" in piped.out  # a pipe: whole lines
+
+
+def test_peaks_sources_fit(cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    from conftest import profile
+
+    log = profile("mixbench/pawsey-mulan-mi100/mixbench-log.txt")
+    monkeypatch.setenv("COLUMNS", "80")
+    result = cli("peaks", log)
+    assert result.code == 0, result.err
+    assert max(len(line) for line in result.out.splitlines()) <= 80
+    assert "xbench-log.txt  single precision compute" in result.out  # the file name's end stays

@@ -190,12 +190,14 @@ def formats_text(formats: Sequence[object], width: int = 100) -> str:
     return "\n".join(lines)
 
 
-def peaks_table(peaks: Peaks) -> str:
+def peaks_table(peaks: Peaks, *, width: int | None = None) -> str:
+    """The peaks, then every figure with its source (file paths shortened in the
+    middle to fit ``width``: the file name and the top folder stay)."""
     rows = [[name, format_value(value, PEAK_UNITS.get(name, ""))] for name, value in sorted(peaks.values.items())]
     text = _table(["peak", "value"], rows, right={1})
-    detail_rows = [[d.source, d.name, format_value(d.value, d.unit)] for d in peaks.details]
+    detail_rows = [[printable(d.source), printable(d.name), format_value(d.value, d.unit)] for d in peaks.details]
     if detail_rows:
-        text += "\n\n" + _table(["source", "figure", "value"], detail_rows, right={2})
+        text += "\n\n" + _table(["source", "figure", "value"], detail_rows, right={2}, width=width, shrink=(0,))
     return text
 
 
@@ -361,12 +363,14 @@ _LABEL = {PASSED: "passed", FAILED: "FAILED", RECORDED: "recorded", ERROR: "ERRO
 
 def checks_table(checks: Sequence["Check"], *, kernel_width: int = 40, width: int | None = None) -> list[str]:
     """A plain-text table: suite, kernel, expectation, observed, expected, baseline, outcome.
-    Kernel names are cut to ``kernel_width``, and further to fit ``width`` (a terminal)."""
+    On a terminal (``width``) kernel names are cut to ``kernel_width`` and further to fit
+    it; without (a pipe, a file) they are whole."""
     from perfcheck.report.results import baseline_text, expected_text, observed_text
 
     header = ["suite", "kernel", "expectation", "observed", "expected", "baseline", "outcome"]
+    cut = kernel_width if width is not None else 10**9
     rows = [
-        [printable(c.suite), shorten_middle(printable(c.kernel), kernel_width), printable(c.expression),
+        [printable(c.suite), shorten_middle(printable(c.kernel), cut), printable(c.expression),
          observed_text(c), expected_text(c), baseline_text(c), _LABEL.get(c.outcome, c.outcome)]
         for c in checks
     ]
