@@ -35,7 +35,7 @@ def elapsed_text(seconds: float) -> str:
 class Progress:
     """``with Progress("reading", total=size, unit="B") as p: ... p.update(done, rows=n)``.
 
-    ``total`` and ``done`` are in ``unit`` (bytes "B", or "" for plain counts);
+    ``total`` and ``done`` are in ``unit`` (bytes "B", or a word for counts: "pages");
     ``rows``: how many rows (dispatches, runs) were read so far, when counted.
     ``enabled``: None asks the stream (``perfcheck.terminal.interactive``)."""
 
@@ -63,7 +63,10 @@ class Progress:
         parts = []
         if self.total:
             share = min(self.done / self.total, 1.0) * 100
-            parts.append(f"{format_value(self.done, self.unit)} of {format_value(self.total, self.unit)} ({share:.0f}%)")
+            if self.unit == "B":  # "1.2 GiB of 3.4 GiB"
+                parts.append(f"{format_value(self.done, 'B')} of {format_value(self.total, 'B')} ({share:.0f}%)")
+            else:  # "12 of 41 pages"
+                parts.append(f"{int(self.done):,} of {int(self.total):,} {self.unit} ({share:.0f}%)".replace("  ", " "))
         elif self.done:
             parts.append(format_value(self.done, self.unit))
         if self.rows is not None:

@@ -231,3 +231,22 @@ def test_peaks_sources_fit(cli, monkeypatch: pytest.MonkeyPatch) -> None:
     assert result.code == 0, result.err
     assert max(len(line) for line in result.out.splitlines()) <= 80
     assert "xbench-log.txt  single precision compute" in result.out  # the file name's end stays
+
+
+def test_progress_counts_things_other_than_bytes() -> None:
+    clock, out = _Clock(), _Tty()
+    progress = Progress("writing the dashboard", total=41, unit="pages", stream=out, enabled=True, clock=clock)
+    clock.now += 3
+    progress.update(12)
+    assert out.getvalue() == "\rperfcheck: writing the dashboard: 12 of 41 pages (29%), 3 s\x1b[K"
+
+
+def test_the_dashboard_writes_no_progress_into_a_pipe(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
+    from dashboard_data import fill_store
+
+    from perfcheck.cli import main
+
+    store = fill_store(tmp_path / "h.sqlite", nights=4)
+    assert main(["history", "report", "--history", str(store), "--html", str(tmp_path / "site")]) == 0
+    err = capsys.readouterr().err
+    assert "\r" not in err and "writing the dashboard" not in err
