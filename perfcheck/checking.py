@@ -524,21 +524,34 @@ def run_suites(settings: Settings) -> Run:
 
 def comparison_side(spec: str, options: Mapping[str, object]) -> "Side":
     """One side of ``perfcheck compare``: a results file (``FILE.json``, or
-    ``FILE.json:SUITE`` for one of several suites) read as written, or a suite of the
+    ``FILE.json:SUITE`` for one of several suites) read as written, a suite of the
     config (``options``: the resolver's command-line values, ``config`` among them)
-    whose profiles are read now, with its device and peaks. Nothing is written."""
+    whose profiles are read now with its device and peaks, or a profile path read
+    with the command's ``--arch``/``--peaks``. Nothing is written."""
     from perfcheck.comparison import Side, results_analysis
     from perfcheck.config import resolver
 
     path, _, suite = spec.rpartition(":") if spec.rpartition(":")[0].lower().endswith(".json") else (spec, "", "")
-    if path.lower().endswith(".json") or Path(path).is_file():
+    if path.lower().endswith(".json"):
         name, analysis = results_analysis(path, suite or None)
         return Side(f"{Path(path).name}" + (f" (suite {name})" if suite else ""), analysis)
     resolved = resolver(cli=options)
+    if Path(spec).exists() and spec not in resolved.suite_names():
+        # a profile (file or tool folder), read with the command's --arch/--peaks/config device
+        from perfcheck.analysis import analyse
+
+        peaks_value, arch_value = resolved.get("peaks"), resolved.get("arch")
+        peaks = None
+        if peaks_value is not None and peaks_value.value:
+            from perfcheck.ingest import read_peaks
+
+            peaks = read_peaks(list(peaks_value.value))  # type: ignore[arg-type]
+        arch = str(arch_value.value) if arch_value is not None and arch_value.value else _machine_arch(peaks)
+        return Side(Path(spec).name, analyse([spec], arch=arch, peaks=peaks))
     known = resolved.suite_names()
     if spec not in known:
         where = resolved.config.display if resolved.config is not None else "no config file found"
-        raise UsageError(f"{spec!r} is neither a results file (FILE.json) nor a suite of the config ({where}"
+        raise UsageError(f"{spec!r} is not a results file (FILE.json), a profile or a suite of the config ({where}"
                          + (f": suites {', '.join(known)}" if known else "") + ")")
     settings = resolved.settings([spec], validate=False)  # expectations are not needed to compare
     run = prepare(settings.suites[spec])

@@ -168,18 +168,19 @@ def _parser() -> argparse.ArgumentParser:
         description="Compare A (before) with B (after), kernel by kernel (matched by name): the median duration "
         "and speed-up, the main-memory bandwidth as a percentage of its peak, the occupancy and the resource "
         "that limits it, and the launch resources that changed (VGPRs, LDS per workgroup, ...). A and B are "
-        "suites of the config (their profiles are read now) or results files of `perfcheck check --json` "
-        "(FILE.json, or FILE.json:SUITE when it holds several suites). --roofline draws one roofline with an "
+        "suites of the config (their profiles are read now), results files of `perfcheck check --json` "
+        "(FILE.json, or FILE.json:SUITE when it holds several suites), or profiles (read with --arch/--peaks). --roofline draws one roofline with an "
         "arrow per kernel from A to B; --markdown writes the table and links the plots. Exit 0 (a comparison "
         "judges nothing: expectations and baselines are `perfcheck check`'s).",
         epilog="example: perfcheck compare before after --config examples/stencil/perfcheck.toml --roofline out/",
     )
-    compare.add_argument("before", metavar="A", help="suite name or results file: where the kernels were")
-    compare.add_argument("after", metavar="B", help="suite name or results file: where they are now")
+    compare.add_argument("before", metavar="A", help="suite, results file or profile: where the kernels were")
+    compare.add_argument("after", metavar="B", help="suite, results file or profile: where they are now")
     compare.add_argument("--config", metavar="FILE", help="config file naming the suites (default: perfcheck.toml "
                          "or pyproject.toml with [tool.perfcheck], from the working directory up)")
-    compare.add_argument("--arch", metavar="NAME", help="GPU the suites' profiles were taken on (arch id or device)")
-    compare.add_argument("--peaks", nargs="+", metavar="FILE", help="empirical peaks or a machine file")
+    compare.add_argument("--arch", metavar="NAME", help="GPU the profiles were taken on (arch id or device)")
+    compare.add_argument("--peaks", nargs="+", metavar="FILE", help="empirical peaks or a machine file (for "
+                         "profiles given as A or B; a suite uses its own)")
     compare.add_argument("--roofline", metavar="DIR", help="write DIR/compare.png and .svg (and the instruction "
                          "roofline where the kernels have instruction counts)")
     compare.add_argument("--markdown", metavar="FILE", help="write the comparison as Markdown (images linked "

@@ -78,7 +78,7 @@ def test_a_results_file_of_several_suites_needs_one_named(cli, tmp_path: Path) -
 
 def test_unknown_suite_and_bad_files_are_one_line_errors(cli, tmp_path: Path) -> None:
     line = one_line_error(cli("compare", "befor", "after", "--config", CONFIG))
-    assert "'befor' is neither a results file (FILE.json) nor a suite of the config" in line
+    assert "'befor' is not a results file (FILE.json), a profile or a suite of the config" in line
     assert "suites before, after" in line
     bad = tmp_path / "bad.json"
     bad.write_text('{"suites": ')
@@ -140,3 +140,12 @@ def test_kernels_on_one_side_only_are_listed_apart() -> None:
     text = comparison_text(result, width=80)
     assert "2.00x slower" in text and "2.00x faster" in text
     assert "only in A: gone" in text and "only in B: new" in text
+
+
+def test_profiles_compare_directly_with_arch_and_peaks(cli) -> None:
+    result = cli("compare", STENCIL / "results-before.csv", STENCIL / "results-after.csv", "--arch", "mi100",
+                 "--peaks", STENCIL / "machines" / "mulan-mi100.toml")
+    assert result.code == 0, result.err
+    assert result.out.startswith("compare: results-before.csv on AMD Instinct MI100 \u2192 results-after.csv")
+    row = next(line for line in result.out.splitlines() if line.startswith("EOCloverFBCGPU("))
+    assert "44.9% \u2192 85.2%" in row and "(lds \u2192 vgpr)" in row
