@@ -169,7 +169,8 @@ def _parser() -> argparse.ArgumentParser:
         "and speed-up, the main-memory bandwidth as a percentage of its peak, the occupancy and the resource "
         "that limits it, and the launch resources that changed (VGPRs, LDS per workgroup, ...). A and B are "
         "suites of the config (their profiles are read now), results files of `perfcheck check --json` "
-        "(FILE.json, or FILE.json:SUITE when it holds several suites), or profiles (read with --arch/--peaks). --roofline draws one roofline with an "
+        "(FILE.json, or FILE.json:SUITE when it holds several suites), or profiles (read with --arch/--peaks). "
+        "--roofline draws one roofline with an "
         "arrow per kernel from A to B; --markdown writes the table and links the plots. Exit 0 (a comparison "
         "judges nothing: expectations and baselines are `perfcheck check`'s).",
         epilog="example: perfcheck compare before after --config examples/stencil/perfcheck.toml --roofline out/",

@@ -279,7 +279,8 @@ def test_x_labels_never_overlap(runs: int, every: str) -> None:
     for (x0, w0), (x1, w1) in zip(zip(xs, widths), zip(xs[1:], widths[1:])):
         assert x1 - x0 >= (w0 + w1) / 2, (runs, every, [t.text for t in labels])
     step = (WIDTH - _LEFT - _RIGHT) / runs
-    assert xs[0] == pytest.approx(_LEFT + step / 2, abs=0.1) and xs[-1] == pytest.approx(_LEFT + step * (runs - 0.5), abs=0.1)
+    assert xs[0] == pytest.approx(_LEFT + step / 2, abs=0.1)
+    assert xs[-1] == pytest.approx(_LEFT + step * (runs - 0.5), abs=0.1)
 
 
 def _wide_history(runs: int = 8, kernels: int = 5) -> HistoryView:

@@ -443,7 +443,8 @@ def suite_html(view: HistoryView, suite: str) -> str:
                 names.append(str(metric))
                 if _unchanged(points, here):
                     unit = str(points["unit"].iloc[-1])
-                    steady.append(f"{escape(str(metric))} {escape(format_value(float(points['value'].iloc[-1]), unit))}")
+                    value = format_value(float(points["value"].iloc[-1]), unit)
+                    steady.append(f"{escape(str(metric))} {escape(value)}")
                     continue
                 if metric in derived and here.empty and not points["outside"].any():
                     continue  # its own change point or a value out of budget still gets a chart

@@ -92,7 +92,8 @@ def _sides(comparison: Comparison) -> str:
 
 def _apart(comparison: Comparison) -> list[str]:
     lines = []
-    for names, where in ((comparison.only_before, comparison.before.label), (comparison.only_after, comparison.after.label)):
+    for names, where in ((comparison.only_before, comparison.before.label),
+                         (comparison.only_after, comparison.after.label)):
         if names:
             lines.append(f"only in {where}: {', '.join(names)}")
     return lines

@@ -574,7 +574,8 @@ def _number_tags(ax: Any, points: Sequence[RoofPoint], kernels: Sequence[str], c
         color = colors[kernels[numbers[0] - 1]] if len(numbers) == 1 else "#222222"
         ax.annotate(", ".join(map(str, numbers)), (anchor.intensity, anchor.rate / scale),
                     # a group's markers are spread around the spot (``spread``): past them
-                    xytext=(math.sqrt(_marker_area(anchor.share)) / 2 * (1 + (SPREAD if len(numbers) > 1 else 0)) + 4, 0),
+                    xytext=(math.sqrt(_marker_area(anchor.share)) / 2 * (1 + (SPREAD if len(numbers) > 1 else 0)) + 4,
+                            0),
                     textcoords="offset points",
                     ha="left", va="center", fontsize=9, fontweight="bold", color=color, zorder=6)
 

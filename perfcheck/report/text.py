@@ -70,7 +70,8 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]], right: set[int]
             if cut:
                 widths[i] -= cut
                 excess -= cut
-                rows = [[shorten_middle(c, widths[i], "\u2026") if j == i else c for j, c in enumerate(r)] for r in rows]
+                rows = [[shorten_middle(c, widths[i], "\u2026") if j == i else c for j, c in enumerate(r)]
+                        for r in rows]
     blocks = [list(range(len(header)))]
     if width is not None and sum(widths) + GAP * (len(widths) - 1) > width and len(header) > 2:
         blocks = []
@@ -318,8 +319,9 @@ def ceiling_lines(analysis: "Analysis", *, width: int | None = None) -> list[str
     said = "; ".join(f"{'* ' if kind != 'empirical' else ''}{kind} from {', '.join(dict.fromkeys(where))}"
                      for kind, where in sorted(sources.items()))
     # no-break spaces inside an item: a line breaks between ceilings, never inside one
-    items = "  ".join(f"{c.name} {format_value(c.value, c.unit)}{'' if c.kind == 'empirical' else '*'}".replace(" ", "\u00a0")
-                      for c in shown)
+    items = "  ".join(
+        f"{c.name} {format_value(c.value, c.unit)}{'' if c.kind == 'empirical' else '*'}".replace(" ", "\u00a0")
+        for c in shown)
     limit = width or 10**6
     lines = textwrap.wrap(f"ceilings: {items}", width=limit, subsequent_indent="  ", break_on_hyphens=False)
     lines += textwrap.wrap(f"({said})", width=limit, initial_indent="  ", subsequent_indent="   ",
