@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from perfcheck.model import Oddity, Peaks, Profile, Source
+from perfcheck.progress import Progress
 
 if TYPE_CHECKING:
     import numpy as np
@@ -72,13 +73,34 @@ def analyse(
     # Oddities are collected as the chunks are consumed: a reader finds some only
     # once it has read its whole file.
     oddities: list[Oddity] = []
+    sizes = [_size(Path(path)) for path in paths]
+    what = f"reading {Path(paths[0]).name}" if len(paths) == 1 else f"reading {len(paths)} profiles"
 
-    def chunks() -> Iterator["pd.DataFrame"]:
-        for scan in scans:
-            yield from scan.chunks
+    def chunks(progress: Progress) -> Iterator["pd.DataFrame"]:
+        # Bytes advance a file at a time (the readers stream without telling their
+        # offset); rows advance with every chunk, so a multi-GB trace shows movement.
+        done, rows = 0, 0
+        for scan, size in zip(scans, sizes):
+            for chunk in scan.chunks:
+                rows += len(chunk)
+                progress.update(done, rows=rows)
+                yield chunk
+            done += size
+            progress.update(done, rows=rows)
             oddities.extend(scan.oddities)
 
-    return _summarise(sources, chunks(), oddities, arch=arch, peaks=peaks)
+    with Progress(what, total=sum(sizes) or None) as progress:
+        return _summarise(sources, chunks(progress), oddities, arch=arch, peaks=peaks)
+
+
+def _size(path: Path) -> int:
+    """Bytes of a profile file, or of the files of a tool's output folder."""
+    try:
+        if path.is_dir():
+            return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+        return path.stat().st_size
+    except OSError:  # the reader reports a missing or unreadable path, located
+        return 0
 
 
 def analyse_profile(profile: Profile, *, arch: str | None = None, peaks: Peaks | None = None) -> Analysis:

@@ -39,6 +39,7 @@ Several runs may share one baseline file (pytest tests with the same ``suite=``)
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -64,6 +65,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from perfcheck.baseline import Baseline
+    from perfcheck.comparison import Comparison, Side
     from perfcheck.history.store import RunRecord
     from perfcheck.model import Peaks, Profile
     from perfcheck.run.runner import RunResult
@@ -464,18 +466,6 @@ def write_reports(runs: Sequence[SuiteRun], settings: Settings, record: "RunReco
         paths = result if isinstance(result, list) else [result] if result is not None else []
         written.setdefault(kind, []).extend(Path(p) for p in paths)
 
-    from perfcheck.report.markdown import ci_context, history_line, markdown_summary, write_markdown, write_step_summary
-
-    gated = [r for r in active if r.settings.history is not None and not r.settings.update_baseline]
-    used = [r.history_runs for r in gated if r.history_runs is not None]
-    store = gated[0].settings.history if gated else None
-    history = history_line(display_path(store) if isinstance(store, Path) else str(store), read_only=settings.history_mode == "read-only",
-                           judged=sum(r.history_judged for r in gated), runs=max(used) if used else None) \
-        if gated else None
-    text = markdown_summary(suites, analyses, baselines=statuses, context=ci_context(), history=history)
-    if settings.markdown is not None:
-        guarded("markdown", settings.markdown, lambda: write_markdown(settings.markdown, text))
-    guarded("step-summary", Path("$GITHUB_STEP_SUMMARY"), lambda: write_step_summary(text))
     if settings.json is not None:
         from perfcheck.report.results import write_results
 
@@ -490,9 +480,19 @@ def write_reports(runs: Sequence[SuiteRun], settings: Settings, record: "RunReco
 
         guarded("openmetrics", settings.openmetrics, lambda: write_openmetrics(settings.openmetrics, suites))
     attachments: dict[str, str] = {}  # suite -> its roofline PNG, attached to failing JUnit cases
+    pictures: dict[str, list[Path]] = {}  # suite -> its roofline PNGs, linked from the Markdown summary
     if settings.roofline is not None:
-        from perfcheck.report.roofline import plot_instruction_roofline, plot_roofline, why_not_plotted
+        from perfcheck.report.results import device_label
+        from perfcheck.report.roofline import axis_limits, plot_instruction_roofline, plot_roofline, why_not_plotted
 
+        # Suites of one device share their axes (FLOP plots, and instruction plots), so
+        # "before" and "after" pictures side by side show where the kernels moved.
+        devices: dict[str, list[SuiteRun]] = {}
+        for run in active:
+            if run.analysis is not None and len(run.analysis.kernels):
+                devices.setdefault(device_label(run.analysis), []).append(run)
+        shared = {(label, inst): axis_limits([(r.analysis, r.baseline) for r in group], instructions=inst)
+                  for label, group in devices.items() for inst in (False, True)}
         plotted: dict[tuple[object, ...], str] = {}  # inputs -> suite whose plot shows them
         for run in active:
             if run.analysis is None or not len(run.analysis.kernels):
@@ -503,6 +503,7 @@ def write_reports(runs: Sequence[SuiteRun], settings: Settings, record: "RunReco
             if run.profile is None and run.settings.profiles and key in plotted:
                 if plotted[key] in attachments:
                     attachments[run.name] = attachments[plotted[key]]
+                pictures[run.name] = pictures.get(plotted[key], [])
                 continue
             plotted[key] = run.name
             reason = why_not_plotted(run.analysis)
@@ -511,14 +512,36 @@ def write_reports(runs: Sequence[SuiteRun], settings: Settings, record: "RunReco
                 continue
             stem = settings.roofline / _slug(run.name)
             before = len(written.get("roofline", []))
-            guarded("roofline", stem, lambda run=run, stem=stem: plot_roofline(
-                run.analysis, stem, suite=run.name, baseline=run.baseline))
+            device = device_label(run.analysis)
+            guarded("roofline", stem, lambda run=run, stem=stem, device=device: plot_roofline(
+                run.analysis, stem, suite=run.name, baseline=run.baseline, limits=shared[(device, False)]))
             png = next((p for p in written.get("roofline", [])[before:] if p.suffix == ".png"), None)
             if png is not None:
                 attachments[run.name] = display_path(png)
             inst = settings.roofline / f"{_slug(run.name)}-instructions"
-            guarded("roofline", inst, lambda run=run, inst=inst: plot_instruction_roofline(
-                run.analysis, inst, suite=run.name, baseline=run.baseline))
+            guarded("roofline", inst, lambda run=run, inst=inst, device=device: plot_instruction_roofline(
+                run.analysis, inst, suite=run.name, baseline=run.baseline, limits=shared[(device, True)]))
+            pictures[run.name] = [p for p in written.get("roofline", [])[before:] if p.suffix == ".png"]
+    from perfcheck.report.markdown import ci_context, history_line, markdown_summary, write_markdown, write_step_summary
+
+    gated = [r for r in active if r.settings.history is not None and not r.settings.update_baseline]
+    used = [r.history_runs for r in gated if r.history_runs is not None]
+    store = gated[0].settings.history if gated else None
+    history = history_line(display_path(store) if isinstance(store, Path) else str(store),
+                           read_only=settings.history_mode == "read-only",
+                           judged=sum(r.history_judged for r in gated), runs=max(used) if used else None) \
+        if gated else None
+    context = ci_context()
+    if settings.markdown is not None:
+        # the images relative to the summary, so they show beside it (a PR's files, an artifact)
+        here = Path(settings.markdown).resolve().parent
+        images = {name: [Path(os.path.relpath(Path(p).resolve(), here)).as_posix() for p in paths]
+                  for name, paths in pictures.items()}
+        text = markdown_summary(suites, analyses, baselines=statuses, context=context, images=images, history=history)
+        guarded("markdown", settings.markdown, lambda: write_markdown(settings.markdown, text))
+    # GitHub's step summary cannot show files of the runner: no image links there
+    summary = markdown_summary(suites, analyses, baselines=statuses, context=context, history=history)
+    guarded("step-summary", Path("$GITHUB_STEP_SUMMARY"), lambda: write_step_summary(summary))
     if settings.junit is not None:
         from perfcheck.report.junit import write_junit
 
@@ -556,3 +579,69 @@ def append_history(runs: Sequence[SuiteRun], path: "StoreLocation", record: "Run
 def run_suites(settings: Settings) -> Run:
     """Check every suite of ``settings`` and write the reports."""
     return finish([evaluate_suite(suite) for suite in settings.suites.values()], settings)
+
+
+# --- perfcheck compare ---------------------------------------------------------------------------
+
+def comparison_side(spec: str, options: Mapping[str, object]) -> "Side":
+    """One side of ``perfcheck compare``: a results file (``FILE.json``, or
+    ``FILE.json:SUITE`` for one of several suites) read as written, a suite of the
+    config (``options``: the resolver's command-line values, ``config`` among them)
+    whose profiles are read now with its device and peaks, or a profile path read
+    with the command's ``--arch``/``--peaks``. Nothing is written."""
+    from perfcheck.comparison import Side, results_analysis
+    from perfcheck.config import resolver
+
+    path, _, suite = spec.rpartition(":") if spec.rpartition(":")[0].lower().endswith(".json") else (spec, "", "")
+    if path.lower().endswith(".json"):
+        name, analysis = results_analysis(path, suite or None)
+        return Side(f"{Path(path).name}" + (f" (suite {name})" if suite else ""), analysis)
+    resolved = resolver(cli=options)
+    if Path(spec).exists() and spec not in resolved.suite_names():
+        # a profile (file or tool folder), read with the command's --arch/--peaks/config device
+        from perfcheck.analysis import analyse
+
+        peaks_value, arch_value = resolved.get("peaks"), resolved.get("arch")
+        peaks = None
+        if peaks_value is not None and peaks_value.value:
+            from perfcheck.ingest import read_peaks
+
+            peaks = read_peaks(list(peaks_value.value))  # type: ignore[arg-type]
+        arch = str(arch_value.value) if arch_value is not None and arch_value.value else _machine_arch(peaks)
+        return Side(Path(spec).name, analyse([spec], arch=arch, peaks=peaks))
+    known = resolved.suite_names()
+    if spec not in known:
+        where = resolved.config.display if resolved.config is not None else "no config file found"
+        raise UsageError(f"{spec!r} is not a results file (FILE.json), a profile or a suite of the config ({where}"
+                         + (f": suites {', '.join(known)}" if known else "") + ")")
+    settings = resolved.settings([spec], validate=False)  # expectations are not needed to compare
+    run = prepare(settings.suites[spec])
+    if run.analysis is None:
+        raise UsageError(f"suite {spec!r}: {'; '.join(run.notices) or 'nothing to compare'}")
+    return Side(f"suite {spec}", run.analysis)
+
+
+def write_comparison(comparison: "Comparison", *, roofline: Path | None = None, markdown: Path | None = None,
+                     ) -> dict[str, list[Path]]:
+    """The comparison's roofline(s) (arrows from A to B) and Markdown, as asked."""
+    from perfcheck.report.comparison import comparison_markdown
+    from perfcheck.report.roofline import plot_comparison
+
+    written: dict[str, list[Path]] = {}
+    try:
+        if roofline is not None:
+            images = plot_comparison(comparison.before.analysis, comparison.after.analysis, Path(roofline) / "compare",
+                                     title=f"{comparison.before.label} \u2192 {comparison.after.label}")
+            images += plot_comparison(comparison.before.analysis, comparison.after.analysis,
+                                      Path(roofline) / "compare-instructions", instructions=True,
+                                      title=f"{comparison.before.label} \u2192 {comparison.after.label}")
+            written["roofline"] = images
+        if markdown is not None:
+            from perfcheck.atomicfile import write_atomic
+
+            pngs = [p for p in written.get("roofline", []) if p.suffix == ".png"]
+            text = comparison_markdown(comparison, images=[os.path.relpath(p, Path(markdown).parent) for p in pngs])
+            written["markdown"] = [write_atomic(markdown, text)]
+    except OSError as exc:
+        raise UsageError(f"cannot write the comparison: {exc.strerror or exc}: {exc.filename or ''}") from None
+    return written

@@ -57,7 +57,8 @@ def _parser() -> argparse.ArgumentParser:
     inspect.add_argument("--kernel", metavar="PATTERN", help="only the kernels matching PATTERN (glob on the "
                          "demangled name, or re:REGEX), as in expectations")
     inspect.add_argument("--full-names", action="store_true", default=None,
-                         help="never cut kernel names (the default when the output is not a terminal)")
+                         help="never shorten kernel names (the default when the output is not a terminal); "
+                         "wide tables wrap their columns instead")
     inspect.add_argument(
         "--arch",
         metavar="NAME",
@@ -97,12 +98,16 @@ def _parser() -> argparse.ArgumentParser:
     metrics = sub.add_parser(
         "metrics",
         help="list the metrics expectations can check",
-        description="Every metric an expectation may name: its unit, the units a threshold on it takes "
-        "(a bare number only for plain counts such as calls, registers, instructions), what it means, and "
+        description="Every metric an expectation may name, one line each: its name, unit and meaning. "
+        "With metric names or --counters also the units a threshold on it takes "
+        "(a bare number only for plain counts such as calls, registers, instructions) and "
         "what it is computed from: the kernel trace, or the counters per vendor and tool (AMD rocprofv3, "
         "rocprof, Omniperf/rocprof-compute; NVIDIA ncu, nvprof), as perfcheck's formulas read them.",
     )
     metrics.add_argument("names", nargs="*", metavar="METRIC", help="only these metrics (or aliases)")
+    metrics.add_argument("--counters", action="store_true",
+                         help="also the threshold units, inputs and counters per tool of every metric (the default "
+                         "when metrics are named)")
     metrics.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
     arch = sub.add_parser(
@@ -158,6 +163,32 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--strict-baseline", action=argparse.BooleanOptionalAction, default=None,
                        help="a missing or re-fingerprinted baseline is an error, never recorded (default: on when "
                        "CI is set to a true value; PERFCHECK_STRICT_BASELINE, config strict_baseline)")
+
+    compare = sub.add_parser(
+        "compare",
+        help="compare two suites or results files kernel by kernel (before -> after)",
+        description="Compare A (before) with B (after), kernel by kernel (matched by name): the median duration "
+        "and speed-up, the main-memory bandwidth as a percentage of its peak, the occupancy and the resource "
+        "that limits it, and the launch resources that changed (VGPRs, LDS per workgroup, ...). A and B are "
+        "suites of the config (their profiles are read now), results files of `perfcheck check --json` "
+        "(FILE.json, or FILE.json:SUITE when it holds several suites), or profiles (read with --arch/--peaks). "
+        "--roofline draws one roofline with an "
+        "arrow per kernel from A to B; --markdown writes the table and links the plots. Exit 0 (a comparison "
+        "judges nothing: expectations and baselines are `perfcheck check`'s).",
+        epilog="example: perfcheck compare before after --config examples/stencil/perfcheck.toml --roofline out/",
+    )
+    compare.add_argument("before", metavar="A", help="suite, results file or profile: where the kernels were")
+    compare.add_argument("after", metavar="B", help="suite, results file or profile: where they are now")
+    compare.add_argument("--config", metavar="FILE", help="config file naming the suites (default: perfcheck.toml "
+                         "or pyproject.toml with [tool.perfcheck], from the working directory up)")
+    compare.add_argument("--arch", metavar="NAME", help="GPU the profiles were taken on (arch id or device)")
+    compare.add_argument("--peaks", nargs="+", metavar="FILE", help="empirical peaks or a machine file (for "
+                         "profiles given as A or B; a suite uses its own)")
+    compare.add_argument("--roofline", metavar="DIR", help="write DIR/compare.png and .svg (and the instruction "
+                         "roofline where the kernels have instruction counts)")
+    compare.add_argument("--markdown", metavar="FILE", help="write the comparison as Markdown (images linked "
+                         "relative to FILE)")
+    compare.add_argument("--full-names", action="store_true", help="never shorten kernel names")
 
     base = sub.add_parser("baseline", help="manage stored baselines",
                           description="Baselines are JSON files under the baseline directory, one per suite and machine.")
@@ -539,8 +570,10 @@ def _inspect(args: argparse.Namespace) -> int:
         json.dump(inspect_document(analysis), sys.stdout, indent=2, allow_nan=False)
         sys.stdout.write("\n")
     else:
-        full = args.full_names or not sys.stdout.isatty()  # a pipe or a file gets whole names
-        print(inspect_text(analysis, width=None if full else 60))
+        from perfcheck.terminal import output_width
+
+        # a pipe or a file gets whole lines (output_width None); a terminal, what fits
+        print(inspect_text(analysis, width=output_width(sys.stdout), full_names=bool(args.full_names)))
     return EXIT_OK
 
 
@@ -568,7 +601,9 @@ def _peaks(args: argparse.Namespace) -> int:
         json.dump(peaks_document(peaks), sys.stdout, indent=2, allow_nan=False)
         sys.stdout.write("\n")
     else:
-        print(peaks_table(peaks))
+        from perfcheck.terminal import output_width
+
+        print(peaks_table(peaks, width=output_width(sys.stdout)))
     return EXIT_OK
 
 
@@ -724,7 +759,9 @@ def _run_checks(args: argparse.Namespace, *, update: bool | None) -> "Run":
         _warn(suite_run.analysis.oddities if suite_run.analysis is not None else ())
         _warn(suite_run.notices)
     _exports(args, run)
-    print_run(run, out=sys.stdout, err=sys.stderr)
+    from perfcheck.terminal import output_width
+
+    print_run(run, out=sys.stdout, err=sys.stderr, width=output_width(sys.stdout))
     _github_step(run)
     return run
 
@@ -833,12 +870,34 @@ def _baseline(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _compare(args: argparse.Namespace) -> int:
+    from perfcheck.checking import comparison_side, write_comparison
+    from perfcheck.comparison import compare
+    from perfcheck.report.comparison import comparison_text
+    from perfcheck.terminal import output_width
+
+    options = {"config": args.config, "arch": args.arch, "peaks": args.peaks}
+    before, after = comparison_side(args.before, options), comparison_side(args.after, options)
+    for side in (before, after):
+        _warn(side.analysis.oddities)
+    comparison = compare(before, after)
+    written = write_comparison(comparison, roofline=Path(args.roofline) if args.roofline else None,
+                               markdown=Path(args.markdown) if args.markdown else None)
+    width = None if args.full_names else output_width(sys.stdout)
+    print(comparison_text(comparison, width=width))
+    from perfcheck.suiterun import display_path
+
+    for kind, paths in written.items():
+        print(f"perfcheck: {kind}: {', '.join(display_path(p) for p in paths)}", file=sys.stderr)
+    return EXIT_OK
+
+
 def _formats(args: argparse.Namespace) -> int:
     from perfcheck.ingest import FORMATS
+    from perfcheck.report.text import formats_text
+    from perfcheck.terminal import output_width
 
-    width = max(len(f.name) for f in FORMATS)
-    for fmt in FORMATS:
-        print(f"{fmt.name.ljust(width)}  {fmt.kind:<7}  {fmt.description}")
+    print(formats_text(FORMATS, width=min(output_width(sys.stdout) or 100, 100)))
     return EXIT_OK
 
 
@@ -851,7 +910,9 @@ def _metrics(args: argparse.Namespace) -> int:
         json.dump([info.as_dict() for info in infos], sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        print(metrics_text(infos))
+        from perfcheck.terminal import output_width
+
+        print(metrics_text(infos, counters=bool(args.names or args.counters), width=output_width(sys.stdout)))
     return EXIT_OK
 
 
@@ -864,7 +925,7 @@ def _run(args: argparse.Namespace) -> int:
 _COMMANDS = {
     "inspect": _inspect, "peaks": _peaks, "formats": _formats, "arch": _arch, "occupancy": _occupancy,
     "check": _check, "baseline": _baseline, "peaks-measure": _peaks_measure, "run": _run,
-    "metrics": _metrics,
+    "metrics": _metrics, "compare": _compare,
     "github": _github, "schema": _schema,
     "history": _history,
 }

@@ -100,7 +100,9 @@ def _show(args: argparse.Namespace, analysis: object) -> None:
         json.dump(inspect_document(analysis), sys.stdout, indent=2, allow_nan=False)  # type: ignore[arg-type]
         sys.stdout.write("\n")
     else:
-        print(inspect_text(analysis))  # type: ignore[arg-type]
+        from perfcheck.terminal import output_width
+
+        print(inspect_text(analysis, width=output_width(sys.stdout)))  # type: ignore[arg-type]
 
 
 def _check(args: argparse.Namespace, path: object, expect: dict[str, list[str]]) -> int:
@@ -127,5 +129,7 @@ def _check(args: argparse.Namespace, path: object, expect: dict[str, list[str]])
     out = sys.stderr if args.json else sys.stdout
     for notice in run.suites[0].notices:
         print(f"perfcheck: warning: {notice}", file=sys.stderr)
-    print_run(run, out=out, err=sys.stderr, reports=False)
+    from perfcheck.terminal import output_width
+
+    print_run(run, out=out, err=sys.stderr, reports=False, width=output_width(out))
     return run.exit_code

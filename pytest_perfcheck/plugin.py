@@ -723,7 +723,9 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     from perfcheck.report.text import baseline_lines, checks_table, report_lines, totals
 
     terminalreporter.write_sep("=", "perfcheck summary")
-    for line in checks_table(run.checks):
+    # pytest's own idea of the width (COLUMNS, else the terminal's); a pipe gets whole lines
+    width = config.get_terminal_writer().fullwidth if terminalreporter.isatty else None
+    for line in checks_table(run.checks, width=width):
         terminalreporter.write_line(line)
     for suite in run.suites:
         for notice in suite.notices:

@@ -173,7 +173,8 @@ def test_example_profiles_read_as_rocprof_v1(cli) -> None:
     assert eo["metrics"]["hbm_bytes"] == pytest.approx(1.29009797e9)
     assert eo["metrics"]["occupancy_pct"] == 20.0
     result = cli("peaks", EXAMPLE / "machines" / "mulan-mi100.toml", "--json")
-    assert result.code == 0 and result.json()["peaks"] == {"hbm_bw": 1075.46e9}
+    # mixbench's measured bandwidth and fp32 compute (the roofline's solid compute roof)
+    assert result.code == 0 and result.json()["peaks"] == {"hbm_bw": 1075.46e9, "flop_rate_fp32": 21988.38e9}
 
 
 def test_example_story_under_the_occupancy_calculator(cli) -> None:

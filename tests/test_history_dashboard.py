@@ -225,7 +225,11 @@ def test_checked_metrics_first_the_others_collapsed() -> None:
     assert [e.text for e in index.elements if e.tag == "summary"] == ["1 more on other metrics (duration_max)"]
     page = Page(suite_html(view, "s"))
     collapsed = [e for e in page.find("svg", "trend") if "details" in e.parents]
-    assert len(page.find("svg", "trend")) == 4 and len(collapsed) == 2
+    # calls moves exactly with duration (a constant times it): named, not drawn again;
+    # duration_max has a change point of its own: drawn
+    assert len(page.find("svg", "trend")) == 3 and len(collapsed) == 1
+    assert "in step with duration (a constant times it or over it, so its chart is the duration chart's): calls" in \
+        suite_html(view, "s")
     digest = markdown_digest(view)
     assert "**1 open regression**" in digest and "Also 1 open regression on metrics no expectation checks" in digest
 
@@ -253,3 +257,70 @@ def test_a_failed_check_counts_as_outside_the_budget_without_stored_limits() -> 
     states = [e.text for e in page.find("span", "bad") if "td" in e.parents]
     assert states == ["failed"]
     assert "**1 outside budget**" in markdown_digest(view)
+
+
+# --- issue 18 §5: x labels that never overlap, a suite page of a sensible size ------------
+
+
+@pytest.mark.parametrize("runs", [2, 5, 8, 12, 30, 61])
+@pytest.mark.parametrize("every", ["10s", "1h", "1D"])
+def test_x_labels_never_overlap(runs: int, every: str) -> None:
+    """8 runs on one day put "Sep 21 18:13" over "Sep 21 19:13" (53 units per run, a
+    70-unit label): labels now keep their own width apart; the first and last run stay."""
+    from perfcheck.history.chart import FONT, _CHAR_EM, _LEFT, _RIGHT, WIDTH
+
+    frame = pd.DataFrame({"time": pd.date_range("2026-09-21 14:13", periods=runs, freq=every, tz="UTC"),
+                          "value": np.linspace(1.0, 2.0, runs)})
+    page = Page(trend_svg(frame, unit="s", label="x"))
+    labels = [t for t in page.find("text") if t.attrs.get("text-anchor") == "middle" and t.text.strip()]
+    xs = [float(t.attrs["x"]) for t in labels]
+    widths = [len(t.text) * FONT * _CHAR_EM for t in labels]
+    assert len(labels) >= 2
+    for (x0, w0), (x1, w1) in zip(zip(xs, widths), zip(xs[1:], widths[1:])):
+        assert x1 - x0 >= (w0 + w1) / 2, (runs, every, [t.text for t in labels])
+    step = (WIDTH - _LEFT - _RIGHT) / runs
+    assert xs[0] == pytest.approx(_LEFT + step / 2, abs=0.1)
+    assert xs[-1] == pytest.approx(_LEFT + step * (runs - 0.5), abs=0.1)
+
+
+def _wide_history(runs: int = 8, kernels: int = 5) -> HistoryView:
+    """A store as `check --history` fills it: every metric of every kernel each run
+    (resources the same every run, rates in step with the duration, one checked)."""
+    rng = np.random.default_rng(1)
+    steady = {"calls": (20, "count"), "vgpr": (52, "count"), "sgpr": (64, "count"), "hbm_bytes": (1.29e9, "B"),
+              "flops": (6.4e8, "FLOP"), "lds_per_workgroup": (24576, "B"), "workgroup_size": (256, "count"),
+              "grid_size": (1048576, "count"), "instructions": (6.8e6, "count"), "occupancy_pct": (20.0, "%")}
+    rows = []
+    for night in range(runs):
+        for k in range(kernels):
+            kernel = f"void kernel_{k}<float>(float const*, float*, int)"
+            duration = 2.67e-3 * (1 + 0.01 * rng.standard_normal()) * (1.12 if night >= 5 else 1.0)
+            metrics = {name: (value, unit) for name, (value, unit) in steady.items()}
+            metrics.update({"duration": (duration, "s"), "hbm_bw": (1.29e9 / duration, "B/s"),
+                            "hbm_bw_pct": (1.29e9 / duration / 1.075e12 * 100, "%"),
+                            "flop_rate": (6.4e8 / duration, "FLOP/s"), "gips": (6.8e6 / duration / 1e9, "GIPS"),
+                            "roofline_pct": (1.29e9 / duration / 1.075e12 * 100, "%"),
+                            "duration_total": (20 * duration, "s"),
+                            "duration_max": (duration * (1.02 + 0.005 * rng.standard_normal()), "s")})
+            for metric, (value, unit) in metrics.items():
+                rows.append({"suite": "stencil", "machine": "mi100", "kernel": kernel, "metric": metric, "unit": unit,
+                             "time": pd.Timestamp("2026-09-21", tz="UTC") + pd.Timedelta(days=night),
+                             "value": float(value), "commit": f"{night:040x}", "run": f"run-{night}",
+                             "outcome": "passed" if metric == "hbm_bw" else None})
+    return HistoryView(pd.DataFrame(rows))
+
+
+def test_a_suite_page_of_8_runs_stays_small() -> None:
+    """A page for 5 kernels x 18 metrics x 8 runs was ~1 MB (a chart and a runs table per
+    series). Now: charts for what was checked and duration; unchanged series one line,
+    rates in step with the duration named, not drawn; runs tables only under the charts
+    a person asked about."""
+    view = _wide_history()
+    html = suite_html(view, "stencil")
+    assert len(html.encode()) < 120_000, len(html.encode())
+    page = Page(html)
+    assert len(page.find("svg", "trend")) == 5 * 3  # duration, hbm_bw (checked), duration_max (noisy on its own)
+    assert "the same in all 8 runs: calls 20, flops 6" in html and "vgpr 52" in html
+    assert ("in step with duration (a constant times it or over it, so its chart is the duration chart's): "
+            "duration_total, flop_rate, gips, hbm_bw_pct, roofline_pct") in html
+    assert html.count("<summary>runs") == 5 * 2  # the runs tables of duration and hbm_bw only

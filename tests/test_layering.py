@@ -29,6 +29,8 @@
     readers        ingest
     machines       machine      machine files (ingest reads them as peaks)
     hardware       arch         the GPU database and occupancy rules
+    progress       progress     the progress line on stderr (the kernel tables draw it)
+    terminal       terminal     what the terminal allows (width, whether a person watches)
     store location storeurl     a history store's path or URL (password masked)
     ground floor   perfcheck (the version), errors, schema, model, atomicfile,
                    kernelkey, units
@@ -130,6 +132,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("ground floor", ("perfcheck", "perfcheck.errors", "perfcheck.schema", "perfcheck.model", "perfcheck.atomicfile",
                       "perfcheck.kernelkey", "perfcheck.units")),
     ("store locations", ("perfcheck.storeurl",)),
+    ("terminal", ("perfcheck.terminal",)),
+    ("progress", ("perfcheck.progress",)),
     ("hardware", ("perfcheck.arch",)),
     ("machines", ("perfcheck.machine",)),
     ("readers", ("perfcheck.ingest",)),
@@ -140,7 +144,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("checks", ("perfcheck.expect",)),
     ("profiling", ("perfcheck.run",)),
     ("settings", ("perfcheck.config", "perfcheck.vocabulary")),
-    ("run records", ("perfcheck.suiterun",)),
+    ("run records", ("perfcheck.suiterun", "perfcheck.comparison")),
     ("reports", ("perfcheck.report",)),
     ("history", ("perfcheck.history",)),
     ("suite runner", ("perfcheck.checking",)),

@@ -89,8 +89,21 @@ def test_known_counter_names_per_vendor(cli) -> None:
     assert doc["gips"]["unit"] == "GIPS" and doc["instruction_rate"]["unit"] == "inst/s"
 
 
-def test_table_shows_every_metric_unit_and_counters(cli) -> None:
+def test_without_names_one_line_per_metric(cli) -> None:
+    """Issue 18 §3: the bare list is name, unit and meaning, one line each; the
+    counters only for `metrics NAME` or --counters."""
     result = cli("metrics")
+    assert result.code == 0, result.err
+    lines = result.out.splitlines()
+    assert lines[0].split() == ["metric", "unit", "meaning"]
+    rows = [line for line in lines[2:] if line and not line.startswith("`")]
+    assert [row.split()[0] for row in rows] == list(known_metrics())
+    assert "thresholds:" not in result.out and "rocprofv3:" not in result.out and "needs:" not in result.out
+    assert "--counters" in lines[-1]
+
+
+def test_table_shows_every_metric_unit_and_counters(cli) -> None:
+    result = cli("metrics", "--counters")
     assert result.code == 0, result.err
     rows = {line.split()[0]: line for line in result.out.splitlines()[5:] if line and not line.startswith(" ")}
     assert list(rows) == list(known_metrics())

@@ -97,7 +97,10 @@ def test_loud_when_a_check_failed(analyses) -> None:
     html = _render(text)
     rows = _table_rows(html)
     assert all(len(r) == 6 for r in rows)  # six columns, every row
-    assert "<summary>All 4 checks</summary>" in html
+    # a failed row is shown once: the collapsed table holds only the other checks
+    assert "<summary>The other 2 checks</summary>" in html
+    assert text.count("`OECloverDagFBCGPU` | `duration <= baseline + 5%`") == 1
+    assert text.count("matched no kernel of 5") == 1
 
 
 def test_every_metric_with_a_baseline_gets_its_change_and_its_peak(analyses) -> None:
@@ -162,8 +165,8 @@ def test_no_kernel_or_device_name_breaks_a_row_or_renders_html(analyses) -> None
     assert "<strong>" not in html
     rows = _table_rows(html)
     assert rows and all(len(r) == 6 for r in rows), [r for r in rows if len(r) != 6]
-    # failed table + details: one row per check each, plus headers
-    assert len(rows) == 2 * (len(checks) + len(errors)) + 2
+    # every check failed: one table, a row per check (shown once), plus its header
+    assert len(rows) == len(checks) + len(errors) + 1
 
 
 def test_never_longer_than_github_allows() -> None:
@@ -180,7 +183,7 @@ def test_never_longer_than_github_allows() -> None:
 def test_many_checks_are_cut_in_details() -> None:
     many = [PASS_BW] * (markdown.MAX_DETAIL_ROWS + 6) + [FAIL_DURATION]
     text = markdown_summary({"stencil": many})
-    assert "… and 7 more (see the JSON results file)." in text
+    assert "… and 6 more (see the JSON results file)." in text  # the passed ones; the failure is above
     assert text.splitlines()[0] == f"### ❌ perfcheck: 1 failed of {markdown.MAX_DETAIL_ROWS + 7} checks on unknown device"
 
 
@@ -244,4 +247,34 @@ def test_scratch_is_not_given_an_occupancy_limiter(analyses) -> None:
 def test_one_check_is_one_check() -> None:
     text = markdown_summary({"stencil": [ERROR_PATTERN]})
     assert text.splitlines()[0] == "### ⚠️ perfcheck: 1 could not be evaluated of 1 check on unknown device"
+    assert "<details>" not in text and "1 checks" not in text  # the one check is the failure shown above
+    text = markdown_summary({"stencil": [PASS_BW]})
     assert "<summary>The 1 check</summary>" in text and "1 checks" not in text
+    text = markdown_summary({"stencil": [PASS_BW, ERROR_PATTERN]})
+    assert "<summary>The other check</summary>" in text
+
+
+def test_roofline_images_are_linked_under_their_suite(analyses) -> None:
+    """Issue 18 §4: the summary shows the plots (paths relative to the Markdown file)."""
+    text = markdown_summary({"stencil": [PASS_BW, FAIL_DURATION]}, analyses,
+                            images={"stencil": ["plots/stencil.png", "plots/stencil-instructions.png"]})
+    lines = text.splitlines()
+    assert "![roofline of stencil](plots/stencil.png)" in lines
+    assert "![instruction roofline of stencil](plots/stencil-instructions.png)" in lines
+    assert lines.index("![roofline of stencil](plots/stencil.png)") > lines.index("</details>")
+    assert "![" not in markdown_summary({"stencil": [PASS_BW]}, analyses)
+
+
+def test_check_links_the_plots_it_wrote_relative_to_the_summary(cli, tmp_path) -> None:
+    from conftest import ROOT
+
+    config = ROOT / "examples" / "stencil" / "perfcheck.toml"
+    result = cli("check", "--config", config, "--roofline", tmp_path / "plots", "--markdown",
+                 tmp_path / "out" / "summary.md", "--baseline-dir", tmp_path / "b")
+    assert result.code == 1, result.err  # "before" fails, as the story says
+    text = (tmp_path / "out" / "summary.md").read_text()
+    for suite in ("before", "after"):
+        assert f"![roofline of {suite}](../plots/{suite}.png)" in text
+        assert (tmp_path / "plots" / f"{suite}.png").exists()
+    failed = [line for line in text.splitlines() if line.startswith("| \u274c")]
+    assert len(failed) == len(set(failed)) == 8  # each failed check once

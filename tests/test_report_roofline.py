@@ -291,3 +291,95 @@ def test_points_from_whole_columns_in_order_with_reasons() -> None:
     assert [(p.level, p.intensity) for p in points[:2]] == [("HBM", 10.0), ("L2", 5.0)]
     assert missing == ["none (no flops counted)", "zero (0 flops)", "still (no duration)", "nobytes (no byte counts)"]
     assert left_out == 2
+
+
+# --- issue 18 §4: arrows read from before to after, every kernel visible, shared axes -------
+
+from perfcheck.report.roofline import MIN_ARROW_PX, arrow_ends, axis_limits, spread  # noqa: E402
+
+
+def _outside(point: tuple[float, float], centre: tuple[float, float], radius: float) -> bool:
+    return ((point[0] - centre[0]) ** 2 + (point[1] - centre[1]) ** 2) ** 0.5 >= radius
+
+
+@pytest.mark.parametrize("move", [(0.0, -20.0), (0.0, -60.0), (3.0, 4.0), (-80.0, 10.0), (0.0, 2.0)])
+def test_arrow_starts_at_the_baseline_marker_and_its_head_stays_outside_both(move: tuple[float, float]) -> None:
+    """A 30% slowdown is ~20 px on a log axis: the arrow used to start at the baseline's
+    centre and end inside its marker, reading backwards. Now it leaves the baseline marker,
+    points the way the kernel moved and its head touches no marker from inside."""
+    old, r = (200.0, 300.0), 10.0
+    new = (old[0] + move[0], old[1] + move[1])
+    tail, head = arrow_ends(old, new, r, r)
+    for end in (tail, head):
+        assert _outside(end, old, r) and _outside(end, new, r), (tail, head)
+    shaft = (head[0] - tail[0], head[1] - tail[1])
+    assert shaft[0] * move[0] + shaft[1] * move[1] > 0  # from before to after
+    assert (shaft[0] ** 2 + shaft[1] ** 2) ** 0.5 >= MIN_ARROW_PX - 1e-9
+    if (move[0] ** 2 + move[1] ** 2) ** 0.5 > 2 * r + MIN_ARROW_PX + 2:  # room between: on the line, edge to edge
+        assert abs(((tail[0] - old[0]) ** 2 + (tail[1] - old[1]) ** 2) ** 0.5 - (r + 1)) < 1e-6
+        assert abs(((head[0] - new[0]) ** 2 + (head[1] - new[1]) ** 2) ** 0.5 - (r + 1)) < 1e-6
+    assert arrow_ends(old, old, r, r) is None
+
+
+def test_markers_on_one_spot_are_spread_so_each_shows() -> None:
+    offsets = spread([(100.0, 100.0)] * 4 + [(300.0, 100.0)], [10.0] * 5)
+    assert offsets[4] == (0.0, 0.0)  # alone: stays put
+    placed = {(round(x, 6), round(y, 6)) for x, y in offsets[:4]}
+    assert len(placed) == 4 and all(4.0 < (x * x + y * y) ** 0.5 < 10.0 for x, y in placed)
+
+
+def test_four_kernels_on_one_point_are_four_markers(tmp_path: Path) -> None:
+    """The stencil's four kernels sit on one point: four markers at four places in the
+    SVG (not one red dot over the others), one shared tag."""
+    from perfcheck.ingest import read_peaks
+
+    stencil = ROOT / "examples" / "stencil"
+    analysis = analyse([stencil / "results-after.csv"], arch="mi100",
+                       peaks=read_peaks([stencil / "machines" / "mulan-mi100.toml"]))
+    svg = plot_roofline(analysis, tmp_path / "after", suite="after")[1]
+    import re
+
+    text = svg.read_text()
+    # each scatter marker is a <use> of its path at x/y; the four stencil kernels' markers
+    uses = {(m[0], m[1]) for m in re.findall(r'<use xlink:href="#[^"]+" x="([\d.]+)" y="([\d.]+)"', text)}
+    assert len(uses) >= 5  # four stencil kernels + hipcub, each at its own place
+    assert "1, 2, 3, 4" in _svg_texts(svg)
+
+
+def test_a_measured_compute_peak_is_the_compute_roof() -> None:
+    """The stencil machine file has mixbench's fp32 21.99 TFLOP/s: the solid FP32 roof,
+    with the datasheet's 23.1 dashed beside it."""
+    from perfcheck.ingest import read_peaks
+
+    stencil = ROOT / "examples" / "stencil"
+    analysis = analyse([stencil / "results-after.csv"], arch="mi100",
+                       peaks=read_peaks([stencil / "machines" / "mulan-mi100.toml"]))
+    fp32 = next(r for r in roofs(analysis) if r.name == "flop_rate_fp32")
+    assert fp32.kind == "empirical" and fp32.value == pytest.approx(21.98838e12)
+    assert fp32.theoretical == pytest.approx(23.1e12)
+    assert "FP32 21.99 TFLOP/s (empirical)" in fp32.label()
+
+
+def test_plots_of_one_device_share_their_axes(tmp_path: Path) -> None:
+    """`check --roofline` of the stencil's before and after suites: both pictures (FLOP and
+    instruction) have the same axes, so the move reads from one to the other."""
+    import re
+
+    from perfcheck.cli import main
+
+    config = ROOT / "examples" / "stencil" / "perfcheck.toml"
+    assert main(["check", "--config", str(config), "--roofline", str(tmp_path), "--baseline-dir",
+                 str(tmp_path / "b")]) in (0, 1)
+    for stem in ("{}", "{}-instructions"):
+        ticks = []
+        for suite in ("before", "after"):
+            texts = _svg_texts(tmp_path / f"{stem.format(suite)}.svg")
+            ticks.append([t for t in texts if re.fullmatch(r"\$10\^\{-?\d+\}\$|[\d.]+( [kMGT]?FLOP/s)?", t)])
+        assert ticks[0] == ticks[1] and ticks[0], stem
+
+
+def test_axis_limits_hold_every_plot(gemm) -> None:
+    alone = axis_limits([(gemm, None)])
+    scaled = dataclasses.replace(gemm, kernels=gemm.kernels.assign(flop_rate=gemm.kernels["flop_rate"] / 1e4))
+    both = axis_limits([(gemm, None), (scaled, None)])
+    assert both is not None and alone is not None and both[2] < alone[2] and both[3] == alone[3]

@@ -168,6 +168,10 @@ def write_results(path: Path, version: str) -> None:
 
 # Seed 001, Table 1: mixbench fp32 on Mulan (MI100), 2023-03-17: 1075.46 GB/s (decimal GB).
 MULAN_HBM_BW = 1075.46e9
+# The same log's peak of the fp32 sweep (mixbench-log.txt, "single precision" GFLOPS column
+# at its highest: 21988.38 GFLOPS): the measured compute roof, below the 23.1 TFLOP/s of the
+# datasheet (and of mixbench's own "theoretical" line, 23070.72 GFlops).
+MULAN_FP32 = 21988.38e9
 
 
 def write_machine_file(path: Path) -> None:
@@ -176,8 +180,9 @@ def write_machine_file(path: Path) -> None:
 
     source = "mixbench-log.txt (Pawsey Mulan, 2023-03-17; seed 001 Table 1)"
     peaks = Peaks(
-        values={"hbm_bw": MULAN_HBM_BW},
-        details=(PeakDetail(source=source, name="single precision bandwidth", value=MULAN_HBM_BW, unit="B/s"),),
+        values={"hbm_bw": MULAN_HBM_BW, "flop_rate_fp32": MULAN_FP32},
+        details=(PeakDetail(source=source, name="single precision bandwidth", value=MULAN_HBM_BW, unit="B/s"),
+                 PeakDetail(source=source, name="single precision compute", value=MULAN_FP32, unit="FLOP/s")),
         sources=(Source(path=source, format="mixbench", tool="mixbench", device="AMD Instinct MI100"),),
     )
     write_machine(path, machine_from_peaks("mulan-mi100", peaks, "mi100"))

@@ -94,17 +94,33 @@ def _value_range(values: np.ndarray, low: np.ndarray, high: np.ndarray) -> tuple
     return lo, hi, notes
 
 
-def run_ticks(times: pd.Series, count: int = 5) -> list[tuple[int, str]]:
+# Width of a label character in viewBox units: system-ui digits and letters average
+# about 0.55 em; 0.62 leaves room for wide glyphs (M, W) in month names.
+_CHAR_EM = 0.62
+_LABEL_GAP = 10.0  # viewBox units between two x labels
+
+
+def run_ticks(times: pd.Series, count: int = 5, *, room: float | None = None) -> list[tuple[int, str]]:
     """About ``count`` runs to label on the x axis (first and last included) and
     their times, formatted for the span of the whole series: dates over days, hours
-    and minutes within a day, seconds within minutes."""
+    and minutes within a day, seconds within minutes. ``room``: viewBox units per run;
+    labels are then kept at least their own width apart, so none overlaps its
+    neighbour (8 runs leave 53 units per run for a 70-unit "Nov 26 06:42")."""
     n = len(times)
     if not n:
         return []
-    picks = sorted({int(i) for i in np.linspace(0, n - 1, min(count, n)).round()})
     span = times.iloc[-1] - times.iloc[0]
     fmt = "%b %d" if span >= pd.Timedelta(days=2) else "%b %d %H:%M" if span >= pd.Timedelta(hours=2) \
         else "%H:%M" if span >= pd.Timedelta(minutes=10) else "%H:%M:%S"
+    picks = sorted({int(i) for i in np.linspace(0, n - 1, min(count, n)).round()})
+    if room is not None and n > 1:
+        width = len(times.iloc[0].strftime(fmt)) * FONT * _CHAR_EM + _LABEL_GAP
+        gap = max(1, math.ceil(width / room))  # runs between two labels
+        wanted = max(1, math.ceil((n - 1) / max(count - 1, 1)))
+        gap = max(gap, wanted)
+        picks = list(range(0, n, gap))
+        if picks[-1] != n - 1:  # the latest run is always labelled; its neighbour gives way
+            picks = [*(picks[:-1] if n - 1 - picks[-1] < gap else picks), n - 1]
     return [(i, times.iloc[i].strftime(fmt)) for i in picks]
 
 
@@ -175,7 +191,7 @@ def trend_svg(
             out.append(f'<line x1="{_LEFT}" x2="{_LEFT + plot_w}" y1="{y:.1f}" y2="{y:.1f}" stroke="{GRID}"/>')
             out.append(f'<text x="{_LEFT - 6}" y="{y + 4:.1f}" text-anchor="end" fill="{TEXT}">'
                        f"{escape(format_value(float(tick), unit))}</text>")
-    for position, text in run_ticks(times.reset_index(drop=True)):
+    for position, text in run_ticks(times.reset_index(drop=True), room=step):
         x = float(x_of(np.array([position]))[0])
         out.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{_TOP + plot_h}" y2="{_TOP + plot_h + 4}" stroke="{TEXT}"/>')
         out.append(f'<text x="{x:.1f}" y="{_TOP + plot_h + 17}" text-anchor="middle" fill="{TEXT}">{escape(text)}</text>')

@@ -385,7 +385,10 @@ def _runs_table(points: pd.DataFrame, unit: str) -> str:
             + "</details>")
 
 
-def _chart_figure(points: pd.DataFrame, changes: pd.DataFrame, *, machine: str, kernel: str, metric: str) -> str:
+def _chart_figure(points: pd.DataFrame, changes: pd.DataFrame, *, machine: str, kernel: str, metric: str,
+                  runs: bool = True) -> str:
+    """One chart with its caption; ``runs``: and the table of its runs (the charts a
+    person asked about; the others' values are on hover)."""
     unit = str(points["unit"].iloc[-1])
     last = points.iloc[-1]
     status = ('<br><span class="bad">its check failed in the latest run</span>' if last["failed"] else
@@ -401,7 +404,34 @@ def _chart_figure(points: pd.DataFrame, changes: pd.DataFrame, *, machine: str, 
     label = f"{metric} of {kernel}" + (f" on {machine}" if machine else "") + ", per run"
     svg = trend_svg(points, changes, unit=unit, label=label)
     return (f'<figure id="{kernel_anchor(machine, kernel, metric)}"><figcaption>{caption}</figcaption>'
-            f"{svg}{_runs_table(points, unit)}</figure>")
+            f"{svg}{_runs_table(points, unit) if runs else ''}</figure>")
+
+
+def _follows_duration(rows: pd.DataFrame, tolerance: float = 1e-6) -> set[str]:
+    """Metrics of one kernel that are a constant times its duration or a constant over
+    it in every run (bandwidths and rates of fixed bytes and FLOPs, percentages of a
+    fixed peak): their charts would repeat the duration chart's shape."""
+    table = rows.pivot_table(index="time", columns="metric", values="value", aggfunc="last")
+    if "duration" not in table.columns or len(table) < 2:
+        return set()
+    duration = table["duration"].astype(float)
+    others = table.drop(columns=["duration"]).astype(float)
+
+    def constant(frame: pd.DataFrame) -> pd.Series:
+        spread = (frame.max() - frame.min()).abs() / frame.abs().mean()
+        return frame.notna().all() & (spread <= tolerance)
+
+    steady = constant(others)  # the same every run: not "in step", just unchanged
+    follows = (constant(others.mul(duration, axis=0)) | constant(others.div(duration, axis=0))) & ~steady
+    return set(follows[follows].index.astype(str))
+
+
+def _unchanged(points: pd.DataFrame, changes: pd.DataFrame) -> bool:
+    """The same value in every run (registers, bytes moved, calls of an unchanged build),
+    never outside its budget, no change point: a line of text says it, not a chart."""
+    values = points["value"].astype(float)
+    return (values.notna().all() and values.nunique() == 1 and not points["outside"].any()
+            and changes.empty)
 
 
 # --- pages ----------------------------------------------------------------------------------
@@ -440,17 +470,37 @@ def suite_html(view: HistoryView, suite: str) -> str:
         heading = escape(kernel) + (f' <span class="sub">on {escape(machine)}</span>' if len(machines) > 1 else "")
         figures: dict[bool, list[str]] = {True: [], False: []}
         names: list[str] = []
+        steady: list[str] = []  # "vgpr 52": the same in every run, no chart
+        derived = _follows_duration(rows)  # hbm_bw, flop_rate, ...: the duration chart says it
         for (headline, metric), points in rows.groupby(["headline", "metric"], sort=True):
             here = my_changes[(my_changes["machine"] == machine) & (my_changes["kernel"] == kernel)
                               & (my_changes["metric"] == metric)]
-            figures[bool(headline)].append(_chart_figure(points, here, machine=machine, kernel=kernel,
-                                                         metric=str(metric)))
             if not headline:
                 names.append(str(metric))
+                if _unchanged(points, here):
+                    unit = str(points["unit"].iloc[-1])
+                    value = format_value(float(points["value"].iloc[-1]), unit)
+                    steady.append(f"{escape(str(metric))} {escape(value)}")
+                    continue
+                if metric in derived and here.empty and not points["outside"].any():
+                    continue  # its own change point or a value out of budget still gets a chart
+            # Only the charts a person asked about, or with a change point or a value out
+            # of its budget, carry their runs table (the commits): a page of 5 kernels x
+            # 30 metrics x 8 runs was 1 MB of tables repeating one another.
+            runs = bool(headline) or not here.empty or bool(points["outside"].any())
+            figures[bool(headline)].append(_chart_figure(points, here, machine=machine, kernel=kernel,
+                                                         metric=str(metric), runs=runs))
         section = f'<div class="charts">{"".join(figures[True])}</div>'
-        if figures[False]:
+        if names:
+            same = (f'<p class="sub">the same in all {rows["time"].nunique()} runs: {", ".join(steady)}</p>'
+                    if steady else "")
+            drawn = "".join(figures[False])
+            shown = [m for m in names if m in derived and kernel_anchor(machine, kernel, m) not in drawn]
+            if shown:
+                same += (f'<p class="sub">in step with duration (a constant times it or over it, so its chart is '
+                         f'the duration chart\'s): {escape(", ".join(shown))}</p>')
             section += (f'<details class="more"><summary>{len(names)} more metrics ({escape(", ".join(names))})'
-                        f'</summary><div class="charts">{"".join(figures[False])}</div></details>')
+                        f'</summary>{same}<div class="charts">{"".join(figures[False])}</div></details>')
         body.append(f'<section id="{kernel_anchor(machine, kernel)}"><h2 class="kernel">{heading}</h2>'
                     f"{section}</section>")
     body.append("</main>")
@@ -500,10 +550,17 @@ def index_html(view: HistoryView) -> str:
 def write_site(view: HistoryView, directory: str | Path) -> list[Path]:
     """index.html and a page per suite in ``directory`` (created), each written
     atomically; returns the paths, index first."""
+    from perfcheck.progress import Progress
+
     target = Path(directory)
-    written = [write_atomic(target / "index.html", index_html(view))]
-    for suite in sorted(view.series["suite"].astype(str).unique()):
-        written.append(write_atomic(target / suite_file(suite), suite_html(view, suite)))
+    suites = sorted(view.series["suite"].astype(str).unique())
+    # a large store's site takes a while: "writing the dashboard: 12 of 40 pages, 5 s" on a terminal
+    with Progress("writing the dashboard", total=len(suites) + 1, unit="pages") as progress:
+        written = [write_atomic(target / "index.html", index_html(view))]
+        progress.update(1)
+        for suite in suites:
+            written.append(write_atomic(target / suite_file(suite), suite_html(view, suite)))
+            progress.update(len(written))
     return written
 
 

@@ -292,12 +292,14 @@ def _suite_results(path: Path, raw: bytes, suite: str, machine: str, entry: Mapp
 
 def suite_extras(analysis: "Analysis") -> dict[str, object]:
     """What a results file carries per suite for the history: fingerprint, machine,
-    every kernel's measurements and its duration samples."""
+    every kernel's measurements and its duration samples; and for `perfcheck compare`
+    the kernels' text columns (occupancy limiter, bound) as "labels"."""
     from perfcheck.baseline import fingerprint
+    from perfcheck.comparison import kernel_labels
 
     fp = fingerprint(analysis)
     return {"fingerprint": fp, "machine": machine_key(fp), "measurements": measurements(analysis),
-            "samples": duration_samples(analysis)}
+            "samples": duration_samples(analysis), "labels": kernel_labels(analysis)}
 
 
 def results_of(suites: "list[tuple[str, Analysis, list]]") -> tuple[list[Result], list[Machine]]:

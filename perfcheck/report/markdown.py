@@ -6,9 +6,10 @@ What a reviewer reads, top to bottom:
 * base and head refs and a link to the CI run (GitHub: ``GITHUB_SERVER_URL/
   GITHUB_REPOSITORY/actions/runs/GITHUB_RUN_ID``; GitLab: ``CI_JOB_URL``);
 * per suite, the checks that failed or could not be evaluated, then new baselines,
-  then every check in a collapsed <details>. Each row: a status icon, the kernel, the
-  expectation, observed vs expected, the change against the stored baseline (for
-  every metric the baseline has, not only baseline-relative expectations), and
+  then the other checks in a collapsed <details> (a failed row is shown once), then
+  the suite's roofline plots (``--roofline``), linked relative to the Markdown file.
+  Each row: a status icon, the kernel, the expectation, observed vs expected, the
+  change against the stored baseline (for every metric the baseline has, not only baseline-relative expectations), and
   the percentage of which peak, or the occupancy limiter. Six columns at most, so
   the table fits GitHub's 1012 px column without scrolling; long kernel names are
   shortened in the middle (the JSON results and JUnit carry the full name).
@@ -269,9 +270,10 @@ def _baseline_notice(name: str, checks: Sequence[Check], status: BaselineStatus 
 
 def _suite_section(name: str, checks: Sequence[Check], analysis: "Analysis | None",
                    status: BaselineStatus | None, several: bool, bad_limit: int, detail_limit: int,
-                   rows: Mapping[str, Mapping[str, object]]) -> tuple[list[str], int, int]:
+                   rows: Mapping[str, Mapping[str, object]], images: Sequence[str] = ()) -> tuple[list[str], int, int]:
     """Lines of one suite; returns (lines, bad rows left out, detail rows left out).
-    ``rows``: the kernel-table row of each checked kernel (``_kernel_rows``)."""
+    ``rows``: the kernel-table row of each checked kernel (``_kernel_rows``); ``images``:
+    its roofline plots, as paths relative to the Markdown file, shown under its tables."""
     lines: list[str] = []
     counts = count_outcomes(checks)
     if several:
@@ -294,17 +296,23 @@ def _suite_section(name: str, checks: Sequence[Check], analysis: "Analysis | Non
     notice = _baseline_notice(name, checks, status)
     if notice:
         lines += [notice, ""]
-    shown = list(checks[:detail_limit])
+    # A failed row is shown once: in the table above; the collapsed table holds the rest.
+    rest = [c for c in checks if c.outcome not in (FAILED, ERROR)] if bad else list(checks)
+    shown = rest[:detail_limit]
+    title = _every(len(rest)) if not bad else "The other check" if len(rest) == 1 else f"The other {len(rest)} checks"
     if shown:
-        lines += ["<details>", f"<summary>{_every(len(checks))}{' of ' + _cell(name) if several else ''}</summary>", "",
+        lines += ["<details>", f"<summary>{title}{' of ' + _cell(name) if several else ''}</summary>", "",
                   *_table(HEADER, _rows(shown, analysis, rows)), ""]
-        if len(checks) > len(shown):
-            lines += [f"… and {len(checks) - len(shown)} more (see the JSON results file).", ""]
+        if len(rest) > len(shown):
+            lines += [f"… and {len(rest) - len(shown)} more (see the JSON results file).", ""]
         lines += ["</details>", ""]
-    elif checks:
-        lines += [f"{_every(len(checks))} {'is' if len(checks) == 1 else 'are'} in the JSON results file (left out "
+    elif rest:
+        lines += [f"{title} {'is' if len(rest) == 1 else 'are'} in the JSON results file (left out "
                   "here to stay within GitHub's 65,536 characters).", ""]
-    return lines, len(bad) - len(shown_bad), len(checks) - len(shown)
+    for image in images:
+        what = "instruction roofline" if image.rsplit("/", 1)[-1].endswith("-instructions.png") else "roofline"
+        lines += [f"![{what} of {_cell(name or 'the suite')}]({image.replace(' ', '%20')})", ""]
+    return lines, len(bad) - len(shown_bad), len(rest) - len(shown)
 
 
 def history_line(store: str, *, read_only: bool, judged: int, runs: int | None) -> str:
@@ -329,9 +337,11 @@ def markdown_summary(
     context: CiContext | None = None,
     limit: int = MAX_CHARS,
     history: str | None = None,
+    images: Mapping[str, Sequence[str]] | None = None,
 ) -> str:
     """The summary text (ends with a newline, at most ``limit`` characters).
-    ``history``: the ``history_line`` of the store the gate read, shown under the CI line."""
+    ``history``: the ``history_line`` of the store the gate read, shown under the CI line.
+    ``images``: suite -> its roofline plots (paths relative to where the text is written)."""
     analyses = analyses or {}
     baselines = baselines or {}
     checks = [c for cs in suites.values() for c in cs]
@@ -352,7 +362,7 @@ def markdown_summary(
         body: list[str] = []
         for name, cs in suites.items():
             section, _, _ = _suite_section(name, cs, analyses.get(name), baselines.get(name), several,
-                                           bad_limit, detail_limit, kernel_rows[name])
+                                           bad_limit, detail_limit, kernel_rows[name], (images or {}).get(name, ()))
             body += section
         text = "\n".join(head + body).rstrip() + "\n"
         if len(text) <= limit:

@@ -14,8 +14,9 @@ The document (``format_version`` 1)::
 Added without a version change (older readers ignore them, ``perfcheck history add``
 imports files without them): a top-level ``"run": {"id", "time", "time_iso", "commit",
 "branch", "ci": {"system", "job", "url"}, "host"}`` and per suite ``"fingerprint"``,
-``"machine"``, ``"measurements": {kernel: {metric: value}}`` and ``"samples": {kernel:
-{"n", "median", "spread"}}`` (``perfcheck.history.runs``).
+``"machine"``, ``"measurements": {kernel: {metric: value}}``, ``"samples": {kernel:
+{"n", "median", "spread"}}`` (``perfcheck.history.runs``) and ``"labels": {kernel:
+{"occupancy_limiter": "lds", "bound": "memory", ...}}`` (read by ``perfcheck compare``).
 
 Numbers are in base units (each check names its ``unit``); NaN becomes null so
 the file is strict JSON.

@@ -440,6 +440,24 @@ def baseline_moves(analysis: "Analysis", baseline: Any, *, instructions: bool = 
     return [(before[(p.kernel, p.level)], p) for p in points if (p.kernel, p.level) in before]
 
 
+def _previous_points(previous: Any, mode: _Mode, kernels: Sequence[str]) -> dict[tuple[str, str], RoofPoint]:
+    """Where each kernel was: in a stored baseline, or in another Analysis (the "before"
+    side of ``perfcheck compare``)."""
+    if previous is None:
+        return {}
+    if hasattr(previous, "ceilings") and hasattr(previous, "kernels"):  # an Analysis
+        table = previous.kernels
+        if not len(table) or "kernel" not in table.columns:
+            return {}
+        picked = table[table["kernel"].astype(str).isin(set(kernels))]
+        out: dict[tuple[str, str], RoofPoint] = {}
+        for row in picked.to_dict("records"):
+            for point in _row_points(row, mode, str(row["kernel"]), 0.0):
+                out[(point.kernel, point.level)] = point
+        return out
+    return _baseline_points(previous, mode, kernels)
+
+
 def _baseline_points(baseline: Any, mode: _Mode, kernels: Sequence[str]) -> dict[tuple[str, str], RoofPoint]:
     """Where each kernel was in the stored baseline (``Baseline.kernels[k].metrics``)."""
     out: dict[tuple[str, str], RoofPoint] = {}
@@ -460,23 +478,71 @@ MIN_CHANGE = 0.005
 ARROW_BETTER, ARROW_WORSE = "#1a9850", "#d73027"
 
 
-def _arrow(ax: Any, start: tuple[float, float], end: tuple[float, float], radius: float, color: str) -> None:
-    """An arrow from ``start`` to the edge of the marker at ``end`` (display px),
-    lengthened backwards along its direction when the move is too short to see."""
+def arrow_ends(start: tuple[float, float], end: tuple[float, float], r_start: float,
+               r_end: float) -> tuple[tuple[float, float], tuple[float, float]] | None:
+    """(tail, head) in display px of the arrow from the marker at ``start`` (radius
+    ``r_start``, where the kernel was) to the one at ``end`` (where it is now): the
+    tail on the first marker's edge, the head touching the second from outside, so it
+    reads from before to after. Markers too close for a visible arrow between them
+    (a 30% change is ~20 px on a log axis, less than two markers): the arrow runs beside
+    them, parallel to the move, ``MIN_ARROW_PX`` or more long, clear of both markers
+    (on their left: the number tags sit on the right). None: no move."""
     (sx, sy), (ex, ey) = start, end
     dx, dy = ex - sx, ey - sy
     length = math.hypot(dx, dy)
     if length < 1e-6:
-        return
+        return None
     ux, uy = dx / length, dy / length
-    wanted = radius + MIN_ARROW_PX
-    if length < wanted:
-        sx, sy = ex - ux * wanted, ey - uy * wanted
-    tail = ax.transData.inverted().transform((sx, sy))
-    head = ax.transData.inverted().transform((ex - ux * (radius + 1), ey - uy * (radius + 1)))
+    if length - r_start - r_end - 2 >= MIN_ARROW_PX:
+        return (sx + ux * (r_start + 1), sy + uy * (r_start + 1)), (ex - ux * (r_end + 1), ey - uy * (r_end + 1))
+    nx, ny = -uy, ux
+    if nx > 0 or (nx == 0 and ny < 0):
+        nx, ny = -nx, -ny
+    side = max(r_start, r_end) + 5
+    mx, my = (sx + ex) / 2 + nx * side, (sy + ey) / 2 + ny * side
+    half = max(length, MIN_ARROW_PX) / 2
+    return (mx - ux * half, my - uy * half), (mx + ux * half, my + uy * half)
+
+
+def _arrow(ax: Any, start: tuple[float, float], end: tuple[float, float], r_start: float, r_end: float,
+           color: str) -> None:
+    ends = arrow_ends(start, end, r_start, r_end)
+    if ends is None:
+        return
+    tail = ax.transData.inverted().transform(ends[0])
+    head = ax.transData.inverted().transform(ends[1])
     ax.annotate("", xy=tuple(head), xytext=tuple(tail), zorder=7,
                 arrowprops={"arrowstyle": "-|>,head_length=0.7,head_width=0.35", "color": color, "lw": 2.0,
                             "shrinkA": 0, "shrinkB": 0})
+
+
+# Kernels on one spot (the four variants of a stencil): each marker is moved this far
+# (in marker radii) from the spot, around a circle, so every colour shows.
+SPREAD = 0.6
+
+
+def spread(centres: Sequence[tuple[float, float]], radii: Sequence[float]) -> list[tuple[float, float]]:
+    """Display offsets (px) for markers at ``centres`` (radius ``radii``, px): markers
+    closer than half a radius to the first of their group are set around a small circle
+    about it, the first at the top, the rest clockwise; a lone marker stays put."""
+    groups: list[list[int]] = []
+    for i, (x, y) in enumerate(centres):
+        for group in groups:
+            gx, gy = centres[group[0]]
+            if math.hypot(x - gx, y - gy) < min(radii[i], radii[group[0]]) / 2:
+                group.append(i)
+                break
+        else:
+            groups.append([i])
+    out = [(0.0, 0.0)] * len(centres)
+    for group in groups:
+        if len(group) < 2:
+            continue
+        reach = SPREAD * max(radii[i] for i in group)
+        for k, i in enumerate(group):
+            angle = math.pi / 2 - 2 * math.pi * k / len(group)
+            out[i] = (reach * math.cos(angle), reach * math.sin(angle))
+    return out
 
 
 def _plain_tick(value: float, _pos: object = None) -> str:
@@ -507,7 +573,10 @@ def _number_tags(ax: Any, points: Sequence[RoofPoint], kernels: Sequence[str], c
     for _where, anchor, numbers in groups:
         color = colors[kernels[numbers[0] - 1]] if len(numbers) == 1 else "#222222"
         ax.annotate(", ".join(map(str, numbers)), (anchor.intensity, anchor.rate / scale),
-                    xytext=(math.sqrt(_marker_area(anchor.share)) / 2 + 4, 0), textcoords="offset points",
+                    # a group's markers are spread around the spot (``spread``): past them
+                    xytext=(math.sqrt(_marker_area(anchor.share)) / 2 * (1 + (SPREAD if len(numbers) > 1 else 0)) + 4,
+                            0),
+                    textcoords="offset points",
                     ha="left", va="center", fontsize=9, fontweight="bold", color=color, zorder=6)
 
 
@@ -534,7 +603,12 @@ def _legends(ax: Any, renderer: Any, groups: Sequence[tuple[str | None, list[Any
         top -= (extent.height + 14) / box.height
 
 
-def _plot(analysis: "Analysis", path_stem: str | Path, mode: _Mode, suite: str, baseline: Any) -> list[Path]:
+def _plot(analysis: "Analysis", path_stem: str | Path, mode: _Mode, suite: str, previous: Any, *,
+          moves: tuple[str, str] = ("baseline", "current"), title: str | None = None,
+          limits: tuple[float, float, float, float] | None = None) -> list[Path]:
+    """``previous``: a Baseline or an Analysis, where each kernel was (hollow markers,
+    arrows); ``moves`` names the two ends in the legend; ``limits``: axis limits shared
+    with other plots (``axis_limits``, in work/s before the GIPS scale), else this plot's own."""
     from matplotlib import rc_context
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -544,7 +618,7 @@ def _plot(analysis: "Analysis", path_stem: str | Path, mode: _Mode, suite: str, 
     points, missing, left_out = _points(analysis, mode)
     drawn = roofs(analysis, instructions=mode is _INST)
     kernels = list(dict.fromkeys(p.kernel for p in points))
-    before = _baseline_points(baseline, mode, kernels) if baseline is not None else {}
+    before = _previous_points(previous, mode, kernels)
     scale = 1e9 if mode is _INST else 1.0  # the instruction plot's y axis is in GIPS
 
     fig = Figure(figsize=(12.5, 7.2), dpi=110)
@@ -553,7 +627,7 @@ def _plot(analysis: "Analysis", path_stem: str | Path, mode: _Mode, suite: str, 
     ax = fig.add_subplot(1, 1, 1)
     ax.set_xscale("log")
     ax.set_yscale("log")
-    xmin, xmax, ymin, ymax = _limits([*points, *before.values()], drawn)
+    xmin, xmax, ymin, ymax = limits or _limits([*points, *before.values()], drawn)
     limits = (xmin, xmax, ymin / scale, ymax / scale)
     ax.set_xlim(xmin, xmax)
     ax.set_ylim(limits[2], limits[3])
@@ -581,30 +655,56 @@ def _plot(analysis: "Analysis", path_stem: str | Path, mode: _Mode, suite: str, 
     obstacles = []
     moved: set[str] = set()
     _number_tags(ax, points, kernels, colors, scale)
+
+    def radius(p: RoofPoint) -> float:  # display px
+        return math.sqrt(_marker_area(p.share)) / 2 * fig.dpi / 72
+
+    def placed(group: Sequence[RoofPoint]) -> dict[tuple[str, str], tuple[float, float, float]]:
+        """Display position (x, y) of each marker, markers on one spot spread apart
+        (``spread``), and the radius of the spot it belongs to (the marker's own plus
+        its offset: an arrow keeps clear of the whole group)."""
+        centres = [tuple(ax.transData.transform((p.intensity, p.rate / scale))) for p in group]
+        offsets = spread(centres, [radius(p) for p in group])
+        return {(p.kernel, p.level): (x + dx, y + dy, radius(p) + math.hypot(dx, dy))
+                for p, (x, y), (dx, dy) in zip(group, centres, offsets)}
+
+    def data(xy: tuple[float, float]) -> tuple[float, float]:
+        x, y = ax.transData.inverted().transform(xy)
+        return float(x), float(y)
+
+    now = placed(points)
+    was = placed([before[(p.kernel, p.level)] for p in points if (p.kernel, p.level) in before])
+    arrows: set[tuple[int, int, int, int, str]] = set()  # kernels that moved together: one arrow
     for kernel in kernels:
         mine = sorted((p for p in points if p.kernel == kernel), key=lambda p: p.intensity)
         if len(mine) > 1:
-            ax.plot([p.intensity for p in mine], [p.rate / scale for p in mine], "-", color=colors[kernel], lw=0.8,
-                    alpha=0.6, zorder=3)
+            line = [data(now[(p.kernel, p.level)][:2]) for p in mine]
+            ax.plot([x for x, _ in line], [y for _, y in line], "-", color=colors[kernel], lw=0.8, alpha=0.6, zorder=3)
         for p in mine:
-            area = _marker_area(p.share)
-            ax.scatter([p.intensity], [p.rate / scale], s=area, marker=markers[p.level], color=colors[kernel],
+            area, r = _marker_area(p.share), radius(p)
+            px, py, reach = now[(p.kernel, p.level)]
+            ax.scatter(*zip(data((px, py))), s=area, marker=markers[p.level], color=colors[kernel],
                        edgecolors="black", linewidths=0.6, zorder=4)
-            px, py = ax.transData.transform((p.intensity, p.rate / scale))
-            obstacles.append((px, py, math.sqrt(area) / 2 * fig.dpi / 72 + 2))
+            obstacles.append((px, py, r + 2))
             old = before.get((kernel, p.level))
             if old is None:
                 continue
             change = p.rate / old.rate - 1.0 if old.rate > 0 else 0.0
-            ox, oy = ax.transData.transform((old.intensity, old.rate / scale))
             if abs(change) < MIN_CHANGE and abs(p.intensity / old.intensity - 1.0) < MIN_CHANGE:
                 continue  # unchanged within 0.5%: no arrow
-            moved.add(ARROW_BETTER if change >= 0 else ARROW_WORSE)
-            ax.scatter([old.intensity], [old.rate / scale], s=area, marker=markers[p.level], facecolors="none",
+            ox, oy, old_reach = was[(kernel, p.level)]
+            color = ARROW_BETTER if change >= 0 else ARROW_WORSE
+            moved.add(color)
+            ax.scatter(*zip(data((ox, oy))), s=area, marker=markers[p.level], facecolors="none",
                        edgecolors=colors[kernel], linewidths=1.0, zorder=4)
-            _arrow(ax, (ox, oy), (px, py), math.sqrt(area) / 2 * fig.dpi / 72,
-                   ARROW_BETTER if change >= 0 else ARROW_WORSE)
-            obstacles.append((ox, oy, math.sqrt(area) / 2 * fig.dpi / 72 + 2))
+            obstacles.append((ox, oy, r + 2))
+            # from the centre of the spot it was on to the centre of the spot it is on
+            start = tuple(ax.transData.transform((old.intensity, old.rate / scale)))
+            end = tuple(ax.transData.transform((p.intensity, p.rate / scale)))
+            key = (round(start[0]), round(start[1]), round(end[0]), round(end[1]), color)
+            if key not in arrows:
+                arrows.add(key)
+                _arrow(ax, start, end, old_reach, reach, color)
     if not points:
         # Lower right: below every roof, where ceiling labels never go.
         note = ax.text(0.97, 0.05, f"no kernel has {mode.work} and byte counts to place here", transform=ax.transAxes,
@@ -636,7 +736,7 @@ def _plot(analysis: "Analysis", path_stem: str | Path, mode: _Mode, suite: str, 
     for color, what in ((ARROW_BETTER, "faster"), (ARROW_WORSE, "slower")):
         if color in moved:
             line_handles.append(Line2D([], [], ls="-", color=color, lw=2.0, marker=">", markersize=6,
-                                       label=f"baseline \u2192 current, {what} (hollow marker: baseline)"))
+                                       label=f"{moves[0]} \u2192 {moves[1]}, {what} (hollow marker: {moves[0]})"))
     _legends(ax, renderer, [
         ("kernels (share of kernel time; marker area \u221d share)", kernel_handles, 1),
         ("memory level of each point", level_handles, max(len(level_handles), 1)),
@@ -644,8 +744,9 @@ def _plot(analysis: "Analysis", path_stem: str | Path, mode: _Mode, suite: str, 
     ])
 
     where = f"suite {suite} on " if suite else ""
-    fig.text(0.11, 0.955, f"{mode.title}: {where}{device_label(analysis)}", ha="left", va="top", fontsize=13,
-             fontweight="bold")
+    heading = f"{mode.title}: {title} on {device_label(analysis)}" if title else \
+        f"{mode.title}: {where}{device_label(analysis)}"
+    fig.text(0.11, 0.955, heading, ha="left", va="top", fontsize=13, fontweight="bold")
     note = _peaks_note(analysis, drawn)
     if mode is _INST and GIPS not in analysis.ceilings:
         note += "; no peak instruction rate (the device is unknown: name it with --arch)"
@@ -677,7 +778,37 @@ def why_not_plotted(analysis: "Analysis", *, instructions: bool = False) -> str 
     return f"no kernel has {mode.work} and byte counts" + (f" ({shown})" if shown else "")
 
 
-def plot_roofline(analysis: "Analysis", path_stem: str | Path, *, suite: str = "", baseline: Any = None) -> list[Path]:
+def axis_limits(plots: Sequence[tuple["Analysis", Any]], *, instructions: bool = False
+                ) -> tuple[float, float, float, float] | None:
+    """Axis limits (work/B, work/s) that hold every point, previous point and roof of
+    ``plots`` ((analysis, baseline or None) each): plots of one device drawn on the same
+    axes, so a kernel's move between two suites is seen by laying the pictures side by
+    side. None when no plot has a point."""
+    mode = _INST if instructions else _FLOP
+    points: list[RoofPoint] = []
+    drawn: list[Roof] = []
+    for analysis, previous in plots:
+        mine = _points(analysis, mode)[0]
+        points += mine
+        points += _previous_points(previous, mode, list(dict.fromkeys(p.kernel for p in mine))).values()
+        drawn += roofs(analysis, instructions=instructions)
+    return _limits(points, drawn) if points else None
+
+
+def plot_comparison(before: "Analysis", after: "Analysis", path_stem: str | Path, *, title: str = "",
+                    instructions: bool = False) -> list[Path]:
+    """One roofline of ``after`` with an arrow per kernel and level from where it was in
+    ``before`` (``perfcheck compare``); the roofs are ``after``'s. Returns the PNG and
+    SVG written, none when no kernel of ``after`` can be placed."""
+    mode = _INST if instructions else _FLOP
+    if not _points(after, mode)[0]:
+        return []
+    limits = axis_limits([(after, before)], instructions=instructions)
+    return _plot(after, path_stem, mode, "", before, moves=("before", "after"), title=title, limits=limits)
+
+
+def plot_roofline(analysis: "Analysis", path_stem: str | Path, *, suite: str = "", baseline: Any = None,
+                  limits: tuple[float, float, float, float] | None = None) -> list[Path]:
     """Write ``<path_stem>.png`` and ``<path_stem>.svg``; returns both paths, or none
     when no kernel can be placed (``why_not_plotted`` says why).
 
@@ -688,14 +819,15 @@ def plot_roofline(analysis: "Analysis", path_stem: str | Path, *, suite: str = "
     """
     if why_not_plotted(analysis) is not None:
         return []
-    return _plot(analysis, path_stem, _FLOP, suite, baseline)
+    return _plot(analysis, path_stem, _FLOP, suite, baseline, limits=limits)
 
 
 def plot_instruction_roofline(
-    analysis: "Analysis", path_stem: str | Path, *, suite: str = "", baseline: Any = None
+    analysis: "Analysis", path_stem: str | Path, *, suite: str = "", baseline: Any = None,
+    limits: tuple[float, float, float, float] | None = None,
 ) -> list[Path]:
     """Write the instruction roofline as ``<path_stem>.png``/``.svg`` when some kernel
     has instruction and byte counts; returns the paths written (none otherwise)."""
     if not has_instructions(analysis):
         return []
-    return _plot(analysis, path_stem, _INST, suite, baseline)
+    return _plot(analysis, path_stem, _INST, suite, baseline, limits=limits)

@@ -20,17 +20,81 @@ if TYPE_CHECKING:
     from perfcheck.vocabulary import MetricInfo
 
     from perfcheck.analysis import Analysis
+    from perfcheck.metrics.roofline import Ceiling
     from perfcheck.model import Check
     from perfcheck.suiterun import Run
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]], right: set[int]) -> str:
-    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
+GAP = 2  # spaces between columns
+# A name is not shortened below this (nor below its header): "EOCloverFB…_kernel_v3"
+# still tells kernels apart; past it, columns wrap instead.
+MIN_NAME = 24
 
-    def line(cells: Sequence[str]) -> str:
-        return "  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
 
-    return "\n".join([line(header), line(["-" * w for w in widths]), *(line(r) for r in rows)])
+def _widths(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[int]:
+    return [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
+
+
+def _without_signatures(rows: Sequence[Sequence[str]], columns: Sequence[int]) -> list[list[str]]:
+    """Kernel names without return type and parameter list ("void k<float>(float*, int)"
+    -> "k<float>"): the first thing given up for width, where the names stay distinct
+    (overloads that differ only in their parameters keep them)."""
+    from perfcheck.report.roofline import short_name
+
+    out = [list(r) for r in rows]
+    for i in columns:
+        names = {r[i] for r in rows}
+        short = {n: short_name(n, width=len(n)) for n in names}
+        if len(set(short.values())) == len(names):
+            for r in out:
+                r[i] = short[r[i]]
+    return out
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]], right: set[int], *, width: int | None = None,
+           shrink: Sequence[int] = ()) -> str:
+    """Columns padded to their widest cell, two spaces apart. ``width``: the line
+    length the table must fit (None: no limit). Too wide, the ``shrink`` columns (names)
+    are first shortened in the middle (both ends of a kernel name tell kernels apart),
+    down to ``MIN_NAME``; then the columns wrap: the table is printed in blocks of the
+    columns that fit, each block repeating the first column (what the rows are)."""
+    widths = _widths(header, rows)
+    if width is not None and sum(widths) + GAP * (len(widths) - 1) > width and shrink:
+        rows = _without_signatures(rows, shrink)
+        widths = _widths(header, rows)
+    if width is not None and sum(widths) + GAP * (len(widths) - 1) > width and shrink:
+        excess = sum(widths) + GAP * (len(widths) - 1) - width
+        for i in shrink:
+            floor = max(len(header[i]), MIN_NAME)
+            cut = min(excess, max(widths[i] - floor, 0))
+            if cut:
+                widths[i] -= cut
+                excess -= cut
+                rows = [[shorten_middle(c, widths[i], "\u2026") if j == i else c for j, c in enumerate(r)]
+                        for r in rows]
+    blocks = [list(range(len(header)))]
+    if width is not None and sum(widths) + GAP * (len(widths) - 1) > width and len(header) > 2:
+        blocks = []
+        current: list[int] = [0]
+        used = widths[0]
+        for i in range(1, len(header)):
+            if len(current) > 1 and used + GAP + widths[i] > width:
+                blocks.append(current)
+                current, used = [0], widths[0]
+            current.append(i)
+            used += GAP + widths[i]
+        blocks.append(current)
+
+    def line(cells: Sequence[str], columns: Sequence[int]) -> str:
+        return (" " * GAP).join(cells[i].rjust(widths[i]) if i in right else cells[i].ljust(widths[i])
+                                for i in columns).rstrip()
+
+    out: list[str] = []
+    for columns in blocks:
+        if out:
+            out.append("")
+        out += [line(header, columns), line(["-" * w for w in widths], columns), *(line(r, columns) for r in rows)]
+    return "\n".join(out)
 
 
 # What a terminal would act on: ESC (colour, cursor and title sequences), the other
@@ -42,11 +106,6 @@ _TERMINAL_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 def printable(text: object) -> str:
     """``text`` with control characters written as escapes: safe to print."""
     return _TERMINAL_CONTROL.sub(lambda m: m.group(0).encode("unicode_escape").decode("ascii"), str(text))
-
-
-def _shorten(name: str, width: int | None = 60) -> str:
-    name = printable(name)
-    return name if width is None or len(name) <= width else name[: width - 3] + "..."
 
 
 def describe_sources(sources: Sequence[Source]) -> str:
@@ -98,13 +157,14 @@ METRIC_COLUMNS = [
 
 
 def kernel_table(summary: pd.DataFrame, columns: Sequence[tuple[str, str]] = SUMMARY_COLUMNS,
-                 *, width: int | None = 60) -> str:
-    """``width``: kernel names longer than this are cut (None: full names)."""
+                 *, width: int | None = None, full_names: bool = False) -> str:
+    """``width``: the line length to fit (None: no limit); kernel names are shortened
+    in the middle to fit it, unless ``full_names``, then columns wrap."""
     present = [(c, h) for c, h in columns if c in summary.columns and summary[c].notna().any()]
     header = ["kernel", *(h for _, h in present)]
     rows = []
     for record in summary.to_dict("records"):
-        cells = [_shorten(str(record["kernel"]), width)]
+        cells = [printable(str(record["kernel"]))]
         for col, _ in present:
             value = record[col]
             if isinstance(value, str):
@@ -112,15 +172,33 @@ def kernel_table(summary: pd.DataFrame, columns: Sequence[tuple[str, str]] = SUM
                 continue
             cells.append(format_value(None if pd.isna(value) else value, metric_unit(col)))
         rows.append(cells)
-    return _table(header, rows, right=set(range(1, len(header))))
+    return _table(header, rows, right=set(range(1, len(header))), width=width, shrink=() if full_names else (0,))
 
 
-def peaks_table(peaks: Peaks) -> str:
+def formats_text(formats: Sequence[object], width: int = 100) -> str:
+    """`perfcheck formats`: name, kind and description, the description wrapped under
+    itself so every line fits ``width`` (100: a wide terminal, a docs page)."""
+    import textwrap
+
+    names = max(len(getattr(f, "name")) for f in formats)
+    kinds = max(len(getattr(f, "kind")) for f in formats)
+    indent = " " * (names + GAP + kinds + GAP)
+    lines = []
+    for fmt in formats:
+        head = f"{getattr(fmt, 'name').ljust(names)}{' ' * GAP}{getattr(fmt, 'kind').ljust(kinds)}{' ' * GAP}"
+        lines += textwrap.wrap(getattr(fmt, "description"), width=width, initial_indent=head, subsequent_indent=indent,
+                               break_on_hyphens=False) or [head.rstrip()]
+    return "\n".join(lines)
+
+
+def peaks_table(peaks: Peaks, *, width: int | None = None) -> str:
+    """The peaks, then every figure with its source (file paths shortened in the
+    middle to fit ``width``: the file name and the top folder stay)."""
     rows = [[name, format_value(value, PEAK_UNITS.get(name, ""))] for name, value in sorted(peaks.values.items())]
     text = _table(["peak", "value"], rows, right={1})
-    detail_rows = [[d.source, d.name, format_value(d.value, d.unit)] for d in peaks.details]
+    detail_rows = [[printable(d.source), printable(d.name), format_value(d.value, d.unit)] for d in peaks.details]
     if detail_rows:
-        text += "\n\n" + _table(["source", "figure", "value"], detail_rows, right={2})
+        text += "\n\n" + _table(["source", "figure", "value"], detail_rows, right={2}, width=width, shrink=(0,))
     return text
 
 
@@ -149,14 +227,24 @@ def arch_text(doc: dict) -> str:
     return "\n".join(lines)
 
 
-def metrics_text(infos: Sequence["MetricInfo"]) -> str:
-    """`perfcheck metrics`: one row per metric (unit, the unit words a threshold takes,
-    meaning), then what it needs and the counters per vendor and tool."""
+def _clip(text: str, width: int | None) -> str:
+    return text if width is None or len(text) <= width else text[: max(width - 1, 1)] + "\u2026"
+
+
+def metrics_text(infos: Sequence["MetricInfo"], *, counters: bool = True, width: int | None = None) -> str:
+    """`perfcheck metrics`: one row per metric (unit, meaning); with ``counters`` (a
+    metric named, or --counters) also the unit words a threshold takes, what it needs
+    and the counters per vendor and tool. ``width``: rows of the short list are cut
+    to it (the meaning's end; `perfcheck metrics NAME` shows all)."""
     rows = []
     for info in infos:
         name = info.name + (f" ({', '.join(info.aliases)})" if info.aliases else "")
         rows.append([name, info.unit if not info.plain else "-", info.meaning])
     table = _table(["metric", "unit", "meaning"], rows, right=set()).splitlines()
+    if not counters:
+        return "\n".join([*(_clip(row, width) for row in table),
+                          "", _clip("`perfcheck metrics NAME` or --counters: thresholds, needs and counters "
+                                    "per tool", width)])
     lines = [
         "Thresholds on a metric with a unit name it (`duration <= 2.5 ms`); a bare number only for plain counts.",
         "Counters: what `perfcheck run` collects (rocprofv3, rocprof, ncu) or reads (Omniperf/rocprof-compute "
@@ -184,8 +272,66 @@ def metrics_text(infos: Sequence["MetricInfo"]) -> str:
     return "\n".join(lines)
 
 
-def inspect_text(analysis: "Analysis", *, width: int | None = 60) -> str:
-    """``width``: cut kernel names to it (a terminal); None: full names (a pipe, a file)."""
+# The bandwidth and rate ceilings, the columns of the kernel table compared with each
+# (a ceiling shown only where some kernel has that column: a trace without counters
+# gets no ceiling lines at all).
+_CEILING_COLUMNS = {"hbm_bw": "hbm_bw", "mem_bw": "mem_bw", "l2_bw": "l2_bw", "l1_bw": "l1_bw", "lds_bw": "lds_bw",
+                    "gips": "gips"}
+
+
+def _compared_ceilings(analysis: "Analysis") -> list["Ceiling"]:
+    """The ceilings a kernel of ``analysis`` has a counter to compare with: a bandwidth
+    ceiling where a kernel has that level's bandwidth, a FLOP roof where it has a
+    FLOP rate in that class (or is placed under it), the GIPS roof where it has GIPS."""
+    table = analysis.kernels
+    have = {c for c in table.columns if table[c].notna().any()} if len(table) else set()
+    roofs = set(table["roofline_ceiling"].dropna().astype(str)) if "roofline_ceiling" in have else set()
+    picked = []
+    for ceiling in analysis.ceilings.values():
+        column = _CEILING_COLUMNS.get(ceiling.name)
+        if column is not None:
+            wanted = column in have
+        else:  # flop_rate_fp32 <- flops_fp32; mfma_rate_fp16 <- mfma_flops_fp16; the roof a kernel is under
+            precision = ceiling.name.split("_rate_", 1)[-1]
+            family = ceiling.name.split("_rate_", 1)[0]
+            counted = f"flops_{precision}" if family == "flop" else f"{family}_flops_{precision}"
+            wanted = ceiling.name in roofs or counted in have
+        if wanted:
+            picked.append(ceiling)
+    return picked
+
+
+def ceiling_lines(analysis: "Analysis", *, width: int | None = None) -> list[str]:
+    """One compact block, wrapped to ``width``::
+
+        ceilings: hbm_bw 1.075 TB/s  flop_rate_fp32 23.1 TFLOP/s*  gips 180.2 Ginst/s*
+          (empirical from mixbench-log.txt; * theoretical from arch database: mi100)
+
+    empty when no kernel has a counter to compare with a ceiling."""
+    import textwrap
+
+    shown = _compared_ceilings(analysis)
+    if not shown:
+        return []
+    sources: dict[str, list[str]] = {}
+    for ceiling in shown:
+        sources.setdefault(ceiling.kind, []).append(ceiling.source.split(" (", 1)[0])  # the file, not its notes
+    said = "; ".join(f"{'* ' if kind != 'empirical' else ''}{kind} from {', '.join(dict.fromkeys(where))}"
+                     for kind, where in sorted(sources.items()))
+    # no-break spaces inside an item: a line breaks between ceilings, never inside one
+    items = "  ".join(
+        f"{c.name} {format_value(c.value, c.unit)}{'' if c.kind == 'empirical' else '*'}".replace(" ", "\u00a0")
+        for c in shown)
+    limit = width or 10**6
+    lines = textwrap.wrap(f"ceilings: {items}", width=limit, subsequent_indent="  ", break_on_hyphens=False)
+    lines += textwrap.wrap(f"({said})", width=limit, initial_indent="  ", subsequent_indent="   ",
+                           break_on_hyphens=False)
+    return [printable(line.replace("\u00a0", " ")) for line in lines]
+
+
+def inspect_text(analysis: "Analysis", *, width: int | None = None, full_names: bool = False) -> str:
+    """``width``: fit the tables to it (a terminal), kernel names shortened in the middle
+    unless ``full_names``; None: no limit (a pipe, a file)."""
     parts = [describe_sources(analysis.sources)]
     target = analysis.target
     if target is not None:
@@ -198,17 +344,16 @@ def inspect_text(analysis: "Analysis", *, width: int | None = 60) -> str:
             )
     else:
         parts.append("hardware: unknown (name it with --arch for occupancy and theoretical peaks)")
-    for ceiling in analysis.ceilings.values():
-        parts.append(f"ceiling {ceiling.name}: {format_value(ceiling.value, ceiling.unit)} ({ceiling.kind}: {ceiling.source})")
+    parts += ceiling_lines(analysis, width=width)
     table = analysis.kernels
     parts.append("")
     if not len(table):
         parts.append("no kernel dispatches in this profile")
         return "\n".join(parts)
-    parts.append(kernel_table(table, width=width))
+    parts.append(kernel_table(table, width=width, full_names=full_names))
     if any(c in table.columns and table[c].notna().any() for c, _ in METRIC_COLUMNS):
         parts.append("")
-        parts.append(kernel_table(table, METRIC_COLUMNS, width=width))
+        parts.append(kernel_table(table, METRIC_COLUMNS, width=width, full_names=full_names))
     return "\n".join(parts)
 
 
@@ -218,17 +363,20 @@ _LABEL = {PASSED: "passed", FAILED: "FAILED", RECORDED: "recorded", ERROR: "ERRO
           XPASSED: "xpassed"}
 
 
-def checks_table(checks: Sequence["Check"], *, kernel_width: int = 40) -> list[str]:
-    """A plain-text table: suite, kernel, expectation, observed, expected, baseline, outcome."""
+def checks_table(checks: Sequence["Check"], *, kernel_width: int = 40, width: int | None = None) -> list[str]:
+    """A plain-text table: suite, kernel, expectation, observed, expected, baseline, outcome.
+    On a terminal (``width``) kernel names are cut to ``kernel_width`` and further to fit
+    it; without (a pipe, a file) they are whole."""
     from perfcheck.report.results import baseline_text, expected_text, observed_text
 
     header = ["suite", "kernel", "expectation", "observed", "expected", "baseline", "outcome"]
+    cut = kernel_width if width is not None else 10**9
     rows = [
-        [printable(c.suite), shorten_middle(printable(c.kernel), kernel_width), printable(c.expression),
+        [printable(c.suite), shorten_middle(printable(c.kernel), cut), printable(c.expression),
          observed_text(c), expected_text(c), baseline_text(c), _LABEL.get(c.outcome, c.outcome)]
         for c in checks
     ]
-    return _table(header, rows, right={3, 4, 5}).splitlines()
+    return _table(header, rows, right={3, 4, 5}, width=width, shrink=(1,)).splitlines()
 
 
 def problems(checks: Sequence["Check"]) -> list[str]:
@@ -293,11 +441,11 @@ def report_lines(run: "Run") -> list[str]:
     return [f"{names.get(kind, kind)}: {', '.join(display_path(p) for p in paths)}" for kind, paths in run.reports.items()]
 
 
-def print_run(run: "Run", *, out: "TextIO", err: "TextIO", reports: bool = True) -> None:
-    """The terminal account of a check run: the table, each problem on stderr, what
-    happened to the baselines (and reports), the totals."""
+def print_run(run: "Run", *, out: "TextIO", err: "TextIO", reports: bool = True, width: int | None = None) -> None:
+    """The terminal account of a check run: the table (fitted to ``width``), each
+    problem on stderr, what happened to the baselines (and reports), the totals."""
     if run.checks:
-        print("\n".join(checks_table(run.checks)), file=out)
+        print("\n".join(checks_table(run.checks, width=width)), file=out)
     for line in problems(run.checks):
         print(f"perfcheck: {line}", file=err)
     for line in baseline_lines(run) + (report_lines(run) if reports else []):
