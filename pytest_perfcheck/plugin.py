@@ -460,12 +460,12 @@ class Perf:
     def measure(self, fn: Callable[..., Any], *args: Any, bytes: float | None = None,  # noqa: A002
                 flops: float | None = None, precision: str | None = None, repeat: int | None = None,
                 warmup: int | None = None, device: str = "cpu", name: str | None = None, flush_cache: bool = False,
-                arch: str | None = None, peaks: Sequence[str | Path] | str | None = None, suite: str | None = None,
+                clock: str = "wall", arch: str | None = None, peaks: Sequence[str | Path] | str | None = None, suite: str | None = None,
                 **kwargs: Any) -> "Perf":
         """Time ``fn(*args, **kwargs)`` for the following ``expect`` calls: one kernel named
         after ``fn`` (or ``name``), one dispatch per timed call (``perfcheck.measure.measure``,
         which documents ``bytes``/``flops``/``precision``/``repeat``/``warmup``/``device``/
-        ``flush_cache``). ``peaks``/``arch`` as for ``load``. ``device="cuda"`` without
+        ``flush_cache``/``clock``). ``peaks``/``arch`` as for ``load``. ``device="cuda"`` without
         PyTorch or CuPy, or without a GPU, skips the test with the reason."""
         from perfcheck.measure import measure
 
@@ -473,7 +473,7 @@ class Perf:
 
         def run() -> Any:
             return measure(fn, *args, bytes=bytes, flops=flops, precision=precision, device=device, name=name,
-                           flush_cache=flush_cache, **options, **kwargs)
+                           flush_cache=flush_cache, clock=clock, **options, **kwargs)
 
         return self._start("measure", {"arch": arch, "peaks": peaks}, suite, measure=run)
 
