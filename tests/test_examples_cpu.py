@@ -113,3 +113,4 @@ def test_skipped_without_perf() -> None:
                             cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "3 skipped" in result.stdout
+    assert "SKIPPED [3] examples/cpu/test_numpy_kernels.py" in result.stdout and "run with --perf" in result.stdout  # -rs
