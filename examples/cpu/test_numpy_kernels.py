@@ -4,11 +4,10 @@
     pytest --perf examples/cpu                      # compares with them afterwards
     PERFCHECK_EXAMPLE_SLOW=copy pytest --perf examples/cpu   # a regression: fails
 
-Each test times its kernel with ``perf.measure`` (one row per call), declares the
-bytes one call must move (counted like STREAM: each array read or written once)
-and the peaks measured in this session (so the results carry ``mem_bw_pct``), times
-it on the thread's CPU clock (``clock="thread"``: a neighbour's share of the core
-is not counted), and checks ``duration <= baseline + 50%`` against the baseline
+Each test times its kernel with ``perf.measure`` (one row per call) on the
+thread's CPU clock (``clock="thread"``: a neighbour's share of the core is not
+counted), declares the bytes one call must move (counted like STREAM: each array
+read or written once, so the results carry ``mem_bw``), and checks ``duration <= baseline + 50%`` against the baseline
 recorded on this machine's first run. perfcheck fails it only when the median is beyond the 50%
 AND clearly worse than the spread of the calls, so a busy neighbour does not turn
 it red and a kernel doing its work four times over does.
@@ -61,21 +60,21 @@ def _times(kernel: str, slow: frozenset[str]) -> int:
     return SLOWDOWN if kernel in slow else 1
 
 
-def test_copy(perf, machine_file, arrays, repeat, slow) -> None:
+def test_copy(perf, arrays, repeat, slow) -> None:
     a, _, c = arrays
-    perf.measure(copy, a, c, times=_times("copy", slow), bytes=2 * a.nbytes, repeat=repeat, clock=CLOCK, peaks=machine_file)
+    perf.measure(copy, a, c, times=_times("copy", slow), bytes=2 * a.nbytes, repeat=repeat, clock=CLOCK)
     perf.expect("copy", EXPECT)
 
 
-def test_triad(perf, machine_file, arrays, repeat, slow) -> None:
+def test_triad(perf, arrays, repeat, slow) -> None:
     a, b, c = arrays
     perf.measure(triad, a, b, c, 3.0, times=_times("triad", slow), bytes=3 * a.nbytes, flops=2 * a.size,
-                 repeat=repeat, clock=CLOCK, peaks=machine_file)
+                 repeat=repeat, clock=CLOCK)
     perf.expect("triad", EXPECT)
 
 
-def test_reduce_sum(perf, machine_file, arrays, repeat, slow) -> None:
+def test_reduce_sum(perf, arrays, repeat, slow) -> None:
     a, _, _ = arrays
     perf.measure(reduce_sum, a, times=_times("reduce_sum", slow), bytes=a.nbytes, flops=a.size,
-                 repeat=repeat, clock=CLOCK, peaks=machine_file)
+                 repeat=repeat, clock=CLOCK)
     perf.expect("reduce_sum", EXPECT)
