@@ -201,6 +201,14 @@ def _one_line(exc: BaseException) -> str:
     return f"perfcheck: error: {exc}"
 
 
+def _shown_path(path: Path) -> str:
+    """``path`` relative to the working directory where it is inside it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
 # --- config suites as test items ------------------------------------------------------------------
 
 
@@ -536,7 +544,7 @@ class Perf:
         """Resolve the suite's settings (this call > marker > --perf-* > PERFCHECK_* > config
         file), then read ``profiles`` or run ``measure`` (it returns a Profile)."""
         from perfcheck import checking
-        from perfcheck.config import Layer
+        from perfcheck.config import Layer, MissingFile
         from perfcheck.errors import PerfcheckError
         from perfcheck.measure import DeviceUnavailable
 
@@ -556,13 +564,19 @@ class Perf:
                 "marker", marker_kwargs, lambda key: f"@pytest.mark.perf({key}=...) on {item.name}", here))
             resolver = resolver.with_layer(Layer.from_mapping("fixture", given, lambda key: f"perf.{call}({key}=...)", here))
             if measure is None:
-                settings = resolver.suite(name, profiles=profiles, expect={}, validate=True)
+                settings = resolver.suite(name, profiles=profiles, expect={}, validate=True,
+                                          profiles_origin=f"perf.{call}(...)")
                 self._run = checking.prepare(settings)
             else:  # settings first: a bad peaks path fails before the measuring
                 settings = resolver.suite(name, expect={}, validate=True, measured=True)
                 self._run = checking.prepare(settings, measure())
         except DeviceUnavailable as exc:
             skip = str(exc)
+        except MissingFile as exc:
+            problem = _one_line(exc)
+            if exc.origin.startswith(("perf.", "@pytest.mark.perf")):
+                # a newcomer writes the path from the project root, as on the command line
+                problem += f" (paths in a test are relative to the test file, {_shown_path(Path(item.path))})"
         except PerfcheckError as exc:
             problem = _one_line(exc)
         if skip is not None:
