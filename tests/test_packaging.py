@@ -61,3 +61,5 @@ def test_wheel_metadata_declares_license_and_pytest_framework(dist: Path) -> Non
     assert any(n.endswith("licenses/LICENSE") or n.endswith("/LICENSE") for n in names)
     assert "perfcheck/report/schemas/results.schema.json" in names
     assert "perfcheck/arch/data/mi100.toml" in names or any(n.startswith("perfcheck/arch/data/") for n in names)
+    # what the citations [Sn] refer to ships with the data that cites them
+    assert "perfcheck/arch/data/sources.toml" in names
