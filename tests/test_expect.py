@@ -128,6 +128,20 @@ def test_missing_peak_is_an_error() -> None:
     assert check.outcome == ERROR and "--peaks" in check.message
 
 
+def test_no_ceiling_for_a_known_arch_lists_its_devices_and_the_config_key() -> None:
+    from dataclasses import replace as replaced
+
+    from perfcheck.arch import Target, lookup
+
+    analysis = replaced(_analysis(hbm_bw=[1e12, 1e12]), ceilings={},
+                        target=Target(lookup("sm_80").arch), target_origin="detected")
+    (check, _) = evaluate("s", {"*": ["hbm_bw >= 50% of peak"]}, analysis)
+    assert check.outcome == ERROR
+    assert ("no ceiling for it: the profile says sm_80 but not which device; name it with "
+            'device = "a100" in [tool.perfcheck] (or --arch a100), one of: a100, a100-80gb; '
+            "or give measured peaks with --peaks") in check.message
+
+
 def test_baseline_expectation_without_baseline_records() -> None:
     (check, _) = evaluate("s", {"*": ["duration <= baseline + 5%"]}, _analysis(duration=[1e-3, 2e-3]))
     assert check.outcome == RECORDED and check.passed and check.origin == "baseline"

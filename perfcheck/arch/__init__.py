@@ -337,6 +337,12 @@ def figure_unit(key: str, table: str = "") -> str:
 # ------------------------------------------------------------------ public API
 
 
+def devices_of(arch: str) -> list[str]:
+    """Names of the devices of arch ``arch`` (``sm_80`` -> a100, a100-80gb), in the data
+    files' order: what a profile that reveals only its arch could have run on."""
+    return [name for name, device in _database().devices.items() if device.arch == arch]
+
+
 def known() -> tuple[list[str], list[str]]:
     """(arch names, device names), AMD first, in the data files' order."""
     db = _database()
