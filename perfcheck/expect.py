@@ -508,13 +508,23 @@ def _pattern_regex(pattern: str):  # -> re.Pattern[str] | re2._Regexp
         raise UsageError(f"kernel pattern {pattern!r}: invalid regular expression ({reason}){hint}") from None
 
 
+# NVIDIA's demanglers (ncu, nsys, nvprof, Kineto) and rocprof write a kernel's
+# signature with its return type, and a __global__ function always returns void
+# (CUDA C++ Programming Guide, "__global__": "must have void return type"; HIP
+# follows it): `void stencil<float>(float*, int)`. People type `stencil*`.
+_RETURN_TYPE = "void "
+
+
 def match_kernels(pattern: str, kernels: Sequence[str]) -> list[str]:
     """Kernels whose whole name matches ``pattern`` (glob), or that ``re:REGEX`` or
-    ``/REGEX/`` finds in their name (RE2 syntax, linear-time matching)."""
+    ``/REGEX/`` finds in their name (RE2 syntax, linear-time matching). A glob also
+    matches a name without its leading ``void `` (``stencil*`` matches
+    ``void stencil<float>(float*)``)."""
     regex = _pattern_regex(pattern)
     if _regex_body(pattern) is not None:
         return [k for k in kernels if regex.search(k)]
-    return [k for k in kernels if regex.fullmatch(k)]
+    return [k for k in kernels
+            if regex.fullmatch(k) or (k.startswith(_RETURN_TYPE) and regex.fullmatch(k[len(_RETURN_TYPE):]))]
 
 
 def _short_name(kernel: str) -> str:
