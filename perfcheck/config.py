@@ -71,6 +71,19 @@ class ConfigError(UsageError):
         super().__init__(f"{origin}: {what}")
 
 
+GIVEN_PROFILES = "profiles given"  # the origin of profiles passed to Resolver.suite
+
+
+class MissingFile(ConfigError):
+    """A path a setting names does not exist. ``path`` is where it was looked for, so
+    a face that knows what the setting's paths are relative to (the pytest plugin:
+    the test file) can say so."""
+
+    def __init__(self, origin: str, path: Path) -> None:
+        self.path = path
+        super().__init__(origin, f"no such file {_shown(path)!r}")
+
+
 @dataclass(frozen=True)
 class Value:
     """A resolved setting and where it came from."""
@@ -713,9 +726,11 @@ class Resolver:
         expect: Mapping[str, Sequence[str]] | None = None,
         validate: bool = True,
         measured: bool = False,
+        profiles_origin: str = GIVEN_PROFILES,
     ) -> SuiteSettings:
         """Resolve suite ``name``. ``profiles``/``expect`` define an ad-hoc suite (the pytest
-        fixture, ``perfcheck check PATH --expect ...``) when the config has none by that name.
+        fixture, ``perfcheck check PATH --expect ...``) when the config has none by that name;
+        ``profiles_origin`` says where given ``profiles`` came from (``perf.load(...)``).
         ``validate`` parses the expectations and checks the device and files (needs pandas for
         the metric list: the pytest plugin validates only when --perf is given). ``measured``:
         the suite has no profile files, its Profile is measured in memory (``perf.measure``)."""
@@ -732,7 +747,7 @@ class Resolver:
             origins["profiles"] = MEASURED
             profile_paths: tuple[Path, ...] = ()
         elif profiles is not None:
-            origins["profiles"] = "profiles given"
+            origins["profiles"] = profiles_origin
             profile_paths = _paths([str(p) for p in profiles], "profile path", self.cwd)
         else:
             profile_paths = get("profiles")  # type: ignore[assignment]
@@ -858,11 +873,11 @@ def _validate(settings: SuiteSettings, missing: Sequence[Path]) -> None:
     if not settings.profiles and settings.origin("profiles") != MEASURED and settings.command is None:
         raise ConfigError(settings.origin("profiles"), "no profiles given")
     if missing:
-        raise ConfigError(settings.origin("profiles"), f"no such file {_shown(missing[0])!r}")
+        raise MissingFile(settings.origin("profiles"), missing[0])
     for peak in settings.peaks:
         if not peak.exists():
             key = "machine" if "machine" in settings.origins and peak == settings.peaks[-1] else "peaks"
-            raise ConfigError(settings.origin(key), f"no such file {_shown(peak)!r}")
+            raise MissingFile(settings.origin(key), peak)
     if settings.arch is not None:
         from perfcheck.arch import lookup
 

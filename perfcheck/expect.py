@@ -508,13 +508,23 @@ def _pattern_regex(pattern: str):  # -> re.Pattern[str] | re2._Regexp
         raise UsageError(f"kernel pattern {pattern!r}: invalid regular expression ({reason}){hint}") from None
 
 
+# NVIDIA's demanglers (ncu, nsys, nvprof, Kineto) and rocprof write a kernel's
+# signature with its return type, and a __global__ function always returns void
+# (CUDA C++ Programming Guide, "__global__": "must have void return type"; HIP
+# follows it): `void stencil<float>(float*, int)`. People type `stencil*`.
+_RETURN_TYPE = "void "
+
+
 def match_kernels(pattern: str, kernels: Sequence[str]) -> list[str]:
     """Kernels whose whole name matches ``pattern`` (glob), or that ``re:REGEX`` or
-    ``/REGEX/`` finds in their name (RE2 syntax, linear-time matching)."""
+    ``/REGEX/`` finds in their name (RE2 syntax, linear-time matching). A glob also
+    matches a name without its leading ``void `` (``stencil*`` matches
+    ``void stencil<float>(float*)``)."""
     regex = _pattern_regex(pattern)
     if _regex_body(pattern) is not None:
         return [k for k in kernels if regex.search(k)]
-    return [k for k in kernels if regex.fullmatch(k)]
+    return [k for k in kernels
+            if regex.fullmatch(k) or (k.startswith(_RETURN_TYPE) and regex.fullmatch(k[len(_RETURN_TYPE):]))]
 
 
 def _short_name(kernel: str) -> str:
@@ -729,8 +739,7 @@ def _check_kernel(
     if first.kind == "of_peak":
         ceiling, name = _ceiling_for(first, row, analysis)
         if ceiling is None:
-            why = ("no ceiling for it: give measured peaks with --peaks or name the GPU with --arch"
-                   if name else f"{metric} has no compute ceiling (no FLOPs counted)")
+            why = (_no_ceiling(analysis) if name else f"{metric} has no compute ceiling (no FLOPs counted)")
             return Check(**base, relation=first.relation, observed=observed, reference=None, outcome=ERROR,
                          origin="expectation", message=f"{metric} {_fmt(observed, unit)}: {why}")
         # gips is in 10**9 instructions per second, its ceiling (like every ceiling) in
@@ -748,6 +757,24 @@ def _check_kernel(
     return Check(**base, relation=first.relation, observed=observed, reference=first.value,
                  outcome=PASSED if ok else FAILED, origin="expectation",
                  message=f"{metric} {_fmt(observed, unit)}; expected {first.relation} {_fmt(first.value, unit)}")
+
+
+def _no_ceiling(analysis: "Analysis") -> str:
+    """Why a "% of peak" has nothing to take the share of, and what to write. A profile
+    that names its arch but not its device (sm_80: an A100 40 GB or 80 GB) gets the
+    devices it could be: bandwidth and peak rates belong to a product, not an arch."""
+    target = analysis.target
+    if target is None or target.device is not None:
+        return "no ceiling for it: give measured peaks with --peaks or name the GPU with --arch"
+    from perfcheck.arch import devices_of
+
+    candidates = devices_of(target.arch.name)
+    if not candidates:
+        return (f"no ceiling for it: the profile ran on {target.arch.name}, which has no device in perfcheck's "
+                "database; give measured peaks with --peaks (perfcheck peaks measure, BabelStream, mixbench)")
+    return (f"no ceiling for it: the profile says {target.arch.name} but not which device; name it with "
+            f'device = "{candidates[0]}" in [tool.perfcheck] (or --arch {candidates[0]}), one of: '
+            f"{', '.join(candidates)}; or give measured peaks with --peaks")
 
 
 def _check_baseline(

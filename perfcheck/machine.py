@@ -40,10 +40,11 @@ before Python 3.11).
 from __future__ import annotations
 
 import math
+import os
 import re
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from perfcheck.atomicfile import write_atomic
@@ -193,10 +194,28 @@ def dumps(machine: Machine) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _relative_sources(machine: Machine, path: Path) -> Machine:
+    """``machine`` with each detail's source that is a file on this machine written
+    relative to the machine file's folder (``../runs/mixbench-log.txt``, '/'
+    separated): the file is committed and read on other machines and checkouts,
+    where an absolute path names someone else's home directory. Sources that are
+    not files (``perfcheck peaks measure (...)``) stay as they are."""
+    folder = path.resolve().parent
+    details = []
+    for detail in machine.peaks.details:
+        source = Path(detail.source)
+        if detail.source and source.exists():
+            relative = Path(os.path.relpath(source.resolve(), folder)).as_posix()
+            detail = replace(detail, source=relative)
+        details.append(detail)
+    return replace(machine, peaks=replace(machine.peaks, details=tuple(details)))
+
+
 def write_machine(path: str | Path, machine: Machine) -> None:
-    """Write ``machine`` to ``path`` atomically (the old file stays intact on failure)."""
+    """Write ``machine`` to ``path`` atomically (the old file stays intact on failure);
+    sources that are files are written relative to ``path``'s folder."""
     path = Path(path)
-    text = dumps(machine)  # every value is checked before any file is touched
+    text = dumps(_relative_sources(machine, path))  # every value is checked before any file is touched
     try:
         write_atomic(path, text)
     except OSError as exc:
@@ -333,7 +352,11 @@ def _machine(path: Path, text: str, doc: Mapping[str, object]) -> Machine:
                 raise _bad(path, f"[[details]] entry {index + 1}: {key} must be a string, not {entry.get(key)!r}", line, key)
         line = _line_of(text, "details", "value", index) or _nth_header(text, "details", index)
         value = _finite(path, entry.get("value"), f"[[details]] entry {index + 1} value", line, "value")
-        details.append(PeakDetail(source=entry["source"], name=entry["name"], value=value, unit=entry["unit"]))
+        source = entry["source"]
+        beside = path.parent / source  # written relative to this file (write_machine)
+        if source and not Path(source).is_absolute() and beside.exists():
+            source = os.path.normpath(beside)
+        details.append(PeakDetail(source=source, name=entry["name"], value=value, unit=entry["unit"]))
 
     fingerprint = doc.get("fingerprint", {})
     if not isinstance(fingerprint, dict):

@@ -224,6 +224,27 @@ def test_fixture_and_marker(pytester) -> None:
     assert (pytester.path / "b" / "timing" / "mi100_gfx908_rocprof.json").is_file()
 
 
+def test_missing_path_in_a_test_says_it_is_relative_to_the_test_file(pytester) -> None:
+    pytester.makepyfile(pyproject_toml="")
+    tests = pytester.mkdir("tests")
+    (tests / "test_paths.py").write_text(
+        "import pytest\n\n"
+        "def test_from_the_root(perf):\n"
+        "    perf.load('tests/profiles/x.csv')\n\n"
+        "@pytest.mark.perf(peaks='machines/m.toml')\n"
+        f"def test_marker_peaks(perf):\n"
+        f"    perf.load(r'{EXAMPLE / 'results-after.csv'}')\n"
+    )
+    result = pytester.runpytest("--perf", "-p", "no:cacheprovider")
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines([
+        "*perfcheck: error: perf.load(...): no such file 'tests/tests/profiles/x.csv' "
+        "(paths in a test are relative to the test file, tests/test_paths.py)",
+        "*perfcheck: error: @pytest.mark.perf(peaks=...) on test_marker_peaks: no such file 'tests/machines/m.toml' "
+        "(paths in a test are relative to the test file, tests/test_paths.py)",
+    ])
+
+
 def test_reports_from_pytest(pytester) -> None:
     pytester.makefile(".toml", perfcheck=SUITES)
     pytester.makepyfile(FIXTURE_TESTS)

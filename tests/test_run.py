@@ -356,10 +356,29 @@ def test_missing_profiler(standins, cli, monkeypatch, tmp_path) -> None:  # noqa
     monkeypatch.setenv("PATH", str(empty))
     line = _error_line(cli("run", "--profiler", "ncu", "--", "./app"))
     assert "ncu is not installed (not found on PATH)" in line and "Nsight Compute" in line
-    (run_dir,) = _runs(standins.work)
-    assert f"raw outputs kept in {run_dir}" in line
-    manifest = json.loads((run_dir / rundir.MANIFEST).read_text())
-    assert manifest["status"] == "failed" and "ncu is not installed" in manifest["error"]
+    # nothing ran, so nothing is left behind: no empty run folder per failed try
+    assert "raw outputs kept" not in line and _runs(standins.work) == []
+    assert not (standins.work / rundir.RUNS_DIR).exists()
+    # none named and none installed: says which were looked for
+    line = _error_line(cli("run", "--", "./app"))
+    assert "no profiler found on PATH: looked for rocprofv3, rocprof, ncu" in line and "--profiler" in line
+    assert _runs(standins.work) == []
+    line = _error_line(cli("run", "--run-dir", "mine", "--", "./app"))
+    assert not (standins.work / "mine").exists()
+    line = _error_line(cli("run", "--profiler", "rocprofv3", "--launcher", "srun -n 2", "--", "./app"))
+    assert "rocprofv3 is not installed" in line and _runs(standins.work) == []
+
+
+def test_the_installed_profiler_is_chosen_and_named(standins, cli, monkeypatch, tmp_path) -> None:  # noqa: ANN001
+    only_ncu = tmp_path / "only-ncu"
+    only_ncu.mkdir()
+    (only_ncu / "ncu").symlink_to(standins.bin / "ncu")
+    monkeypatch.setenv("PATH", str(only_ncu))
+    shutil.copy(profile(B200), standins.data / "raw.csv")
+    result = cli("run", "--json", "--", "./app")
+    assert result.code == 0, result.err
+    assert "perfcheck: profiler ncu: the first installed of rocprofv3, rocprof, ncu (--profiler names one)" in result.err
+    assert [c["tool"] for c in standins.calls()] == ["ncu"]
 
 
 def test_denied_counters(standins, cli, monkeypatch) -> None:  # noqa: ANN001

@@ -251,7 +251,96 @@ def _database() -> _Database:
     return _Database(MappingProxyType(arches), MappingProxyType(devices), MappingProxyType(by_key), MappingProxyType(ambiguous))
 
 
+# ------------------------------------------------------------------ cited sources
+
+
+@dataclass(frozen=True)
+class Citation:
+    """One document a figure cites (data/sources.toml): ``tag`` as the citations
+    write it (``S22``), what the document is, which table or part of it, where it is."""
+
+    tag: str
+    document: str
+    table: str
+    url: str
+
+
+# "[S22]", "[S23 cudaOccMaxBlocksPerMultiprocessor]", "[S29],[S22]", and the real
+# profile some NVIDIA figures are read from
+_TAG = re.compile(r"\[(S\d+)\b|(B200 ncu CSV)")
+_SECTION = re.compile(r"§(\d+(?:\.\d+)?)")
+
+
+@lru_cache(maxsize=1)
+def _sources_file() -> dict[str, Any]:
+    entry = resources.files("perfcheck.arch") / "data" / "sources.toml"
+    return tomllib.loads(entry.read_text(encoding="utf-8"))
+
+
+def citations(texts: Sequence[str]) -> list[Citation]:
+    """The documents ``texts`` (citation strings) cite, each once, S1 first."""
+    table = _sources_file()["sources"]
+    tags: set[str] = set()
+    for text in texts:
+        tags.update(a or b for a, b in _TAG.findall(text))
+    found = [Citation(tag, **table[tag]) for tag in tags if tag in table]
+    return sorted(found, key=lambda c: (not c.tag[1:].isdigit(), int(c.tag[1:]) if c.tag[1:].isdigit() else 0, c.tag))
+
+
+def reference_sections(texts: Sequence[str]) -> list[tuple[str, str]]:
+    """(``§2.3``, its title) of each section of arch-specs.md ``texts`` name, in order;
+    a sub-item (``§5.10``) is listed under its section's title."""
+    sections: dict[str, str] = _sources_file()["sections"]
+    named: set[str] = set()
+    for text in texts:
+        named.update(_SECTION.findall(text))
+
+    def order(number: str) -> tuple[int, ...]:
+        return tuple(int(part) for part in number.split("."))
+
+    out = []
+    for number in sorted(named, key=order):
+        title = sections.get(f"§{number}") or sections.get(f"§{number.split('.')[0]}")
+        if title is not None:
+            out.append((f"§{number}", title))
+    return out
+
+
+def reference_document() -> str:
+    """What "arch-specs.md" in a citation is."""
+    return str(_sources_file()["reference"]["document"])
+
+
+def figure_unit(key: str, table: str = "") -> str:
+    """Unit of a figure of ``perfcheck arch show`` (base units): ``table`` is the nested
+    table holding it (``peaks``, ``rates_per_clock``) or "" at the top of an arch or
+    device. "" for plain counts and labels."""
+    if table == "peaks":
+        if key.endswith("_bw"):
+            return "B/s"
+        return "OP/s" if re.search(r"_int\d+$", key) else "FLOP/s"
+    if table == "rates_per_clock":
+        return "OP/clk" if re.search(r"_int\d+$", key) else "FLOP/clk"
+    if key == "clock_hz":
+        return "Hz"
+    if key == "mem_bw":
+        return "B/s"
+    if key == "peak_gips":
+        return "GIPS"
+    if key.endswith(("_bytes", "_granule")) and key.startswith(("l2", "l3", "memory", "lds", "shared")):
+        return "B"
+    if key.startswith(("lds_per", "shared_per", "max_lds", "max_shared", "shared_carveouts", "shared_reserved")):
+        return "B"
+    return ""
+
+
 # ------------------------------------------------------------------ public API
+
+
+def devices_of(arch: str) -> list[str]:
+    """Names of the devices of arch ``arch`` (``sm_80`` -> a100, a100-80gb), in the data
+    files' order: what a profile that reveals only its arch could have run on."""
+    return [name for name, device in _database().devices.items() if device.arch == arch]
 
 
 def known() -> tuple[list[str], list[str]]:
@@ -393,4 +482,22 @@ def describe(target: Target) -> dict[str, Any]:
         sources["device"] = device_sources
         sources["peak_gips"] = _PEAK_GIPS_SOURCE
     doc["sources"] = sources
+    texts = _citation_texts(sources)
+    # what the citations refer to: the sections of arch-specs.md and the documents [Sn]
+    doc["cited"] = {
+        "reference": reference_document(),
+        "sections": [{"section": number, "title": title} for number, title in reference_sections(texts)],
+        "documents": [{"tag": c.tag, "document": c.document, "table": c.table, "url": c.url}
+                      for c in citations(texts)],
+    }
     return doc
+
+
+def _citation_texts(sources: Mapping[str, Any]) -> list[str]:
+    out: list[str] = []
+    for value in sources.values():
+        if isinstance(value, str):
+            out.append(value)
+        elif isinstance(value, Mapping):
+            out.extend(_citation_texts(value))
+    return out

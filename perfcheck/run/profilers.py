@@ -41,7 +41,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from perfcheck.errors import CountersNotPermitted, ProfilerError, UnknownCounterError, UsageError
+from perfcheck.errors import CountersNotPermitted, ProfilerError, ProfilerNotFound, UnknownCounterError, UsageError
 from perfcheck.run.plan import COUNTERS, TRACE, Pass
 
 NCU_PERMISSION_PAGE = "https://developer.nvidia.com/ERR_NVGPUCTRPERM"
@@ -204,16 +204,27 @@ def get(name: str) -> Profiler:
         raise UsageError(f"unknown profiler {name!r}; choose one of: {', '.join(PROFILERS)}") from None
 
 
+def candidates(vendor: str | None = None) -> tuple[str, ...]:
+    """The profilers looked for, in order, when none is named."""
+    return _PREFERENCE.get(vendor, _PREFERENCE[None])
+
+
 def choose(name: str | None, vendor: str | None = None) -> Profiler:
-    """The named profiler, else the first installed one for ``vendor`` (else the
-    vendor's preferred one, so that the error says which is missing)."""
+    """The named profiler, else the first installed one for ``vendor``. Raises
+    ProfilerNotFound when the named one, or every candidate, is not on PATH (before
+    anything is created: a run that cannot start leaves nothing behind)."""
     if name:
         profiler = get(name)
         if vendor and profiler.vendor != vendor:
             raise UsageError(f"{name} profiles {profiler.vendor.upper()} GPUs, but the GPU named is {vendor.upper()}")
+        if profiler.which() is None:
+            raise ProfilerNotFound(f"{profiler.name} is not installed (not found on PATH)", hint=profiler.install_hint)
         return profiler
-    candidates = _PREFERENCE.get(vendor, _PREFERENCE[None])
-    for candidate in candidates:
+    looked_for = candidates(vendor)
+    for candidate in looked_for:
         if PROFILERS[candidate].which():
             return PROFILERS[candidate]
-    return PROFILERS[candidates[0]]
+    hints = {"rocprofv3": "rocprofv3 comes with ROCm 6.2+", "rocprof": "rocprof with older ROCm",
+             "ncu": "ncu with the CUDA toolkit (Nsight Compute)"}
+    raise ProfilerNotFound(f"no profiler found on PATH: looked for {', '.join(looked_for)}",
+                           hint="install one (" + "; ".join(hints[c] for c in looked_for) + ") or name it with --profiler")

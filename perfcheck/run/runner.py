@@ -33,7 +33,7 @@ from perfcheck.errors import (
 from perfcheck.run import rundir
 from perfcheck.run.plan import Pass, Plan, metrics_of
 from perfcheck.run.process import format_seconds, run_process
-from perfcheck.run.profilers import Profiler, choose
+from perfcheck.run.profilers import Profiler, candidates, choose
 from perfcheck.run.rank import NO_RANK_MARKER, TOKEN
 
 if TYPE_CHECKING:
@@ -272,7 +272,10 @@ def run(
     if timeout is not None and timeout <= 0:
         raise UsageError(f"timeout must be a positive number of seconds, not {timeout!r}")
     vendor, arch_name = _vendor_and_arch(arch)
-    chosen = choose(profiler, vendor)
+    chosen = choose(profiler, vendor)  # not installed: fails here, before a run directory exists
+    if launcher_argv and shutil.which(launcher_argv[0]) is None:
+        raise ProfilerNotFound(f"launcher {launcher_argv[0]!r} is not installed (not found on PATH)",
+                               hint="run where it exists (a login or compute node of the cluster) or drop --launcher")
     from perfcheck.run.plan import plan as make_plan
 
     plan = make_plan(chosen.name, chosen.vendor, chosen.family, [*metrics_of(expect), *metrics], counters, arch_name)
@@ -292,6 +295,9 @@ def run(
     rundir.write_manifest(directory, manifest)
     runner = _Runner(chosen, plan, argv, directory, launcher=launcher_argv, timeout=timeout, env=env, cwd=cwd,
                      progress=progress, heartbeat=heartbeat, echo=echo)
+    if profiler is None:  # say which were looked for, and which one runs
+        runner.say(f"profiler {chosen.name}: the first installed of {', '.join(candidates(vendor))} "
+                   "(--profiler names one)")
     try:
         runner.run()
         ranks = tuple(runner.ranks) if launcher_argv else None
