@@ -733,6 +733,14 @@ def _check_kernel(
                    if name else f"{metric} has no compute ceiling (no FLOPs counted)")
             return Check(**base, relation=first.relation, observed=observed, reference=None, outcome=ERROR,
                          origin="expectation", message=f"{metric} {_fmt(observed, unit)}: {why}")
+        from perfcheck.metrics.roofline import clock_mismatch, kernel_ceiling
+
+        # A datasheet figure at the clock this kernel ran at (when its row records
+        # one); a measured figure as measured, with a word when its clock differs.
+        ceiling = kernel_ceiling(ceiling, row)
+        clock = ceiling.clock_text()
+        mismatch = clock_mismatch(ceiling, _value(row, ceiling.domain) if ceiling.domain else None)
+        clock_words = (f" {clock}" if clock else "") + (f" ({mismatch})" if mismatch else "")
         # gips is in 10**9 instructions per second, its ceiling (like every ceiling) in
         # instructions per second: the share is taken in the metric's own unit.
         peak = ceiling.value * (1e-9 if unit == "GIPS" else 1.0)
@@ -742,8 +750,8 @@ def _check_kernel(
                      outcome=PASSED if ok else FAILED, origin="expectation",
                      message=f"{metric} {_fmt(observed, unit)} ({100 * observed / peak:.1f}% of peak); "
                      f"expected {first.relation} {_fmt(reference, unit)} = {100 * first.value:g}% of "
-                     f"{ceiling.kind} {ceiling.name} {_fmt(ceiling.value, ceiling.unit)}",
-                     detail=f"{ceiling.name}: {ceiling.kind}, {ceiling.source}")
+                     f"{ceiling.kind} {ceiling.name} {_fmt(ceiling.value, ceiling.unit)}{clock_words}",
+                     detail=f"{ceiling.name}: {ceiling.kind}, {ceiling.source}" + (f"; {clock}" if clock else ""))
     ok = _compare(observed, first.relation, first.value)
     return Check(**base, relation=first.relation, observed=observed, reference=first.value,
                  outcome=PASSED if ok else FAILED, origin="expectation",

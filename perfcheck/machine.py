@@ -15,6 +15,9 @@ pull request like code::
     device = "mi100"
     name = "mulan"
 
+    [clocks]                   # optional: the clocks the peaks were measured at
+    sm_clock = 1502000000.0  # Hz
+
     [peaks]
     hbm_bw = 1075460000000.0  # B/s
 
@@ -57,6 +60,10 @@ else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
 FORMAT = "perfcheck-machine"
+# The clocks a machine file may say its peaks were measured at ([clocks], Hz): the
+# SM / shader clock and the memory clock. A profile that ran at another clock gets a
+# warning; the measured figures are never scaled (docs/clocks.md).
+CLOCKS = ("sm_clock", "mem_clock")
 FORMAT_VERSION = 1
 CREATED_BY = "perfcheck peaks"
 
@@ -182,6 +189,10 @@ def dumps(machine: Machine) -> str:
             if not isinstance(value, str):
                 raise UsageError(f"machine file: fingerprint {key} must be a string, not {value!r}")
             lines.append(f"{_key(key)} = {_string(value)}")
+    if machine.peaks.clocks:
+        lines += ["", "[clocks]"]
+        for name in sorted(machine.peaks.clocks):
+            lines.append(f"{_key(name)} = {_number(machine.peaks.clocks[name], f'clock {name}')}  # Hz")
     lines += ["", "[peaks]"]
     for name in sorted(machine.peaks.values):
         lines.append(f"{_key(name)} = {_number(machine.peaks.values[name], f'peak {name}')}{_unit_comment(name)}")
@@ -342,9 +353,19 @@ def _machine(path: Path, text: str, doc: Mapping[str, object]) -> Machine:
         if not isinstance(value, str):
             raise _bad(path, f"[fingerprint] {key} must be a string, not {value!r}", _line_of(text, "fingerprint", key), key)
 
+    clocks_table = doc.get("clocks", {})
+    if not isinstance(clocks_table, dict):
+        raise _bad(path, "clocks must be a table ([clocks])", _line_of(text, None, "clocks"))
+    clocks: dict[str, float] = {}
+    for name, value in clocks_table.items():
+        line = _line_of(text, "clocks", name)
+        if name not in CLOCKS:
+            raise _bad(path, f"unknown clock {name!r} (known: {', '.join(CLOCKS)})", line, name)
+        clocks[name] = _finite(path, value, f"clock {name}", line, name)
+
     source = Source(path=str(path), format=FORMAT, tool="perfcheck", tool_version=str(version),
                     device=strings["device"], arch=strings["arch"])
-    peaks = Peaks(values=values, details=tuple(details), sources=(source,))
+    peaks = Peaks(values=values, details=tuple(details), sources=(source,), clocks=clocks)
     return Machine(name=strings["name"], device=strings["device"], arch=strings["arch"], peaks=peaks, path=str(path),
                    fingerprint=dict(fingerprint))
 

@@ -88,6 +88,9 @@ class Peaks:
     details: tuple[PeakDetail, ...]
     sources: tuple[Source, ...]
     oddities: tuple[Oddity, ...] = field(default=())
+    # The clocks the peaks were measured at, when the file records them (Hz):
+    # "sm_clock" and/or "mem_clock" (a machine file's [clocks] table).
+    clocks: dict[str, float] = field(default_factory=dict)
 
 
 # Outcomes of a check. "recorded": no baseline existed, the current value was

@@ -118,6 +118,7 @@ class Device:
     sources: Mapping[str, Any] = field(repr=False)
     memory_bytes: int | None = None
     tensor_clock_hz: float | None = None  # clock the TF32..INT8 tensor figures imply (H100/H200, §5.7)
+    mem_clock_hz: float | None = None  # memory clock mem_bw holds at, where a source gives it
     note: str | None = None
 
     @property
@@ -171,7 +172,7 @@ def _arch_name(text: str) -> str | None:
 
 _ARCH_FIELDS = {f.name for f in fields(ArchSpec)} - {"name", "rates", "sources"}
 _DEVICE_KEYS = {"display_name", "aliases", "arch", "compute_units", "clock_hz", "mem_bw", "l2_bytes",
-                "l3_bytes", "memory_bytes", "tensor_clock_hz", "note", "peaks", "sources"}
+                "l3_bytes", "memory_bytes", "tensor_clock_hz", "mem_clock_hz", "note", "peaks", "sources"}
 
 
 def _frozen(mapping: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -217,6 +218,7 @@ def _make_device(name: str, table: dict[str, Any], arches: Mapping[str, ArchSpec
         sources=_frozen(sources),
         memory_bytes=table.get("memory_bytes"),
         tensor_clock_hz=table.get("tensor_clock_hz"),
+        mem_clock_hz=table.get("mem_clock_hz"),
         note=table.get("note"),
     )
 

@@ -199,7 +199,9 @@ def inspect_text(analysis: "Analysis", *, width: int | None = 60) -> str:
     else:
         parts.append("hardware: unknown (name it with --arch for occupancy and theoretical peaks)")
     for ceiling in analysis.ceilings.values():
-        parts.append(f"ceiling {ceiling.name}: {format_value(ceiling.value, ceiling.unit)} ({ceiling.kind}: {ceiling.source})")
+        clock = ceiling.clock_text()
+        parts.append(f"ceiling {ceiling.name}: {format_value(ceiling.value, ceiling.unit)}{' ' + clock if clock else ''} "
+                     f"({ceiling.kind}: {ceiling.source})")
     table = analysis.kernels
     parts.append("")
     if not len(table):
