@@ -229,12 +229,18 @@ def fingerprint(analysis: "Analysis") -> dict[str, str]:
     else:
         device = _distinct([s.device for s in sources])
     arch = target.arch.name if target is not None else _distinct([s.arch for s in sources])
-    return {
+    doc = {
         "device": device,
         "arch": arch,
         "tool": _distinct([s.tool for s in sources]),
         "tool_version": _distinct([s.tool_version for s in sources]),
     }
+    # ncu's clock control of a perfcheck run: times at the base clock and at boost
+    # clocks are different machines as far as a baseline goes. Only when recorded, so
+    # the baselines of other tools and of ingested files keep their fingerprint.
+    if any(s.clock_control for s in sources):
+        doc["clock_control"] = _distinct([s.clock_control for s in sources])
+    return doc
 
 
 def _slug(text: str, *, lower: bool) -> str:

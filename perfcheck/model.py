@@ -21,9 +21,12 @@ class Source:
     device: str | None = None  # marketing name when the file says it, e.g. "AMD Instinct MI300X"
     arch: str | None = None  # gfx942, sm_80, ... when the file says it
     rank: int | None = None
+    # A perfcheck run under ncu: its --clock-control ("base" | "none"). Times at the
+    # base and at boost clocks must never be compared, so baselines fingerprint it.
+    clock_control: str | None = None
 
     def as_dict(self) -> dict[str, object]:
-        return {
+        doc: dict[str, object] = {
             "path": self.path,
             "format": self.format,
             "tool": self.tool,
@@ -32,6 +35,9 @@ class Source:
             "arch": self.arch,
             "rank": self.rank,
         }
+        if self.clock_control is not None:
+            doc["clock_control"] = self.clock_control
+        return doc
 
 
 @dataclass(frozen=True)
