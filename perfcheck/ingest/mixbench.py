@@ -154,21 +154,30 @@ def _runs(path: Path, lines: list[str], text: pd.Series, names_at: np.ndarray) -
     return runs, len(specs) - len(set(tabled[tabled >= 0].tolist()))
 
 
+# printf's %f of an infinity or NaN: "inf", "-inf", "nan", "-nan" (glibc; "infinity"
+# elsewhere). mixbench-ocl on a device without fp64 prints them in the fp64 columns.
+_NONFINITE = r"[+-]?(?:inf(?:inity)?|nan)"
+
+
 def _rows(path: Path, text: pd.Series, idx: np.ndarray, layout: _Layout, width: int,
           droppable: tuple[bool, bool]) -> tuple[pd.DataFrame, list[int]]:
     """Numbers of one block of consecutive rows. A damaged row (cut short, cut inside
     its last number, glued to other output) is dropped when it sits where output can
     be cut -- first row of a continuation, last row of an unclosed table -- and is an
-    error anywhere else. Returns the good rows and the file lines of those dropped."""
+    error anywhere else. Returns the good rows and the file lines of those dropped.
+    An ``inf``/``nan`` cell is no damage: it is missing (NaN) in the rows returned."""
     rows = text.iloc[idx]
     parts = rows.str.split(",", expand=True)
-    numbers = parts.iloc[:, 1 : layout.fields].apply(lambda column: pd.to_numeric(column.str.strip(), errors="coerce"))
-    # mixbench prints every figure with %f: inf, nan or a negative time, bandwidth or
-    # rate is damage, treated like text where a number belongs.
+    cells = parts.iloc[:, 1 : layout.fields].apply(lambda column: column.str.strip())
+    numbers = cells.apply(lambda column: pd.to_numeric(column, errors="coerce"))
+    nonfinite = cells.apply(lambda column: column.str.fullmatch(_NONFINITE, case=False)).fillna(False).astype(bool)
+    # A negative time, bandwidth or rate is damage, treated like text where a number
+    # belongs; inf and nan are what printf makes of a division by zero: missing.
     numbers = numbers.where(np.isfinite(numbers.to_numpy(dtype="float64")) & (numbers.to_numpy(dtype="float64") >= 0))
     count = rows.str.count(",").to_numpy() + 1
     last = rows.str.rsplit(",", n=1).str[-1]
-    bad = (count != layout.fields) | numbers.isna().any(axis=1).to_numpy() | (last.str.len() < width).to_numpy()
+    short_last = (last.str.len() < width).to_numpy() & ~nonfinite.iloc[:, -1].to_numpy()
+    bad = (count != layout.fields) | (numbers.isna() & ~nonfinite).any(axis=1).to_numpy() | short_last
     allowed = np.zeros(len(rows), dtype=bool)
     allowed[0] |= droppable[0]
     allowed[-1] |= droppable[1]
@@ -177,8 +186,8 @@ def _rows(path: Path, text: pd.Series, idx: np.ndarray, layout: _Layout, width: 
         line = int(idx[at]) + 1
         if count[at] != layout.fields:
             what = f"{count[at]} comma-separated fields where the header has {layout.fields}"
-        elif numbers.iloc[at].isna().any():
-            column = int(np.flatnonzero(numbers.iloc[at].isna().to_numpy())[0]) + 1
+        elif (numbers.iloc[at].isna() & ~nonfinite.iloc[at]).any():
+            column = int(np.flatnonzero((numbers.iloc[at].isna() & ~nonfinite.iloc[at]).to_numpy())[0]) + 1
             cell = parts.iat[at, column].strip()
             what = "is not a number" if pd.isna(pd.to_numeric(cell, errors="coerce")) else "is not a finite, non-negative number"
             raise InputError(path, f"{cell!r} {what}", line=line, column=column + 1,
@@ -265,17 +274,33 @@ def read_peaks(path: Path) -> Peaks:
 
     details: list[PeakDetail] = []
     values: dict[str, float] = {}
+    unsupported: set[str] = set()
     for prefix, frames, layout in sections:
         frames = [f for f in frames if len(f)]
         if not frames:
             continue
         units = {g.name: g.unit for g in layout.groups}
-        for (group, kind), value in _figures(pd.concat(frames), layout).items():
+        rows = pd.concat(frames)
+        # inf/nan cells: a group whose every rate is one ran on a device without that
+        # precision (no ceiling, said once below); single cells are missing values.
+        for group in layout.groups:
+            if rows[group.rate].isna().all():
+                unsupported.add(group.name)
+        scattered = sum(int(rows[[g.bandwidth, g.rate]].isna().sum().sum())
+                        for g in layout.groups if not rows[g.rate].isna().all())
+        if scattered:
+            oddities.append(Oddity(str(path), f"{prefix}inf/nan values left out", scattered))
+        for (group, kind), value in _figures(rows, layout).items():
+            if not math.isfinite(value):
+                continue
             unit = "B/s" if kind == "bandwidth" else units[group]
             details.append(PeakDetail(str(path), f"{prefix}{group} {kind}", value, unit))
             peak = _PEAKS.get(group, (None, None))[0 if kind == "bandwidth" else 1]
             if peak is not None:
                 values[peak] = max(values.get(peak, 0.0), value)
+    for group in sorted(unsupported):
+        oddities.append(Oddity(str(path), f"{group}: every value is inf/nan (a precision the device does not support?); "
+                               "no ceiling for it"))
     if not details:
         raise InputError(path, "no complete result rows", hint="is the file complete?")
 
