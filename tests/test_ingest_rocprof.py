@@ -5,6 +5,7 @@ Expected numbers are read off the files by hand (durations are EndNs - BeginNs).
 
 from __future__ import annotations
 
+import csv
 import shutil
 import sqlite3
 from pathlib import Path
@@ -615,3 +616,31 @@ def test_output_directory_with_two_runs_is_a_one_line_error(cli, tmp_path):
     one_line_error(cli("inspect", tmp_path), tmp_path, "holds 2 rocprof runs (a.csv, b.csv)")
     # a folder with only an input file is not a profile
     assert cli("inspect", profile("rocprof-v1/pawsey-s3d-setonix")).code == 2
+
+
+def test_barrier_and_copy_packets_are_not_kernels_in_any_amd_format(tmp_path) -> None:
+    # rocprofv3 kernel trace and rocprof v1 results: a "<barrier packet>" row (what
+    # rocprof lists for the AQL barriers HIP inserts) and a copy operation are
+    # dropped with a warning and a count; the kernels are read as before.
+    v3 = profile("rocprofv3/rocprofiler-sdk-docs-2025/kernel_trace.csv").read_text().splitlines(keepends=True)
+    row = next(csv.reader([v3[1]]))
+
+    def line(name: str) -> str:
+        return ",".join(f'"{v}"' if i in (0, 1, 7) else v for i, v in enumerate([*row[:7], name, *row[8:]])) + "\n"
+
+    barrier, copy = line("<barrier packet>"), line("CopyHostToDevice")
+    path = tmp_path / "kernel_trace.csv"
+    path.write_text("".join([v3[0], barrier, *v3[1:], copy]))
+    profile_ = read_profile(path)
+    assert len(profile_.dispatches) == len(v3) - 1
+    assert not profile_.dispatches["kernel"].str.contains("packet|Copy").any()
+    assert [str(o) for o in profile_.oddities if "not kernels" in o.what] == [
+        f"{path}: GPU packets that are not kernels dropped ('<barrier packet>', 'CopyHostToDevice') (2 rows)"]
+
+    v1 = profile("rocprof-v1/omniperf-SQ-mi100/SQ_LEVEL_WAVES.csv").read_text().splitlines(keepends=True)
+    row = v1[1].split(",")
+    path = tmp_path / "results.csv"
+    path.write_text("".join([v1[0], *v1[1:], ",".join([str(len(v1) - 1), '"<barrier packet>"', *row[2:]])]))
+    profile_ = read_profile(path)
+    assert len(profile_.dispatches) == len(v1) - 1
+    assert any("'<barrier packet>'" in o.what for o in profile_.oddities)
