@@ -111,6 +111,8 @@ def _summarise(
     else:
         target = detect(sources)
         origin = "detected" if target is not None else "unknown"
+        if target is not None and target.assumed:
+            oddities.append(Oddity(sources[0].path, target.assumed))
     summary = KernelSummary(target, work=True)
     spread = RankSpread()  # per-kernel time spread over MPI ranks (profiles of several ranks)
     for chunk in chunks:
