@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from conftest import one_line_error, profile
-from perfcheck.ingest import detect, read_profile
+from perfcheck.ingest import detect, jsonsniff, read_profile
 
 SOFTMAX = "proton/tritonbench-softmax-sm90/proton.hatchet"
 SCOPE = "tritonbench_run_op_softmax/x_val_[4096, 256]"
@@ -121,3 +121,16 @@ def test_a_lone_surrogate_escape_in_a_frame_name_is_shown_not_fatal(tmp_path: Pa
     path.write_text('\n[{"frame": {"name": "ROOT"}, "metrics": {}, "children": [{"frame": {"name": "k\\ud800"}, '
                     '"metrics": {"count": 1, "time (ns)": 5}, "children": []}]}, {}]')
     assert list(read_profile(path).dispatches["kernel"]) == ["k\ufffd"]
+
+
+def test_sniffed_by_structure_past_a_long_first_name(tmp_path: Path) -> None:
+    # A scope name longer than any head window before the node's other keys.
+    path = tmp_path / "long.hatchet"
+    path.write_text('[{"frame": {"name": "' + "x" * 100_000 + '", "type": "function"}, "metrics": {}, '
+                    '"children": [{"frame": {"name": "k"}, "metrics": {"count": 1, "time (ns)": 5}, "children": []}]},'
+                    ' {"CUDA": {"0": {"arch": "90"}}}]')
+    assert detect(path, "profile").name == "proton"
+    # the same structure behind a lone "{" inside a string is not confused
+    other = tmp_path / "other.json"
+    other.write_text('{"note": "[{\\"frame\\": 1, \\"metrics\\": 2, \\"children\\": 3}]"}')
+    assert jsonsniff.keys(other, depth=64).keys == {"note": 1}

@@ -41,6 +41,7 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
 from perfcheck.errors import InputError
+from perfcheck.ingest import jsonsniff
 from perfcheck.ingest.formats import Format, Sniff
 from perfcheck.ingest.tabular import text_lines
 from perfcheck.model import Oddity, PeakDetail, Peaks, Source
@@ -285,10 +286,13 @@ def _read_json(path: Path) -> Peaks:
 
 
 def _sniff_json(sniff: Sniff) -> bool:
+    """By structure (jsonsniff): a top-level "empirical" object with "gbytes" or
+    "gflops" in it, wherever the metadata puts them."""
     if sniff.is_dir or sniff.is_binary:
         return False
-    head = sniff.head.lstrip()
-    return head.startswith("{") and '"empirical"' in head and ('"gbytes"' in head or '"gflops"' in head)
+    top = jsonsniff.keys(sniff.path, until=frozenset({"empirical", "gbytes", "gflops"}), depth=2)
+    return (top is not None and top.opener == "{" and top.has("empirical", 1)
+            and (top.has("gbytes", 2) or top.has("gflops", 2)))
 
 
 # --------------------------------------------------------------------------- sum

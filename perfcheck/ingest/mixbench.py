@@ -292,6 +292,8 @@ def read_peaks(path: Path) -> Peaks:
             oddities.append(Oddity(str(path), f"{prefix}inf/nan values left out", scattered))
         for (group, kind), value in _figures(rows, layout).items():
             if not math.isfinite(value):
+                if group not in unsupported:  # a figure beyond a double once in base units (1e308 G)
+                    oddities.append(Oddity(str(path), f"{prefix}{group} {kind} is not positive and finite; left out"))
                 continue
             unit = "B/s" if kind == "bandwidth" else units[group]
             details.append(PeakDetail(str(path), f"{prefix}{group} {kind}", value, unit))

@@ -36,6 +36,7 @@ import numpy as np
 import pandas as pd
 
 from perfcheck.errors import InputError
+from perfcheck.ingest import jsonsniff
 from perfcheck.ingest.formats import Format, Scan, Sniff, Want, single_chunk
 from perfcheck.ingest.names import gnu_style, json_document
 from perfcheck.ingest.tabular import coerce_integers, coerce_numbers
@@ -48,11 +49,18 @@ SEPARATOR = "/"
 _KNOWN = {"count", "time (ns)", "device_id", "device_type"}
 
 
+_NODE_KEYS = frozenset({"frame", "metrics", "children"})
+_TREE_DEPTH = 64  # nesting a sniff follows: a call tree's nodes sit two levels apart
+
+
 def _is_proton(sniff: Sniff) -> bool:
+    """By structure (jsonsniff): a top-level array of call-tree nodes, objects keyed
+    frame, metrics and children (the root's own come after its children, so any
+    node's count), however long the names before them are."""
     if sniff.is_dir or sniff.is_binary:
         return False
-    head = sniff.head.lstrip()
-    return head.startswith("[") and '"frame"' in head and '"metrics"' in head and '"children"' in head
+    top = jsonsniff.keys(sniff.path, until=_NODE_KEYS, depth=_TREE_DEPTH)
+    return top is not None and top.opener == "[" and all(top.has(k) for k in _NODE_KEYS)
 
 
 def _leaves(file: Path, node: dict[str, Any], out: list[tuple[tuple[str, ...], dict[str, Any]]]) -> None:
