@@ -16,7 +16,7 @@ import pytest
 from conftest import profile
 from conftest import one_line_error
 from perfcheck.errors import InputError
-from perfcheck.ingest import read_profile, rocprof
+from perfcheck.ingest import detect, read_profile, rocprof
 from perfcheck.ingest.formats import Sniff
 from perfcheck.ingest.rocprof import device_from_rocminfo, read_counter_groups
 
@@ -644,3 +644,19 @@ def test_barrier_and_copy_packets_are_not_kernels_in_any_amd_format(tmp_path) ->
     profile_ = read_profile(path)
     assert len(profile_.dispatches) == len(v1) - 1
     assert any("'<barrier packet>'" in o.what for o in profile_.oddities)
+
+
+def test_results_db_with_only_a_kern_table_is_sniffed(tmp_path: Path) -> None:
+    # `rocprof --stats` without API tracing: results.db holds the kernel table alone
+    # (KERN, results.csv's columns). Here filled with a real results.csv's rows.
+    csv_path = profile("rocprof-v1/omniperf-SQ-mi100/SQ_LEVEL_WAVES.csv")
+    rows = pd.read_csv(csv_path, dtype=str)
+    path = tmp_path / "results.db"
+    with sqlite3.connect(path) as con:
+        rows.to_sql("KERN", con, index=False)
+    con.close()
+    assert detect(path, "profile").name == "rocprof-db"
+    from_db, from_csv = read_profile(path).dispatches, read_profile(csv_path).dispatches
+    assert len(from_db) == len(from_csv) == len(rows)
+    assert from_db["kernel"].tolist() == from_csv["kernel"].tolist()
+    assert from_db["duration"].tolist() == from_csv["duration"].tolist()
