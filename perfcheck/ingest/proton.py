@@ -37,6 +37,7 @@ import pandas as pd
 
 from perfcheck.errors import InputError
 from perfcheck.ingest import jsonsniff
+from perfcheck.ingest.demangle import demangle
 from perfcheck.ingest.formats import Format, Scan, Sniff, Want, single_chunk
 from perfcheck.ingest.names import gnu_style, json_document
 from perfcheck.ingest.tabular import coerce_integers, coerce_numbers
@@ -116,8 +117,14 @@ def _scan(path: Path, want: Want) -> Scan:
     if not leaves:
         oddities.append(Oddity(str(path), "holds no kernel timings (no leaf with 'time (ns)')"))
         return Scan(source=source, chunks=iter(()), oddities=oddities, level="kernel")
+    # Leaf names come mangled from the driver for CUDA C++ kernels: demangled (GNU) so
+    # that the kernel has the key ncu, nsys and Kineto give it (perfcheck.ingest.demangle).
+    leaf_names, demangled = demangle([p[-1] for p, _ in leaves])
+    if not demangled:
+        oddities.append(Oddity(str(path), "no C++ demangler found (libstdc++ or c++filt): mangled kernel names "
+                                          "kept, so they will not match other tools' names"))
     metrics = pd.DataFrame([m for _, m in leaves])
-    names = pd.Series([SEPARATOR.join(p) for p, _ in leaves], dtype="string")
+    names = pd.Series([SEPARATOR.join((*p[:-1], leaf)) for (p, _), leaf in zip(leaves, leaf_names)], dtype="string")
     missing = pd.Series(np.nan, index=metrics.index)
     calls = coerce_numbers(metrics["count"] if "count" in metrics else missing).astype("float64")
     total_ns = coerce_numbers(metrics["time (ns)"] if "time (ns)" in metrics else missing).astype("float64")
