@@ -155,6 +155,12 @@ def _number(value: float, what: str) -> str:
     return repr(value)
 
 
+def _count(value: object, what: str) -> str:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise UsageError(f"machine file: {what} must be a positive whole number, not {value!r}")
+    return str(value)
+
+
 def _value(value: object, what: str) -> str:
     if isinstance(value, str):
         return _string(value)
@@ -197,10 +203,16 @@ def dumps(machine: Machine) -> str:
     for name in sorted(machine.peaks.values):
         lines.append(f"{_key(name)} = {_number(machine.peaks.values[name], f'peak {name}')}{_unit_comment(name)}")
     for detail in machine.peaks.details:
-        entry = {"source": detail.source, "name": detail.name, "value": detail.value, "unit": detail.unit}
+        entry: dict[str, object] = {"source": detail.source, "name": detail.name, "value": detail.value,
+                                    "unit": detail.unit}
+        # perfcheck's own measurements: the spread of the repeats behind the figure.
+        entry.update({k: v for k, v in (("median", detail.median), ("min", detail.minimum),
+                                         ("max", detail.maximum)) if v is not None})
         lines += ["", "[[details]]"]
         for key in sorted(entry):
             lines.append(f"{_key(key)} = {_value(entry[key], f'detail {detail.name!r} {key}')}")
+        if detail.repeats is not None:
+            lines.append(f"repeats = {_count(detail.repeats, f'detail {detail.name!r} repeats')}")
     return "\n".join(lines) + "\n"
 
 
@@ -344,7 +356,19 @@ def _machine(path: Path, text: str, doc: Mapping[str, object]) -> Machine:
                 raise _bad(path, f"[[details]] entry {index + 1}: {key} must be a string, not {entry.get(key)!r}", line, key)
         line = _line_of(text, "details", "value", index) or _nth_header(text, "details", index)
         value = _finite(path, entry.get("value"), f"[[details]] entry {index + 1} value", line, "value")
-        details.append(PeakDetail(source=entry["source"], name=entry["name"], value=value, unit=entry["unit"]))
+        spread: dict[str, float] = {}
+        for key in ("median", "min", "max"):
+            if key in entry:
+                at = _line_of(text, "details", key, index) or _nth_header(text, "details", index)
+                spread[key] = _finite(path, entry[key], f"[[details]] entry {index + 1} {key}", at, key)
+        repeats = entry.get("repeats")
+        if repeats is not None and (isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1):
+            at = _line_of(text, "details", "repeats", index) or _nth_header(text, "details", index)
+            raise _bad(path, f"[[details]] entry {index + 1} repeats must be a positive whole number, not {repeats!r}",
+                       at, "repeats")
+        details.append(PeakDetail(source=entry["source"], name=entry["name"], value=value, unit=entry["unit"],
+                                  median=spread.get("median"), minimum=spread.get("min"), maximum=spread.get("max"),
+                                  repeats=repeats))
 
     fingerprint = doc.get("fingerprint", {})
     if not isinstance(fingerprint, dict):

@@ -80,6 +80,12 @@ class PeakDetail:
     name: str  # e.g. "Copy", "mixbench single-precision max", "DRAM"
     value: float
     unit: str  # base unit: "B/s", "FLOP/s"
+    # A figure perfcheck measured itself (peaks measure): the spread of its repeats,
+    # rates in the same unit: ``value`` is the best of ``repeats`` timed calls.
+    median: float | None = None
+    minimum: float | None = None
+    maximum: float | None = None
+    repeats: int | None = None
 
 
 @dataclass(frozen=True)
