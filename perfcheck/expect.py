@@ -134,6 +134,8 @@ _UNITS: dict[str, tuple[float, str]] = {
     "inst/B": (1.0, "inst/B"),
     # latencies the analyzer reports in shader-clock cycles (vmem_latency, ...)
     "cycles": (1.0, "cycles"),
+    # the clocks a kernel ran at (sm_clock, mem_clock)
+    "Hz": (1.0, "Hz"), "kHz": (1e3, "Hz"), "MHz": (1e6, "Hz"), "GHz": (1e9, "Hz"),
 }
 
 # Metrics of these units are plain numbers (counts of calls, registers, instructions,
@@ -148,6 +150,7 @@ _SUGGESTED_UNITS: dict[str, tuple[str, ...]] = {
     "FLOP/s": ("FLOP/s", "TFLOP/s"), "FLOP/B": ("FLOP/B",), "OP": ("OP", "GOP"),
     "inst/s": ("inst/s", "Ginst/s"), "GIPS": ("GIPS",), "inst/B": ("inst/B",), "%": ("%",),
     "cycles": ("cycles",),
+    "Hz": ("Hz", "MHz"),
 }
 
 # No metric perfcheck computes comes near this in base units (an exascale machine's
@@ -430,7 +433,7 @@ def _describe(unit: str) -> str:
     names = {"s": "seconds", "B": "bytes", "B/s": "bytes per second", "%": "percent", "count": "a plain count",
              "": "plain numbers", "FLOP": "floating-point operations", "FLOP/s": "FLOP per second",
              "FLOP/B": "FLOP per byte", "inst/s": "instructions per second", "GIPS": "10**9 instructions per second",
-             "inst/B": "instructions per byte", "OP": "integer operations"}
+             "inst/B": "instructions per byte", "OP": "integer operations", "Hz": "hertz"}
     name = names.get(unit)
     return f"{name} ({unit})" if name and unit not in ("count", "") else (name or unit)
 

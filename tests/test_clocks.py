@@ -147,3 +147,12 @@ def test_profile_without_clocks_is_unchanged() -> None:
     assert a.ceilings["flop_rate_fp32"].value == 19.5e12
     assert a.ceilings["flop_rate_fp32"].clock_text() == "at the datasheet 1410 MHz"
     assert "sm_clock" not in a.kernels
+
+
+def test_clock_is_a_metric_with_a_unit(cli) -> None:
+    a = analyse([profile(GEMM)], arch="a100")
+    [check] = evaluate("s", {"*gemm_v0*": ["sm_clock >= 1 GHz"]}, a)
+    assert (check.outcome, check.message) == ("failed", "sm_clock 765 MHz; expected >= 1000 MHz")
+    result = cli("metrics", "sm_clock")
+    assert result.code == 0 and "thresholds: Hz, kHz, MHz, GHz" in result.out
+    assert "ncu: smsp__cycles_elapsed.avg.per_second" in result.out

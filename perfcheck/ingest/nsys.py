@@ -234,7 +234,7 @@ FORMATS: tuple[Format, ...] = (
         name=FORMAT,
         tool=TOOL,
         kind="profile",
-        description="Nsight Systems SQLite export (CUPTI_ACTIVITY_KIND_KERNEL + StringIds, export schema 3.x): "
+        description="Nsight Systems SQLite export (CUPTI_ACTIVITY_KIND_KERNEL + StringIds, export schema 2.x-3.x): "
                     "kernel launches, device from TARGET_INFO_GPU",
         sniff=_is_nsys,
         scan=_scan,

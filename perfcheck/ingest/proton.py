@@ -165,7 +165,7 @@ FORMATS: tuple[Format, ...] = (
         tool=TOOL,
         kind="profile",
         description="Triton Proton hatchet JSON ([call tree, device map]): per-kernel count and summed time (ns) "
-                    "of the leaves, keyed by scope path",
+                    "of the leaves, keyed by scope path, mangled names demangled",
         sniff=_is_proton,
         scan=_scan,
     ),

@@ -704,7 +704,8 @@ FORMATS: tuple[Format, ...] = (
         name="rocprof-db",
         tool=TOOL,
         kind="profile",
-        description="rocprof v1 SQLite results.db: kernel table, else the OPS (GPU packet) table",
+        description="rocprof v1 SQLite results.db: kernel table (also KERN alone, as --stats writes it), "
+                    "else the OPS (GPU packet) table",
         sniff=_is_db,
         scan=_scan_db,
     ),
