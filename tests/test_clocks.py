@@ -156,3 +156,20 @@ def test_clock_is_a_metric_with_a_unit(cli) -> None:
     result = cli("metrics", "sm_clock")
     assert result.code == 0 and "thresholds: Hz, kHz, MHz, GHz" in result.out
     assert "ncu: smsp__cycles_elapsed.avg.per_second" in result.out
+
+
+def test_memory_clock_scales_the_hbm_roof_and_markdown_says_it() -> None:
+    from perfcheck.model import FAILED, Check
+    from perfcheck.report.markdown import markdown_summary
+
+    # A dispatch at half the A100's 1215 MHz memory clock (ncu's DRAM cycle rate).
+    d = pd.DataFrame({"kernel": ["k"], "duration": [1e-3], "raw.perfcheck.hbm_bytes": [5e8],
+                      "raw.dram__cycles_elapsed.avg.per_second": [607.5e6]})
+    a = analyse_profile(Profile(d, (Source("p", "perfcheck", "perfcheck"),)), arch="a100")
+    hbm = a.ceilings["hbm_bw"]
+    assert hbm.value == pytest.approx(777.5e9) and hbm.clock_text() == (
+        "at the profiled 607.5 MHz; datasheet 1.555 TB/s at 1215 MHz")
+    assert a.kernels["hbm_bw_pct"].iloc[0] == pytest.approx(100 * 5e11 / 777.5e9)
+    check = Check("s", "k", "k", "hbm_bw >= 80% of peak", "hbm_bw", ">=", 5e11, 6.2e11, "B/s", FAILED, "expectation", "m")
+    row = next(line for line in markdown_summary({"s": [check]}, {"s": a}).splitlines() if line.startswith("| ❌"))
+    assert row.endswith("64.3% of theoretical 777.5 GB/s at 607.5 MHz |"), row
