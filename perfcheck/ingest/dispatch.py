@@ -51,11 +51,13 @@ NON_KERNEL = re.compile(
 
 def non_kernel_rows(names: pd.Series) -> np.ndarray:
     """Mask of the rows whose (cleaned) name is a packet or copy, not a kernel."""
+    # Each distinct name is matched once: millions of dispatches, a few hundred kernels.
     if isinstance(names.dtype, pd.CategoricalDtype):
-        flags = np.array([bool(NON_KERNEL.fullmatch(str(c))) for c in names.cat.categories], dtype=bool)
-        codes = names.cat.codes.to_numpy()
-        return np.where(codes >= 0, flags[codes] if len(flags) else False, False)
-    return names.astype("string").str.fullmatch(NON_KERNEL).fillna(False).to_numpy(dtype=bool)
+        codes, distinct = names.cat.codes.to_numpy(), names.cat.categories
+    else:
+        codes, distinct = pd.factorize(names)
+    flags = np.array([bool(NON_KERNEL.fullmatch(str(c))) for c in distinct], dtype=bool)
+    return np.where(codes >= 0, flags[codes] if len(flags) else False, False)
 
 
 # No input may hold more than a signed 64-bit counter or clock can (2**63), nor a
