@@ -206,7 +206,9 @@ def _check_last_row(path: Path, lines: list[str], header: int, end: int, layout:
     names = [f.strip() for f in split_csv_line(lines[header].lstrip("\ufeff"))]
     last = lines[end - 1]
     fields = split_csv_line(last)
-    need = max(names.index(c) for c in _DETAILS_REQUIRED) + 1 if layout == DETAILS else len(names)
+    # (A required column missing from the header is reported by the reader itself.)
+    need = (max((names.index(c) for c in _DETAILS_REQUIRED if c in names), default=len(names) - 1) + 1
+            if layout == DETAILS else len(names))
     short = len(fields) < need if layout == DETAILS else len(fields) != need
     if last.count('"') % 2 or short:
         raise InputError(path, f"last row is cut off ({len(fields)} of {len(names)} fields)", line=end,
