@@ -175,11 +175,13 @@ class Decision:
 
 # ------------------------------------------------------------------ classification
 
-# Theoretical figures from launch resources and ceilings: exact although their
-# units look like rates or percentages.
-_EXACT_NAMES = {"occupancy_pct", "attainable", "peak_gips"}
-# Measured by counters, not timing-derived, and not exact either (sampled occupancy).
-_MEASURED_NAMES = {"achieved_occupancy_pct"}
+# Theoretical figures from launch resources: exact although the unit is a percentage.
+_EXACT_NAMES = {"occupancy_pct"}
+# Measured by counters, not timing-derived, and not exact either: sampled occupancy;
+# the clocks a kernel ran at, and the roofs scaled to them (attainable, peak_gips:
+# theoretical figures x the profiled clock, docs/clocks.md), which vary in the last
+# digits from run to run (ncu's base-clock rate: 764,999,990 then 764,999,998 Hz).
+_MEASURED_NAMES = {"achieved_occupancy_pct", "sm_clock", "mem_clock", "attainable", "peak_gips"}
 
 
 # Per-second quantities the unit registry leaves unitless, and roofline_pct

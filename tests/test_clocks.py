@@ -173,3 +173,13 @@ def test_memory_clock_scales_the_hbm_roof_and_markdown_says_it() -> None:
     check = Check("s", "k", "k", "hbm_bw >= 80% of peak", "hbm_bw", ">=", 5e11, 6.2e11, "B/s", FAILED, "expectation", "m")
     row = next(line for line in markdown_summary({"s": [check]}, {"s": a}).splitlines() if line.startswith("| ❌"))
     assert row.endswith("64.3% of theoretical 777.5 GB/s at 607.5 MHz |"), row
+
+
+def test_clocks_and_clock_scaled_ceilings_are_measured_not_exact() -> None:
+    # ncu's base-clock rate reads 764,999,990 Hz on one launch and 764,999,998 on the
+    # next: a baseline of sm_clock, or of a roof scaled by it, must not demand 1e-9.
+    from perfcheck.baseline import is_exact
+
+    assert not is_exact("sm_clock") and not is_exact("mem_clock")
+    assert not is_exact("attainable") and not is_exact("peak_gips")
+    assert is_exact("occupancy_pct") and is_exact("flops")
