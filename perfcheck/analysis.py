@@ -100,7 +100,7 @@ def _summarise(
     the chunks (consumed once), metrics against the ceilings. ``oddities`` may grow
     while ``chunks`` is consumed."""
     from perfcheck.arch import detect, lookup
-    from perfcheck.metrics.roofline import at_profile_clocks, clock_mismatch, kernel_metrics, profile_clocks
+    from perfcheck.metrics.roofline import at_profile_clocks, clock_mismatches, kernel_metrics, profile_clocks
     from perfcheck.metrics.roofline import ceilings as make_ceilings
     from perfcheck.metrics.ranks import RankSpread
     from perfcheck.metrics.summary import KernelSummary
@@ -133,10 +133,7 @@ def _summarise(
         # than the profile ran at is said once.
         clocks = profile_clocks(table)
         ceilings = at_profile_clocks(ceilings, clocks)
-        for ceiling in ceilings.values():
-            why = clock_mismatch(ceiling, clocks.get(ceiling.domain or ""))
-            if why:
-                oddities.append(Oddity(ceiling.source.split(" (", 1)[0], why))
+        oddities.extend(Oddity(where, why) for where, why in clock_mismatches(ceilings, clocks))
     return Analysis(
         sources=sources,
         oddities=tuple(oddities),

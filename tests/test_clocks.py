@@ -183,3 +183,14 @@ def test_clocks_and_clock_scaled_ceilings_are_measured_not_exact() -> None:
     assert not is_exact("sm_clock") and not is_exact("mem_clock")
     assert not is_exact("attainable") and not is_exact("peak_gips")
     assert is_exact("occupancy_pct") and is_exact("flops")
+
+
+def test_mixbench_peaks_at_their_reported_clock_are_said_once() -> None:
+    from perfcheck.ingest import read_peaks
+
+    peaks = read_peaks([profile("mixbench/pawsey-topaz-v100/mixbench-log.txt")])  # GPU clock rate: 1380 MHz
+    a = analyse([profile(GEMM)], arch="a100", peaks=peaks)
+    said = [o.what for o in a.oddities if "measured at" in o.what]
+    assert said == ["flop_rate_fp16, flop_rate_fp32, flop_rate_fp64, iop_rate_int32 were measured at 1380 MHz but "
+                    "the profile ran at 765 MHz; the measured figures are used unscaled"]
+    assert a.ceilings["hbm_bw"].clock_hz is None  # no memory clock in the log: nothing to compare

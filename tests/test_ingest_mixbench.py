@@ -308,3 +308,12 @@ def test_single_inf_value_is_missing_not_an_error(tmp_path: Path) -> None:
     peaks = read_peaks(path)
     assert peaks.values["flop_rate_fp32"] == 12378770000000
     assert [str(o) for o in peaks.oddities] == [f"{path}: inf/nan values left out"]
+
+
+def test_the_reported_gpu_clock_is_the_clock_of_the_peaks(tmp_path: Path) -> None:
+    # "GPU clock rate:      1380 MHz" in the device block: the compute peaks' clock,
+    # against which a profile at another clock is warned about (docs/clocks.md).
+    assert read_peaks([profile(TOPAZ)]).clocks == {"sm_clock": 1380e6}
+    assert read_peaks([profile(MI100)]).clocks == {"sm_clock": 1502e6}
+    # two files that disagree: no clock for the merged figures
+    assert read_peaks([profile(TOPAZ), profile(MI100)]).clocks == {}

@@ -63,6 +63,9 @@ _SPEC = re.compile(r"Device specifications")
 _BANNER = re.compile(r"(mixbench[\w/.+-]*)\s+\(([^)]*)\)")
 _DEVICE = re.compile(r"^\s*Device:[ \t]*(.*?)\s*$")
 _CAPABILITY = re.compile(r"^\s*Compute Capability:\s*(\d+)\.(\d+)\s*$")
+# The device block's "GPU clock rate:      1530 MHz" (cudaDeviceProp / hipDeviceProp
+# clockRate: the peak clock the GPU reports, which the benchmark runs at when it boosts).
+_CLOCK = re.compile(r"^\s*GPU clock rate:\s*(\d+(?:\.\d+)?)\s*MHz\s*$")
 _TITLES = re.compile(r"^\s*Experiment ID\s*,")
 _NAMES = re.compile(r"^\s*Compute iters\b")
 _ROW = r"^\s*\d+\s*[,;|\t]"  # a data row starts with the compute-iteration count
@@ -90,6 +93,7 @@ class _Run:
     version: str | None = None
     device: str | None = None
     arch: str | None = None
+    clock_mhz: float | None = None  # "GPU clock rate:": the device's reported (peak) clock
 
 
 def _sniff(sniff: Sniff) -> bool:
@@ -149,6 +153,8 @@ def _runs(path: Path, lines: list[str], text: pd.Series, names_at: np.ndarray) -
             run.device = device or None  # mixbench-hip leaves it empty on some ROCm versions
             capability = next((m for m in map(_CAPABILITY.match, block) if m), None)
             run.arch = f"sm_{capability.group(1)}{capability.group(2)}" if capability else None
+            clock = next((m for m in map(_CLOCK.match, block) if m), None)
+            run.clock_mhz = float(clock.group(1)) if clock and float(clock.group(1)) > 0 else None
         runs.append(run)
     tabled = np.searchsorted(specs, names_at) - 1  # the spec block each table follows
     return runs, len(specs) - len(set(tabled[tabled >= 0].tolist()))
@@ -311,7 +317,11 @@ def read_peaks(path: Path) -> Peaks:
     source = Source(path=str(path), format=FORMAT, tool=TOOL, tool_version=runs[0].version,
                     device=devices.pop() if len(devices) == 1 else None,
                     arch=arches.pop() if len(arches) == 1 else None)
-    return Peaks(values=values, details=tuple(details), sources=(source,), oddities=tuple(oddities))
+    # The SM clock the compute peaks hold at, when every run reports the same one: a
+    # profile taken at another clock (ncu's base-clock lock) is warned about (docs/clocks.md).
+    clocks_mhz = {run.clock_mhz for run in runs}
+    clocks = {"sm_clock": clocks_mhz.pop() * 1e6} if len(clocks_mhz) == 1 and None not in clocks_mhz else {}
+    return Peaks(values=values, details=tuple(details), sources=(source,), oddities=tuple(oddities), clocks=clocks)
 
 
 FORMATS: tuple[Format, ...] = (

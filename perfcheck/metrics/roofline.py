@@ -327,6 +327,23 @@ def clock_mismatch(ceiling: Ceiling, clock_hz: float | None) -> str | None:
             f"{format_value(clock_hz, 'Hz')}; the measured figure is used unscaled")
 
 
+def clock_mismatches(ceilings: Mapping[str, Ceiling], clocks: Mapping[str, float]) -> list[tuple[str, str]]:
+    """``(file, sentence)`` per peaks file and clock pair whose measured ceilings were
+    taken at another clock than the profile ran at: one warning names them all."""
+    groups: dict[tuple[str, float, float], list[str]] = {}
+    for c in ceilings.values():
+        profiled = clocks.get(c.domain or "")
+        if clock_mismatch(c, profiled) is not None:
+            groups.setdefault((c.source.split(" (", 1)[0], c.clock_hz, profiled), []).append(c.name)  # type: ignore[arg-type]
+    out = []
+    for (where, measured, profiled), names in groups.items():
+        were = "was" if len(names) == 1 else "were"
+        out.append((where, f"{', '.join(names)} {were} measured at {format_value(measured, 'Hz')} but the profile ran "
+                           f"at {format_value(profiled, 'Hz')}; the measured figure{'s are' if len(names) > 1 else ' is'} "
+                           "used unscaled"))
+    return out
+
+
 # --- kernel metrics ----------------------------------------------------------------
 
 
