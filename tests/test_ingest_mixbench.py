@@ -317,3 +317,8 @@ def test_the_reported_gpu_clock_is_the_clock_of_the_peaks(tmp_path: Path) -> Non
     assert read_peaks([profile(MI100)]).clocks == {"sm_clock": 1502e6}
     # two files that disagree: no clock for the merged figures
     assert read_peaks([profile(TOPAZ), profile(MI100)]).clocks == {}
+
+
+def test_peaks_json_shows_the_clock(cli) -> None:
+    result = cli("peaks", profile(TOPAZ), "--json")
+    assert result.code == 0 and result.json()["clocks"] == {"sm_clock": 1380000000}

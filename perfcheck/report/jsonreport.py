@@ -74,5 +74,6 @@ def peaks_document(peaks: Peaks) -> dict:
         "units": {k: PEAK_UNITS.get(k, "") for k in sorted(peaks.values)},
         "details": [_detail(d) for d in peaks.details],
         "sources": [s.as_dict() for s in peaks.sources],
+        "clocks": {k: _number(v) for k, v in sorted(peaks.clocks.items())},  # Hz the peaks were measured at
         "warnings": [{"path": o.path, "message": o.what, "count": o.count} for o in peaks.oddities],
     }
