@@ -290,9 +290,8 @@ def _sniff_json(sniff: Sniff) -> bool:
     "gflops" in it, wherever the metadata puts them."""
     if sniff.is_dir or sniff.is_binary:
         return False
-    top = jsonsniff.keys(sniff.path, until=frozenset({"empirical", "gbytes", "gflops"}), depth=2)
-    return (top is not None and top.opener == "{" and top.has("empirical", 1)
-            and (top.has("gbytes", 2) or top.has("gflops", 2)))
+    top = jsonsniff.keys(sniff.path, until=frozenset({"empirical", "gbytes", "gflops"}), depth=2, brackets="{")
+    return top is not None and top.has("empirical", 1) and (top.has("gbytes", 2) or top.has("gflops", 2))
 
 
 # --------------------------------------------------------------------------- sum

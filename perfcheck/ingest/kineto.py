@@ -71,8 +71,10 @@ def _is_kineto(sniff: Sniff) -> bool:
     20-30 KiB of deviceProperties/distributedInfo before "traceEvents"."""
     if sniff.is_dir:
         return False
-    top = jsonsniff.keys(sniff.path, until=frozenset({"schemaVersion", "traceEvents"}))
-    if top is None or top.opener != "{":
+    # Read until "traceEvents": Kineto writes schemaVersion and the metadata before it.
+    # The text read then reaches to the end of the 64 KiB piece, past the first events.
+    top = jsonsniff.keys(sniff.path, until=frozenset({"traceEvents"}), brackets="{")
+    if top is None:
         return False
     # rocprof v1 results.json is a Chrome trace too, without schemaVersion (its own reader,
     # sniffed first). Early (2021) Kineto traces may lack schemaVersion: their categories tell.

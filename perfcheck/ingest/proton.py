@@ -60,8 +60,8 @@ def _is_proton(sniff: Sniff) -> bool:
     node's count), however long the names before them are."""
     if sniff.is_dir or sniff.is_binary:
         return False
-    top = jsonsniff.keys(sniff.path, until=_NODE_KEYS, depth=_TREE_DEPTH)
-    return top is not None and top.opener == "[" and all(top.has(k) for k in _NODE_KEYS)
+    top = jsonsniff.keys(sniff.path, until=_NODE_KEYS, depth=_TREE_DEPTH, brackets="[")
+    return top is not None and all(top.has(k) for k in _NODE_KEYS)
 
 
 def _leaves(file: Path, node: dict[str, Any], out: list[tuple[tuple[str, ...], dict[str, Any]]]) -> None:
