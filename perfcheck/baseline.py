@@ -175,11 +175,13 @@ class Decision:
 
 # ------------------------------------------------------------------ classification
 
-# Theoretical figures from launch resources and ceilings: exact although their
-# units look like rates or percentages.
-_EXACT_NAMES = {"occupancy_pct", "attainable", "peak_gips"}
-# Measured by counters, not timing-derived, and not exact either (sampled occupancy).
-_MEASURED_NAMES = {"achieved_occupancy_pct"}
+# Theoretical figures from launch resources: exact although the unit is a percentage.
+_EXACT_NAMES = {"occupancy_pct"}
+# Measured by counters, not timing-derived, and not exact either: sampled occupancy;
+# the clocks a kernel ran at, and the roofs scaled to them (attainable, peak_gips:
+# theoretical figures x the profiled clock, docs/clocks.md), which vary in the last
+# digits from run to run (ncu's base-clock rate: 764,999,990 then 764,999,998 Hz).
+_MEASURED_NAMES = {"achieved_occupancy_pct", "sm_clock", "mem_clock", "attainable", "peak_gips"}
 
 
 # Per-second quantities the unit registry leaves unitless, and roofline_pct
@@ -229,12 +231,18 @@ def fingerprint(analysis: "Analysis") -> dict[str, str]:
     else:
         device = _distinct([s.device for s in sources])
     arch = target.arch.name if target is not None else _distinct([s.arch for s in sources])
-    return {
+    doc = {
         "device": device,
         "arch": arch,
         "tool": _distinct([s.tool for s in sources]),
         "tool_version": _distinct([s.tool_version for s in sources]),
     }
+    # ncu's clock control of a perfcheck run: times at the base clock and at boost
+    # clocks are different machines as far as a baseline goes. Only when recorded, so
+    # the baselines of other tools and of ingested files keep their fingerprint.
+    if any(s.clock_control for s in sources):
+        doc["clock_control"] = _distinct([s.clock_control for s in sources])
+    return doc
 
 
 def _slug(text: str, *, lower: bool) -> str:

@@ -102,7 +102,7 @@ def _run_command(suite: SuiteSettings, arch: str | None) -> tuple[SuiteSettings,
     parent = suite.runs_dir or (suite.baseline_dir.parent / rundir.RUNS_DIR)
     result = run(
         suite.command,  # type: ignore[arg-type]
-        profiler=suite.profiler, launcher=suite.launcher, timeout=suite.timeout, runs_dir=parent,
+        profiler=suite.profiler, clock_control=suite.clock_control, launcher=suite.launcher, timeout=suite.timeout, runs_dir=parent,
         name=suite.name, expect=suite.expect, arch=arch, cwd=suite.workdir,
     )
     return replace(suite, profiles=(result.path(suite.rank),), command=None), result

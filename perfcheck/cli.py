@@ -633,7 +633,9 @@ def _peaks_measure_parser() -> argparse.ArgumentParser:
                         help="bytes per array of the streaming kernels (default: 4x the last-level cache, "
                         "32 MiB to 512 MiB on CPU; 4x the L2, at least 256 MiB, on CUDA)")
     parser.add_argument("--repeat", type=int, default=10, metavar="N",
-                        help="timed calls per benchmark; the fastest counts, as in STREAM (default 10)")
+                        help="timed calls per benchmark after a warm-up call; the fastest counts, as in STREAM, and "
+                        "the spread (median, slowest, N) is kept in the machine file, with a warning when the "
+                        "median call is more than 10%% below the best (default 10)")
     parser.add_argument("--save", metavar="TOML",
                         help="write the peaks and the machine's fingerprint as a machine file "
                         "(e.g. baselines/machines/NAME.toml) for --peaks")
@@ -656,6 +658,7 @@ def _peaks_measure(args: argparse.Namespace) -> int:
         ingested = read_peaks(args.merge)
         _warn(ingested.oddities)
     measured = measure_peaks(args.device, size=args.size, repeat=args.repeat)
+    _warn(measured.peaks().oddities)  # a busy machine: the spread of the repeats
     peaks = measured.peaks() if ingested is None else merge(measured.peaks(), ingested)
     if args.save:
         from pathlib import Path

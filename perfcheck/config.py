@@ -305,6 +305,7 @@ _CONVERT: dict[str, Callable[[object, str, Path], object]] = {
     # profiling a command instead of reading profiles (perfcheck.run)
     "command": _command,
     "profiler": _string,
+    "clock_control": _string,
     "launcher": _string,
     "timeout": _seconds,
     "rank": _rank,
@@ -316,9 +317,9 @@ _CONVERT: dict[str, Callable[[object, str, Path], object]] = {
 # Keys a config file may set, at the top of [tool.perfcheck] and in a suite.
 GLOBAL_KEYS = ("arch", "peaks", "machine", "format", "baseline_dir", "tolerances", "aliases", "strict_baseline",
                "junit", "markdown", "json", "openmetrics", "roofline", "junit_flavour",
-               "profiler", "launcher", "timeout", "runs_dir", "history", "history_mode")
+               "profiler", "clock_control", "launcher", "timeout", "runs_dir", "history", "history_mode")
 SUITE_KEYS = ("profiles", "expect", "arch", "peaks", "machine", "format", "tolerances", "aliases", "skip_if_missing",
-              "command", "profiler", "launcher", "timeout", "rank", "runs_dir")
+              "command", "profiler", "clock_control", "launcher", "timeout", "rank", "runs_dir")
 # Written names that mean a canonical key ("device = mi100" is "arch": lookup takes both).
 _SYNONYMS = {"device": "arch", "baseline-dir": "baseline_dir", "skip-if-missing": "skip_if_missing",
              "strict-baseline": "strict_baseline",
@@ -330,7 +331,8 @@ ENVIRONMENT = {
     "UPDATE_BASELINE": "update_baseline", "STRICT_BASELINE": "strict_baseline", "SUITES": "suites", "JUNIT": "junit",
     "MARKDOWN": "markdown", "JSON": "json", "OPENMETRICS": "openmetrics", "ROOFLINE": "roofline",
     "JUNIT_FLAVOUR": "junit_flavour",
-    "PROFILER": "profiler", "LAUNCHER": "launcher", "TIMEOUT": "timeout", "RUNS_DIR": "runs_dir",
+    "PROFILER": "profiler", "CLOCK_CONTROL": "clock_control", "LAUNCHER": "launcher", "TIMEOUT": "timeout",
+    "RUNS_DIR": "runs_dir",
     "HISTORY": "history", "HISTORY_MODE": "history_mode",
 }
 
@@ -608,6 +610,7 @@ class SuiteSettings:
     # A suite with a command profiles it (perfcheck.run) and checks what it measured.
     command: tuple[str, ...] | None = None
     profiler: str | None = None  # rocprofv3 | rocprof | ncu; None: the installed one
+    clock_control: str | None = None  # ncu --clock-control: base | none; None: base under ncu
     launcher: str | None = None  # "srun -n 4": one profiler per rank
     timeout: float | None = None  # seconds for the whole run
     rank: int | None = None  # check this rank only (None: all ranks together)
@@ -631,6 +634,7 @@ class SuiteSettings:
             "expect_lines": {k: dict(v) for k, v in self.expect_lines.items()},
             "origins": dict(self.origins), "missing": self.missing,
             "command": list(self.command) if self.command is not None else None, "profiler": self.profiler,
+            "clock_control": self.clock_control,
             "launcher": self.launcher, "timeout": self.timeout, "rank": self.rank,
             "runs_dir": str(self.runs_dir) if self.runs_dir else None, "workdir": str(self.workdir) if self.workdir else None,
             "aliases": dict(self.aliases),
@@ -652,7 +656,8 @@ class SuiteSettings:
             expect_lines={k: dict(v) for k, v in (doc.get("expect_lines") or {}).items()},  # type: ignore[union-attr]
             origins=dict(doc["origins"]), missing=doc["missing"],  # type: ignore[arg-type]
             command=tuple(doc["command"]) if doc.get("command") else None,  # type: ignore[arg-type]
-            profiler=doc.get("profiler"), launcher=doc.get("launcher"), timeout=doc.get("timeout"),  # type: ignore[arg-type]
+            profiler=doc.get("profiler"), clock_control=doc.get("clock_control"),  # type: ignore[arg-type]
+            launcher=doc.get("launcher"), timeout=doc.get("timeout"),  # type: ignore[arg-type]
             rank=doc.get("rank"), runs_dir=Path(doc["runs_dir"]) if doc.get("runs_dir") else None,  # type: ignore[arg-type]
             workdir=Path(doc["workdir"]) if doc.get("workdir") else None,  # type: ignore[arg-type]
             aliases=dict(doc.get("aliases") or {}),  # type: ignore[arg-type]
@@ -788,6 +793,7 @@ class Resolver:
             origins=origins,
             command=get("command"),  # type: ignore[arg-type]
             profiler=get("profiler"),  # type: ignore[arg-type]
+            clock_control=get("clock_control"),  # type: ignore[arg-type]
             launcher=get("launcher"),  # type: ignore[arg-type]
             timeout=get("timeout"),  # type: ignore[arg-type]
             rank=get("rank"),  # type: ignore[arg-type]
@@ -870,6 +876,15 @@ def _validate(settings: SuiteSettings, missing: Sequence[Path]) -> None:
         if settings.profiler not in PROFILERS:
             raise ConfigError(settings.origin("profiler"), f"unknown profiler {settings.profiler!r}; "
                               f"choose one of: {', '.join(PROFILERS)}")
+    if settings.clock_control is not None:
+        from perfcheck.run.profilers import CLOCK_CONTROLS
+
+        if settings.clock_control not in CLOCK_CONTROLS:
+            raise ConfigError(settings.origin("clock_control"), f"clock_control must be one of "
+                              f"{', '.join(CLOCK_CONTROLS)}, not {settings.clock_control!r}")
+        if settings.profiler not in (None, "ncu"):
+            raise ConfigError(settings.origin("clock_control"), f"clock_control is an ncu setting; "
+                              f"profiler {settings.profiler} does not lock clocks")
     if not settings.profiles and settings.origin("profiles") != MEASURED and settings.command is None:
         raise ConfigError(settings.origin("profiles"), "no profiles given")
     if missing:

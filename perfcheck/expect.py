@@ -134,6 +134,8 @@ _UNITS: dict[str, tuple[float, str]] = {
     "inst/B": (1.0, "inst/B"),
     # latencies the analyzer reports in shader-clock cycles (vmem_latency, ...)
     "cycles": (1.0, "cycles"),
+    # the clocks a kernel ran at (sm_clock, mem_clock)
+    "Hz": (1.0, "Hz"), "kHz": (1e3, "Hz"), "MHz": (1e6, "Hz"), "GHz": (1e9, "Hz"),
 }
 
 # Metrics of these units are plain numbers (counts of calls, registers, instructions,
@@ -148,6 +150,7 @@ _SUGGESTED_UNITS: dict[str, tuple[str, ...]] = {
     "FLOP/s": ("FLOP/s", "TFLOP/s"), "FLOP/B": ("FLOP/B",), "OP": ("OP", "GOP"),
     "inst/s": ("inst/s", "Ginst/s"), "GIPS": ("GIPS",), "inst/B": ("inst/B",), "%": ("%",),
     "cycles": ("cycles",),
+    "Hz": ("Hz", "MHz"),
 }
 
 # No metric perfcheck computes comes near this in base units (an exascale machine's
@@ -430,7 +433,7 @@ def _describe(unit: str) -> str:
     names = {"s": "seconds", "B": "bytes", "B/s": "bytes per second", "%": "percent", "count": "a plain count",
              "": "plain numbers", "FLOP": "floating-point operations", "FLOP/s": "FLOP per second",
              "FLOP/B": "FLOP per byte", "inst/s": "instructions per second", "GIPS": "10**9 instructions per second",
-             "inst/B": "instructions per byte", "OP": "integer operations"}
+             "inst/B": "instructions per byte", "OP": "integer operations", "Hz": "hertz"}
     name = names.get(unit)
     return f"{name} ({unit})" if name and unit not in ("count", "") else (name or unit)
 
@@ -742,6 +745,14 @@ def _check_kernel(
             why = (_no_ceiling(analysis) if name else f"{metric} has no compute ceiling (no FLOPs counted)")
             return Check(**base, relation=first.relation, observed=observed, reference=None, outcome=ERROR,
                          origin="expectation", message=f"{metric} {_fmt(observed, unit)}: {why}")
+        from perfcheck.metrics.roofline import clock_mismatch, kernel_ceiling
+
+        # A datasheet figure at the clock this kernel ran at (when its row records
+        # one); a measured figure as measured, with a word when its clock differs.
+        ceiling = kernel_ceiling(ceiling, row)
+        clock = ceiling.clock_text()
+        mismatch = clock_mismatch(ceiling, _value(row, ceiling.domain) if ceiling.domain else None)
+        clock_words = (f" {clock}" if clock else "") + (f" ({mismatch})" if mismatch else "")
         # gips is in 10**9 instructions per second, its ceiling (like every ceiling) in
         # instructions per second: the share is taken in the metric's own unit.
         peak = ceiling.value * (1e-9 if unit == "GIPS" else 1.0)
@@ -751,8 +762,8 @@ def _check_kernel(
                      outcome=PASSED if ok else FAILED, origin="expectation",
                      message=f"{metric} {_fmt(observed, unit)} ({100 * observed / peak:.1f}% of peak); "
                      f"expected {first.relation} {_fmt(reference, unit)} = {100 * first.value:g}% of "
-                     f"{ceiling.kind} {ceiling.name} {_fmt(ceiling.value, ceiling.unit)}",
-                     detail=f"{ceiling.name}: {ceiling.kind}, {ceiling.source}")
+                     f"{ceiling.kind} {ceiling.name} {_fmt(ceiling.value, ceiling.unit)}{clock_words}",
+                     detail=f"{ceiling.name}: {ceiling.kind}, {ceiling.source}" + (f"; {clock}" if clock else ""))
     ok = _compare(observed, first.relation, first.value)
     return Check(**base, relation=first.relation, observed=observed, reference=first.value,
                  outcome=PASSED if ok else FAILED, origin="expectation",

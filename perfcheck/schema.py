@@ -100,6 +100,9 @@ METRIC_UNITS: dict[str, str] = {
     "flop_rate": "FLOP/s",
     "attainable": "FLOP/s",
     "occupancy_pct": "%",
+    # the clocks a kernel ran at, where the profile records them (metrics.counters)
+    "sm_clock": "Hz",
+    "mem_clock": "Hz",
     # instruction roofline (perfcheck.metrics.roofline): a rate in instructions per
     # second, gips the same in 10**9 instructions per second (the papers' unit)
     "instruction_rate": "inst/s",

@@ -64,6 +64,10 @@ MEANINGS: dict[str, str] = {
     "smem_latency": "mean latency of a scalar memory instruction, in cycles (rocprof-compute's SMEM Latency)",
     "lds_latency": "mean latency of an LDS instruction, in cycles (rocprof-compute's LDS Latency)",
     "ifetch_latency": "mean latency of an instruction fetch, in cycles (rocprof-compute's Instruction Fetch Latency)",
+    "sm_clock": "SM / shader clock the kernel ran at (mean over its dispatches); theoretical roofs scale to it "
+                "(docs/clocks.md)",
+    "mem_clock": "memory (DRAM) clock the kernel ran at (mean over its dispatches); scales the theoretical "
+                 "HBM roof where the datasheet memory clock is known",
     "waves_per_cu": "resident wavefronts per CU that the launch resources allow (AMD)",
     "warps_per_sm": "resident warps per SM that the launch resources allow (NVIDIA)",
     "workgroups_per_cu": "resident workgroups / blocks per CU or SM that the launch resources allow",

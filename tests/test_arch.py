@@ -350,3 +350,39 @@ def test_arch_spec_vendor_fields() -> None:
     assert nvidia.max_waves_per_cu is None
     assert json.loads(json.dumps(describe(lookup("h100-sxm"))))["device"]["tensor_clock_hz"] == 1.83e9
     assert math.isclose(lookup("h100-sxm").device.peak_gips, 1045.44)
+
+
+def test_board_part_number_of_a_real_trace_resolves() -> None:
+    from perfcheck.analysis import analyse
+
+    # HTA's AlexNet Kineto trace names its GPU "NVIDIA A100-PG509-200" (CC 8.0, 40 GB)
+    a = analyse([profile("kineto/hta-critical-path-alexnet-a100/benchmark_result_2869224_1695835535_trace.json.gz")])
+    assert (a.target.name, a.target_origin, a.target.assumed) == ("a100", "detected", None)
+
+
+@pytest.mark.parametrize(("name", "arch", "device"), [
+    ("NVIDIA A100-SXM4-64GB", "sm_80", "a100"),
+    ("AMD Instinct MI300X-HF", "gfx942", "mi300x"),
+])
+def test_unknown_board_of_a_known_chip_is_assumed_with_a_warning(name: str, arch: str, device: str) -> None:
+    import pandas as pd
+
+    from perfcheck.analysis import analyse_profile
+    from perfcheck.model import Profile
+
+    source = Source("trace.json", "kineto", "kineto", device=name, arch=arch)
+    target = detect([source])
+    assert target.device.name == device and target.arch.name == arch
+    assert target.assumed.startswith(f"device {name!r} is not in the architecture database; taken as {device}")
+    a = analyse_profile(Profile(pd.DataFrame({"kernel": ["k"], "duration": [1e-3]}), (source,)))
+    assert [str(o) for o in a.oddities] == [f"trace.json: {target.assumed}"]
+
+
+@pytest.mark.parametrize(("name", "arch"), [
+    ("Tesla V100-PCIE-16GB", "sm_70"),  # the database's V100 is the SXM2 part (another clock)
+    ("NVIDIA H100 NVL", "sm_90"),  # no product of sm_90 named in it
+    ("AMD Radeon Graphics", "gfx90a"),
+])
+def test_no_guess_without_a_product_name_or_against_the_form_factor(name: str, arch: str) -> None:
+    target = detect([Source("p", "f", "t", device=name, arch=arch)])
+    assert (target.arch.name, target.device, target.assumed) == (arch, None, None)

@@ -118,6 +118,7 @@ class Device:
     sources: Mapping[str, Any] = field(repr=False)
     memory_bytes: int | None = None
     tensor_clock_hz: float | None = None  # clock the TF32..INT8 tensor figures imply (H100/H200, §5.7)
+    mem_clock_hz: float | None = None  # memory clock mem_bw holds at, where a source gives it
     note: str | None = None
 
     @property
@@ -132,6 +133,10 @@ class Target:
 
     arch: ArchSpec
     device: Device | None = None
+    # Set when the device was inferred, not named: the board name a file gave is
+    # unknown, but its chip (compute capability / gfx id) and product family are.
+    # The analysis says it once as a warning.
+    assumed: str | None = None
 
     @property
     def name(self) -> str:
@@ -171,7 +176,7 @@ def _arch_name(text: str) -> str | None:
 
 _ARCH_FIELDS = {f.name for f in fields(ArchSpec)} - {"name", "rates", "sources"}
 _DEVICE_KEYS = {"display_name", "aliases", "arch", "compute_units", "clock_hz", "mem_bw", "l2_bytes",
-                "l3_bytes", "memory_bytes", "tensor_clock_hz", "note", "peaks", "sources"}
+                "l3_bytes", "memory_bytes", "tensor_clock_hz", "mem_clock_hz", "note", "peaks", "sources"}
 
 
 def _frozen(mapping: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -217,6 +222,7 @@ def _make_device(name: str, table: dict[str, Any], arches: Mapping[str, ArchSpec
         sources=_frozen(sources),
         memory_bytes=table.get("memory_bytes"),
         tensor_clock_hz=table.get("tensor_clock_hz"),
+        mem_clock_hz=table.get("mem_clock_hz"),
         note=table.get("note"),
     )
 
@@ -401,7 +407,39 @@ def _detect_one(source: Source) -> Target | None:
             # "mi200" is an MI210 or one GCD of an MI250/MI250X: the arch is certain,
             # the CU count is not.
             arch = _family_arch(db.ambiguous[key])
+        if arch is not None and key not in db.ambiguous:
+            guess = _board_of(source.device, arch)
+            if guess is not None:
+                return Target(arch, guess, assumed=(
+                    f"device {source.device!r} is not in the architecture database; taken as {guess.name} "
+                    f"({guess.display_name}), the {arch.name} product its name contains; name the GPU with "
+                    "--arch if that is wrong"))
     return Target(arch) if arch is not None else None
+
+
+_FORM = re.compile(r"pcie|sxm\d?|nvl|oam", re.IGNORECASE)
+
+
+def _other_form(name: str, device: Device) -> bool:
+    """The name says a form factor the device's spellings do not ("Tesla
+    V100-PCIE-16GB" against the SXM2-only v100: another clock, another product)."""
+    said = {f.lower() for f in _FORM.findall(name)}
+    known = {f.lower() for s in (device.display_name, *device.aliases) for f in _FORM.findall(s)}
+    return bool(said) and bool(known) and not said <= known
+
+
+def _board_of(name: str, arch: ArchSpec) -> Device | None:
+    """The product of ``arch`` an unknown board name belongs to ("NVIDIA A100-SXM4-64GB"
+    on sm_80 -> a100): the device of that arch whose canonical name is the longest
+    part of the name, when exactly one is. None when no product name is in it."""
+    key = _key(name)
+    found = [(len(_key(d.name)), d) for d in _database().devices.values()
+             if d.arch == arch.name and _key(d.name) and _key(d.name) in key and not _other_form(name, d)]
+    if not found:
+        return None
+    longest = max(n for n, _ in found)
+    best = [d for n, d in found if n == longest]
+    return best[0] if len(best) == 1 else None
 
 
 def detect(sources: Sequence[Source]) -> Target | None:
@@ -417,7 +455,10 @@ def detect(sources: Sequence[Source]) -> Target | None:
         return None
     devices = {t.device.name: t.device for t in targets if t.device is not None}
     if len(devices) == 1:
-        return Target(targets[0].arch, next(iter(devices.values())))
+        assumed = next((t.assumed for t in targets if t.assumed), None)
+        if any(t.device is not None and not t.assumed for t in targets):
+            assumed = None  # another file named the device exactly
+        return Target(targets[0].arch, next(iter(devices.values())), assumed=assumed)
     return Target(targets[0].arch)
 
 

@@ -80,7 +80,9 @@ def _is_nsys(sniff: Sniff) -> bool:
         # claim it so that the scan reports the damage instead of "unknown format".
         # (META_DATA_EXPORT is created last and sits at the end of the file.)
         return b"StringIds" in sniff.raw_head and b"TARGET_INFO_" in sniff.raw_head
-    return "META_DATA_EXPORT" in tables and "StringIds" in tables
+    # Export schema 2.x (nsys 2021-2022) may lack META_DATA_EXPORT; its kernel and
+    # string tables are those of 3.x, and they are what is read.
+    return "StringIds" in tables and ("META_DATA_EXPORT" in tables or KERNELS in tables)
 
 
 def _damaged(path: Path, exc: sqlite3.Error) -> InputError:
@@ -168,9 +170,9 @@ def _scan(path: Path, want: Want) -> Scan:
     try:
         with closing(connect_read_only(path)) as connection:
             tables = table_names(connection)
-            if "META_DATA_EXPORT" not in tables:
+            if "META_DATA_EXPORT" not in tables and KERNELS not in tables:
                 raise InputError(path, "no META_DATA_EXPORT table", hint="is this an Nsight Systems SQLite export?")
-            meta = _meta(connection)
+            meta = _meta(connection) if "META_DATA_EXPORT" in tables else {}
             gpus = _gpus(connection, tables)
             columns = _columns(connection, KERNELS) if KERNELS in tables else []
             pids = ([int(g) >> 24 & 0xFFFFFF for (g,) in connection.execute(
@@ -186,6 +188,9 @@ def _scan(path: Path, want: Want) -> Scan:
     schema = meta.get("EXPORT_SCHEMA_VERSION")
     tool_version = f"{version or 'unknown'} (export schema {schema})" if schema else version
     oddities: list[Oddity] = []
+    if not meta:
+        oddities.append(Oddity(str(path), "no META_DATA_EXPORT table (an export schema 2.x report?): "
+                                          "the Nsight Systems version is unknown"))
     ran = devices[devices["cuda"].isin([d for (d,) in used])] if not devices.empty and "cuda" in devices else devices
     names = sorted({str(n) for n in ran.get("name", pd.Series(dtype=object)).dropna()})
     majors, minors = (ran.get(c, pd.Series(None, index=ran.index, dtype=object)) for c in ("computeMajor", "computeMinor"))
@@ -205,8 +210,10 @@ def _scan(path: Path, want: Want) -> Scan:
     name_id = next((c for c in _NAME_IDS if c in columns), None)
     missing = [c for c in ("start", "end", "globalPid") if c not in columns]
     if name_id is None or missing:
-        raise InputError(path, f"{KERNELS} lacks column(s) {', '.join(missing) or 'demangledName'}",
-                         hint="is the export complete? re-export it with `nsys export --type sqlite`")
+        raise InputError(path, f"{KERNELS} lacks column(s) {', '.join(missing) or 'demangledName'} "
+                         f"(export schema {schema or 'unknown, older than 3.x'})",
+                         hint="re-export the .nsys-rep/.qdrep with `nsys export --type sqlite` from a newer Nsight "
+                         "Systems (export schema 3.x, 2023+)")
     picked = [c for c in [*_COLUMNS, *_DIMS, *_RAW, "globalPid"] if c in columns]
     sql = (f'SELECT {", ".join(f"K.{c}" for c in picked)}, S.value AS name FROM {KERNELS} K '
            f"LEFT JOIN StringIds S ON S.id = K.{name_id} ORDER BY K.rowid")
@@ -227,7 +234,7 @@ FORMATS: tuple[Format, ...] = (
         name=FORMAT,
         tool=TOOL,
         kind="profile",
-        description="Nsight Systems SQLite export (CUPTI_ACTIVITY_KIND_KERNEL + StringIds, export schema 3.x): "
+        description="Nsight Systems SQLite export (CUPTI_ACTIVITY_KIND_KERNEL + StringIds, export schema 2.x-3.x): "
                     "kernel launches, device from TARGET_INFO_GPU",
         sniff=_is_nsys,
         scan=_scan,

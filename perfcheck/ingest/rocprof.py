@@ -457,7 +457,9 @@ def _is_db(sniff: Sniff) -> bool:
     if tables is None:
         return False
     # rocpd databases (rocprofv3) name every table rocpd_*; they are another reader's.
-    return bool(_LANES & set(tables)) and not any(n.startswith("rocpd_") for n in tables)
+    # `rocprof --stats` without API tracing writes the kernel table alone: "KERN" is
+    # rocprof's own name for it (ROCm 6.x; ROCm 4.0's "A" is too generic to claim).
+    return bool((_LANES | {"KERN"}) & set(tables)) and not any(n.startswith("rocpd_") for n in tables)
 
 
 def _as_text(con: sqlite3.Connection, table: str, columns: list[str]) -> pd.DataFrame:
@@ -702,7 +704,8 @@ FORMATS: tuple[Format, ...] = (
         name="rocprof-db",
         tool=TOOL,
         kind="profile",
-        description="rocprof v1 SQLite results.db: kernel table, else the OPS (GPU packet) table",
+        description="rocprof v1 SQLite results.db: kernel table (also KERN alone, as --stats writes it), "
+                    "else the OPS (GPU packet) table",
         sniff=_is_db,
         scan=_scan_db,
     ),

@@ -270,6 +270,7 @@ def scan_run(path: Path, want: Want | None = None) -> Scan:
         tool_version=_first([s.tool_version for s in sources]) or manifest.get("tool_version"),  # type: ignore[arg-type]
         device=_first([s.device for s in sources]), arch=_first([s.arch for s in sources]),
         rank=int(own_rank) if own_rank is not None else None,  # type: ignore[call-overload]
+        clock_control=_clock_control(manifest, path),
     )
 
     def chunks() -> Iterator[pd.DataFrame]:
@@ -278,6 +279,17 @@ def scan_run(path: Path, want: Want | None = None) -> Scan:
                 yield frame.drop(columns=[c for c in frame.columns if c.startswith("_")])
 
     return Scan(source, chunks(), oddities)
+
+
+def _clock_control(manifest: dict[str, object], path: Path) -> str | None:
+    """The manifest's ncu clock control ("base" | "none"; absent or null: none set)."""
+    value = manifest.get("clock_control")
+    if value is None:
+        return None
+    if value not in ("base", "none"):
+        raise InputError(path / MANIFEST, f"clock_control {value!r} is not 'base' or 'none'",
+                         hint="the run directory is damaged; run the command again")
+    return str(value)
 
 
 def load_run(path: str | Path, rank: int | None = None) -> "Profile":

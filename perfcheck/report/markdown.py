@@ -196,7 +196,11 @@ def _peak_cell(check: Check, row: Mapping[str, object] | None, analysis: "Analys
         return f"{pct:.1f}% of roofline" + (f" ({_cell(str(roof))})" if isinstance(roof, str) and roof else "")
     if ceiling is None:
         return f"{prefix}{pct:.1f}% of peak"
-    return f"{prefix}{pct:.1f}% of {ceiling.kind} {_cell(format_value(ceiling.value, ceiling.unit))}"
+    from perfcheck.metrics.roofline import kernel_ceiling  # here: an analysis means pandas is loaded
+
+    ceiling = kernel_ceiling(ceiling, row)  # the figure the percentage used: at this kernel's clock
+    clock = f" at {format_value(ceiling.clock_hz, 'Hz')}" if ceiling.datasheet is not None else ""
+    return f"{prefix}{pct:.1f}% of {ceiling.kind} {_cell(format_value(ceiling.value, ceiling.unit))}{clock}"
 
 
 def _observed_cell(check: Check) -> str:

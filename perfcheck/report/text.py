@@ -350,6 +350,15 @@ def ceiling_lines(analysis: "Analysis", *, width: int | None = None) -> list[str
     lines = textwrap.wrap(f"ceilings: {items}", width=limit, subsequent_indent="  ", break_on_hyphens=False)
     lines += textwrap.wrap(f"({said})", width=limit, initial_indent="  ", subsequent_indent="   ",
                            break_on_hyphens=False)
+    # which clock each figure is at (a profile at ncu's base clock scales the datasheet roofs)
+    clocks: dict[str, list[str]] = {}
+    for ceiling in shown:
+        clock = ceiling.clock_text()
+        if clock:
+            clocks.setdefault(clock, []).append(ceiling.name)
+    for clock, names in clocks.items():
+        lines += textwrap.wrap(f"clock of {', '.join(names)}: {clock}", width=limit, initial_indent="  ",
+                               subsequent_indent="   ", break_on_hyphens=False)
     return [printable(line.replace("\u00a0", " ")) for line in lines]
 
 
