@@ -19,7 +19,6 @@ _SCALES: dict[str, list[tuple[float, str]]] = {
     "OP/s": [(1e12, "TOP/s"), (1e9, "GOP/s"), (1e6, "MOP/s"), (1.0, "OP/s")],
     # the spellings the expectation grammar reads back (perfcheck.expect: Ginst/s ...)
     "inst/s": [(1e12, "Tinst/s"), (1e9, "Ginst/s"), (1e6, "Minst/s"), (1.0, "inst/s")],
-    "Hz": [(1e9, "GHz"), (1e6, "MHz"), (1e3, "kHz"), (1.0, "Hz")],
 }
 # Plain counts: no unit word after the number.
 _UNITLESS = ("", "count")
