@@ -270,11 +270,13 @@ _CONVERT: dict[str, Callable[[object, str, Path], object]] = {
     "runs_dir": _path,
     # the history store (perfcheck.history): the gate reads it, the runner appends the run
     "history": _path,
+    # the accepted-regressions file (perfcheck.history.accepted); default baselines/accepted.toml
+    "accepted": _path,
 }
 # Keys a config file may set, at the top of [tool.perfcheck] and in a suite.
 GLOBAL_KEYS = ("arch", "peaks", "machine", "format", "baseline_dir", "tolerances", "aliases", "strict_baseline",
                "junit", "markdown", "json", "openmetrics", "roofline", "junit_flavour",
-               "profiler", "launcher", "timeout", "runs_dir", "history")
+               "profiler", "launcher", "timeout", "runs_dir", "history", "accepted")
 SUITE_KEYS = ("profiles", "expect", "arch", "peaks", "machine", "format", "tolerances", "aliases", "skip_if_missing",
               "command", "profiler", "launcher", "timeout", "rank", "runs_dir")
 # Written names that mean a canonical key ("device = mi100" is "arch": lookup takes both).
@@ -288,7 +290,7 @@ ENVIRONMENT = {
     "MARKDOWN": "markdown", "JSON": "json", "OPENMETRICS": "openmetrics", "ROOFLINE": "roofline",
     "JUNIT_FLAVOUR": "junit_flavour",
     "PROFILER": "profiler", "LAUNCHER": "launcher", "TIMEOUT": "timeout", "RUNS_DIR": "runs_dir",
-    "HISTORY": "history",
+    "HISTORY": "history", "ACCEPTED": "accepted",
 }
 
 
@@ -572,6 +574,13 @@ class SuiteSettings:
     workdir: Path | None = None  # where the command runs (the config file's directory)
     aliases: Mapping[str, str] = field(default_factory=dict)  # old kernel name -> new (baselines follow)
     history: Path | None = None  # the history store the gate reads (perfcheck.history.gate)
+    # the accepted-regressions file the gate reads and baseline updates append to
+    # (perfcheck.history.accepted); None: accepted.toml in baseline_dir
+    accepted: Path | None = None
+
+    @property
+    def accepted_file(self) -> Path:
+        return self.accepted if self.accepted is not None else self.baseline_dir / "accepted.toml"
 
     def origin(self, key: str) -> str:
         return self.origins.get(key, "default")
@@ -592,6 +601,7 @@ class SuiteSettings:
             "runs_dir": str(self.runs_dir) if self.runs_dir else None, "workdir": str(self.workdir) if self.workdir else None,
             "aliases": dict(self.aliases),
             "history": str(self.history) if self.history else None,
+            "accepted": str(self.accepted) if self.accepted else None,
         }
 
     @classmethod
@@ -612,6 +622,7 @@ class SuiteSettings:
             workdir=Path(doc["workdir"]) if doc.get("workdir") else None,  # type: ignore[arg-type]
             aliases=dict(doc.get("aliases") or {}),  # type: ignore[arg-type]
             history=Path(doc["history"]) if doc.get("history") else None,  # type: ignore[arg-type]
+            accepted=Path(doc["accepted"]) if doc.get("accepted") else None,  # type: ignore[arg-type]
         )
 
 
@@ -665,6 +676,16 @@ class Resolver:
         if self.config is not None:
             return self.config.path.parent
         return self.anchor if self.anchor is not None else self.cwd
+
+    def accepted_file(self) -> Path:
+        """The accepted-regressions file: the ``accepted`` setting, else accepted.toml in
+        the baseline directory (``perfcheck history accept`` and ``detect``)."""
+        value = self.get("accepted")
+        if value is not None:
+            return value.value  # type: ignore[return-value]
+        base = self.get("baseline_dir")
+        folder = base.value if base is not None else (self._default_base() / "baselines").resolve()
+        return folder / "accepted.toml"  # type: ignore[operator]
 
     def suite_names(self) -> list[str]:
         names = list(self.config.suite_names()) if self.config is not None else []
@@ -746,6 +767,7 @@ class Resolver:
             runs_dir=get("runs_dir"),  # type: ignore[arg-type]
             aliases=dict(get("aliases", {})),  # type: ignore[arg-type]
             history=get("history"),  # type: ignore[arg-type]
+            accepted=get("accepted"),  # type: ignore[arg-type]
         )
         if settings.command is not None:
             settings = _replace(settings, workdir=self._default_base())

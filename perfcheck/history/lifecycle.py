@@ -1,0 +1,173 @@
+"""The lifecycle of a regression: open until a person accepts it or it recovers.
+
+A change point that is a regression (by the metric's better direction; the
+detector already tested it against the series' noise) is **open** from the run
+where it starts until either
+
+* an entry of the accepted file covers it (``perfcheck history accept``, ``perfcheck
+  baseline update``): **accepted**, and its new level becomes the series' level; or
+* a later change point brings the series back to within the noise of the last
+  accepted level (``RECOVERY_K`` run-to-run sigmas, or better): **recovered**, closed
+  by itself.
+
+How old it is does not matter: a nightly job stays red until someone decides, never
+turns green because the change slid out of a "last N runs" window. ``new`` only says
+that the change point (for a recovered one: its recovery) starts in the last ``last``
+runs of its series, so a digest can mark what happened since yesterday.
+
+The **accepted level** of a series is where the gate takes its reference from: the
+runs after the last change point that set a level (an accepted regression, an
+improvement, a recovery) and before the first open regression. An unaccepted
+regression never becomes the level; an improvement does by itself (a stricter
+reference needs nobody's consent).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from perfcheck.history.changepoints import KEY, LOWER, RUN_WIDE, better
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from perfcheck.history.accepted import Acceptance
+    from perfcheck.history.changepoints import ChangePoint
+
+OPEN, ACCEPTED, RECOVERED = "open", "accepted", "recovered"
+RECOVERY_K = 3.0  # a level within this many run-to-run sigmas of the accepted one is "back"
+
+
+@dataclass(frozen=True)
+class State:
+    """Where one change point stands. ``status`` is OPEN, ACCEPTED or RECOVERED for a
+    regression and None for an improvement; ``new``: it starts (recovered: its
+    recovery starts) in the last runs of its series."""
+
+    point: "ChangePoint"
+    status: str | None
+    new: bool
+    level: float  # the accepted level of the series just before this change point (base units)
+    closed_by: "ChangePoint | None" = None  # the recovery (RECOVERED)
+    accepted_by: "Acceptance | None" = None  # the entry (ACCEPTED)
+
+    @property
+    def open(self) -> bool:
+        return self.status == OPEN
+
+    def as_dict(self) -> dict[str, object]:
+        doc = self.point.as_dict()
+        doc.update(status=self.status, new=self.new, level=self.level,
+                   recovered_at=None if self.closed_by is None else self.closed_by.run_id,
+                   accepted_reason=None if self.accepted_by is None else self.accepted_by.reason)
+        return doc
+
+
+@dataclass(frozen=True)
+class Level:
+    """The accepted level of one series: the runs ``start:end`` (positions in the
+    series), and the first open regression after them (None: nothing open)."""
+
+    start: int
+    end: int
+    open: "State | None"
+
+
+def series_sigma(values: np.ndarray) -> float:
+    """Run-to-run sigma of log values from successive differences (level shifts and
+    spikes barely move it); 0 for exact quantities."""
+    x = np.asarray(values, dtype="float64")
+    x = x[np.isfinite(x) & (x > 0)]
+    if len(x) < 3:
+        return 0.0
+    return float(1.4826 * np.median(np.abs(np.diff(np.log(x)))) / math.sqrt(2.0))
+
+
+def _worse_by(level: float, value: float, lower_better: bool) -> float:
+    """How much worse ``value`` is than ``level``, as a log ratio (negative: better)."""
+    if not (level > 0 and value > 0):
+        return (value - level) * (1 if lower_better else -1)
+    ratio = math.log(value / level)
+    return ratio if lower_better else -ratio
+
+
+def _series_states(points: Sequence["ChangePoint"], values: np.ndarray, size: int, accepted: Sequence["Acceptance"],
+                   last: int) -> list[State]:
+    lower = better(points[0].metric, points[0].unit) == LOWER
+    sigma = series_sigma(values)
+    tolerance = RECOVERY_K * sigma + 1e-9
+    level = points[0].before
+    states: list[State | None] = [None] * len(points)
+    opened: list[int] = []
+    for i, cp in enumerate(points):
+        recent = cp.index >= size - last
+        if cp.regression:
+            entry = next((a for a in accepted if a.covers(cp)), None)
+            if entry is not None:
+                states[i] = State(cp, ACCEPTED, recent, level, accepted_by=entry)
+                if not opened:  # an older open regression still holds the level where it was
+                    level = cp.after
+            else:
+                states[i] = State(cp, OPEN, recent, level)
+                opened.append(i)
+            continue
+        if opened and _worse_by(level, cp.after, lower) <= tolerance:
+            for j in opened:  # back to the accepted level (or better): every open one closes
+                old = states[j]
+                states[j] = State(old.point, RECOVERED, recent, old.level, closed_by=cp)  # type: ignore[union-attr]
+            opened = []
+        states[i] = State(cp, None, recent, level)
+        if not opened:
+            level = cp.after
+    return [s for s in states if s is not None]
+
+
+def states(points: Sequence["ChangePoint"], frame: "pd.DataFrame", accepted: Sequence["Acceptance"] = (),
+           last: int = 3) -> list[State]:
+    """The state of every change point of ``points`` (``detect(frame)``), in their order.
+    ``frame``: the series they were found in (for each series' length and noise)."""
+    if not points:
+        return []
+    groups = {key: group for key, group in frame.groupby(list(KEY), sort=False)}
+    runs = frame.groupby(["machine", "suite", "metric"], sort=False)["run_id"].nunique().to_dict()
+    by_series: dict[tuple, list[int]] = {}
+    for i, cp in enumerate(points):
+        by_series.setdefault((cp.machine, cp.suite, cp.kernel, cp.metric), []).append(i)
+    out: list[State | None] = [None] * len(points)
+    for key, where in by_series.items():
+        group = groups.get(key)
+        if group is not None:
+            values, size = group["value"].to_numpy(dtype="float64"), len(group)
+        else:  # the run-wide offset series (detect(relative=True)): one value per run, ratios near 1
+            values, size = np.array([]), int(runs.get((key[0], key[1], key[3]), 0)) if key[2] == RUN_WIDE else 0
+        mine = [points[i] for i in where]
+        for i, state in zip(where, _series_states(mine, values, size, accepted, last)):
+            out[i] = state
+    return [s for s in out if s is not None]
+
+
+def level(points: Sequence["ChangePoint"], values: np.ndarray, accepted: Sequence["Acceptance"] = ()) -> Level:
+    """The accepted level of one series (``points``: its change points, oldest first)."""
+    size = len(values)
+    if not points:
+        return Level(0, size, None)
+    found = _series_states(points, np.asarray(values, dtype="float64"), size, accepted, 1)
+    first_open = next((s for s in found if s.open), None)
+    end = first_open.point.index if first_open is not None else size
+    setters = [s.point.index for s in found if s.point.index < end and s.status != OPEN]
+    return Level(max(setters, default=0), end, first_open)
+
+
+def open_regressions(found: Sequence[State]) -> list[State]:
+    return [s for s in found if s.open]
+
+
+def shown(found: Sequence[State]) -> list[State]:
+    """The states a listing shows: every change point but a recovered regression whose
+    recovery is old news (reported once, the night it recovered)."""
+    return [s for s in found if s.status != RECOVERED or s.new]
