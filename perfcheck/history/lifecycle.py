@@ -34,6 +34,8 @@ import numpy as np
 from perfcheck.history.changepoints import KEY, LOWER, RUN_WIDE, better
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     import pandas as pd
 
     from perfcheck.history.accepted import Acceptance
@@ -171,3 +173,19 @@ def shown(found: Sequence[State]) -> list[State]:
     """The states a listing shows: every change point but a recovered regression whose
     recovery is old news (reported once, the night it recovered)."""
     return [s for s in found if s.status != RECOVERED or s.new]
+
+
+def open_in_store(store_path: "str | Path", machine: str, suite: str, kernels: Sequence[str],
+                  accepted: Sequence["Acceptance"] = ()) -> list[State]:
+    """The open regressions of ``kernels`` of ``suite`` on ``machine`` in the store (every
+    metric); none when the store does not exist yet."""
+    from pathlib import Path
+
+    from perfcheck.history.changepoints import detect
+    from perfcheck.history.store import open_store
+
+    if not Path(store_path).exists() or not kernels:
+        return []
+    with open_store(store_path, create=False) as store:
+        frame = store.series(machine=machine, suite=suite, kernel=list(kernels))
+    return open_regressions(states(detect(frame), frame, accepted))
