@@ -72,12 +72,15 @@ class Acceptance:
     date: str
     who: str
 
+    def same_series(self, cp: "ChangePoint") -> bool:
+        return (cp.machine == self.machine and cp.suite == self.suite
+                and self.kernel in (ANY, cp.kernel) and self.metric in (ANY, cp.metric))
+
     def covers(self, cp: "ChangePoint") -> bool:
         """Whether this entry accepts change point ``cp``: the same series (or ``*``)
-        and the same first run, or the same commit."""
-        return (cp.machine == self.machine and cp.suite == self.suite
-                and self.kernel in (ANY, cp.kernel) and self.metric in (ANY, cp.metric)
-                and (cp.run_id == self.run or (self.commit is not None and cp.commit == self.commit)))
+        and the same first run, or the same commit. (``lifecycle`` also takes a change
+        point a few runs away: see MATCH_RUNS there.)"""
+        return self.same_series(cp) and (cp.run_id == self.run or (self.commit is not None and cp.commit == self.commit))
 
 
 def read(path: str | Path) -> list[Acceptance]:

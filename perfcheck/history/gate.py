@@ -220,7 +220,7 @@ def references(store_path: str | Path, machine: str, suite: str, wanted: Sequenc
             continue
         group = group.reset_index(drop=True)
         values = group["value"].to_numpy(dtype="float64")
-        level = lifecycle.level(detect(group), values, entries)
+        level = lifecycle.level(detect(group), values, entries, list(group["run_id"]))
         ref = replace(reference(values, stretch=(level.start, level.end)),
                       open=level.open.point if level.open is not None else None)
         if ref.usable and ref.since_index > 0:

@@ -43,6 +43,10 @@ if TYPE_CHECKING:
 
 OPEN, ACCEPTED, RECOVERED = "open", "accepted", "recovered"
 RECOVERY_K = 3.0  # a level within this many run-to-run sigmas of the accepted one is "back"
+# An accepted change point may be found a run or two earlier or later as more runs
+# arrive (where a step starts is an estimate, and noise moves it): an entry covers the
+# regression nearest its run within this many runs when none starts at its run exactly.
+MATCH_RUNS = 3
 
 
 @dataclass(frozen=True)
@@ -98,8 +102,23 @@ def _worse_by(level: float, value: float, lower_better: bool) -> float:
     return ratio if lower_better else -ratio
 
 
-def _series_states(points: Sequence["ChangePoint"], values: np.ndarray, size: int, accepted: Sequence["Acceptance"],
-                   last: int) -> list[State]:
+def _entry_for(cp: "ChangePoint", accepted: Sequence["Acceptance"], where: dict[str, int]) -> "Acceptance | None":
+    exact = next((a for a in accepted if a.covers(cp)), None)
+    if exact is not None:
+        return exact
+    near = [(abs(where[a.run] - cp.index), n) for n, a in enumerate(accepted)
+            if a.same_series(cp) and a.run in where and abs(where[a.run] - cp.index) <= MATCH_RUNS]
+    return accepted[min(near)[1]] if near else None
+
+
+def series_states(points: Sequence["ChangePoint"], values: np.ndarray, size: int, accepted: Sequence["Acceptance"],
+                  last: int, run_ids: Sequence[str] = ()) -> list[State]:
+    """The states of the change points of ONE series (oldest first): ``values`` its
+    values (for its noise), ``size`` its length (for ``new``), ``run_ids`` its runs in
+    order (to find an accepted change point that moved by a run or two)."""
+    if not points:
+        return []
+    where = {str(run): n for n, run in enumerate(run_ids)}
     lower = better(points[0].metric, points[0].unit) == LOWER
     sigma = series_sigma(values)
     tolerance = RECOVERY_K * sigma + 1e-9
@@ -109,7 +128,7 @@ def _series_states(points: Sequence["ChangePoint"], values: np.ndarray, size: in
     for i, cp in enumerate(points):
         recent = cp.index >= size - last
         if cp.regression:
-            entry = next((a for a in accepted if a.covers(cp)), None)
+            entry = _entry_for(cp, accepted, where)
             if entry is not None:
                 states[i] = State(cp, ACCEPTED, recent, level, accepted_by=entry)
                 if not opened:  # an older open regression still holds the level where it was
@@ -143,22 +162,25 @@ def states(points: Sequence["ChangePoint"], frame: "pd.DataFrame", accepted: Seq
     out: list[State | None] = [None] * len(points)
     for key, where in by_series.items():
         group = groups.get(key)
+        run_ids: Sequence[str] = ()
         if group is not None:
-            values, size = group["value"].to_numpy(dtype="float64"), len(group)
+            values, size, run_ids = group["value"].to_numpy(dtype="float64"), len(group), list(group["run_id"])
         else:  # the run-wide offset series (detect(relative=True)): one value per run, ratios near 1
             values, size = np.array([]), int(runs.get((key[0], key[1], key[3]), 0)) if key[2] == RUN_WIDE else 0
         mine = [points[i] for i in where]
-        for i, state in zip(where, _series_states(mine, values, size, accepted, last)):
+        for i, state in zip(where, series_states(mine, values, size, accepted, last, run_ids)):
             out[i] = state
     return [s for s in out if s is not None]
 
 
-def level(points: Sequence["ChangePoint"], values: np.ndarray, accepted: Sequence["Acceptance"] = ()) -> Level:
-    """The accepted level of one series (``points``: its change points, oldest first)."""
+def level(points: Sequence["ChangePoint"], values: np.ndarray, accepted: Sequence["Acceptance"] = (),
+          run_ids: Sequence[str] = ()) -> Level:
+    """The accepted level of one series (``points``: its change points, oldest first;
+    ``run_ids``: its runs in order)."""
     size = len(values)
     if not points:
         return Level(0, size, None)
-    found = _series_states(points, np.asarray(values, dtype="float64"), size, accepted, 1)
+    found = series_states(points, np.asarray(values, dtype="float64"), size, accepted, 1, run_ids)
     first_open = next((s for s in found if s.open), None)
     end = first_open.point.index if first_open is not None else size
     setters = [s.point.index for s in found if s.point.index < end and s.status != OPEN]
