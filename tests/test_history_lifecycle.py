@@ -4,6 +4,7 @@ recovered; `perfcheck history accept`; history filters that select nothing."""
 from __future__ import annotations
 
 import tomllib
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -171,3 +172,16 @@ def test_the_accepted_file_is_a_setting_and_keeps_what_was_there(cli, tmp_path: 
     assert entry["metric"] == "duration" and entry["reason"] == 'a "quoted"\nreason'
     assert cli("history", "detect").code == 1  # hbm_bw is still open
     assert cli("history", "detect", "--metric", "duration").code == 0
+
+
+def test_an_accepted_change_point_that_moves_by_a_run_stays_accepted(tmp_path: Path) -> None:
+    values = _noise(30, 4)
+    values[12:] *= 1.3
+    frame = _frame(tmp_path, values)
+    (cp,) = detect(frame)
+    moved = replace(accepted.entry(cp, reason="r", by="me"), run=f"night-{cp.index + 2:02d}", commit=None)
+    assert [s.status for s in lifecycle.states([cp], frame, [moved])] == ["accepted"]
+    far = replace(moved, run=f"night-{cp.index + lifecycle.MATCH_RUNS + 1:02d}")
+    assert [s.status for s in lifecycle.states([cp], frame, [far])] == ["open"]
+    other = replace(moved, kernel="other")
+    assert [s.status for s in lifecycle.states([cp], frame, [other])] == ["open"]
