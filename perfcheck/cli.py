@@ -203,7 +203,7 @@ def _parser() -> argparse.ArgumentParser:
 def _history_parser(sub: "argparse._SubParsersAction") -> None:
     """``perfcheck history ACTION``: each action is an entry of ``_HISTORY`` (add more there)."""
     history = sub.add_parser(
-        "history", help="the history store of runs: add, list, prune, detect change points",
+        "history", help="the history store of runs: add, list, prune, detect change points, accept regressions",
         description="A history store (SQLite) keeps every run's values per machine x suite x kernel x metric. "
         "The store is --history PATH, else PERFCHECK_HISTORY, else history = \"...\" in the config.")
     actions = history.add_subparsers(dest="history_command", metavar="ACTION", parser_class=_Parser, required=True)
