@@ -108,11 +108,11 @@ def _where(cp: "ChangePoint") -> str:
     return f"{(cp.commit or cp.run_id)[:12]} ({when}, run {cp.run_id})"
 
 
-def open_message(check: Check, cp: "ChangePoint") -> str:
+def open_message(cp: "ChangePoint") -> str:
     """What a check failing on an open regression says: where it started, by how much,
     and the two ways out."""
     return (f"open regression since {_where(cp)}, {cp.change_pct:+.1f}%: accept it with perfcheck history accept "
-            f"{_quoted(check.kernel)} --suite {_quoted(check.suite)} --metric {check.metric} --reason TEXT, or fix it")
+            f"{_quoted(cp.kernel)} --suite {_quoted(cp.suite)} --metric {cp.metric} --reason TEXT, or fix it")
 
 
 def _quoted(text: str) -> str:
@@ -323,7 +323,7 @@ def rejudge(checks: Sequence[Check], refs: Mapping[tuple[str, str], Reference], 
                 message += f"; {file_text}"
             passed = passed and file_passed
         if not passed and ref.open is not None:
-            message = f"{open_message(check, ref.open)}; {message}"
+            message = f"{open_message(ref.open)}; {message}"
         detail = (f"{ref.describe()}; se of log ratio {100 * verdict.se:.2g}%; fails when 90% sure the run is worse "
                   f"than the allowance: beyond {fmt(verdict.limit, check.unit)}")
         out.append(replace(check, outcome=PASSED if passed else FAILED, baseline=verdict.baseline,
