@@ -2,10 +2,15 @@
 machine's recent runs instead of one stored snapshot.
 
 With a store, ``duration <= baseline + 5%`` takes as its baseline the median of the
-last ``RECENT_RUNS`` runs of that kernel and metric on this machine since the last
-change point (``perfcheck.history.changepoints``: a lasting shift starts a new
-baseline by itself; single-run spikes are set aside), and as its noise the
-run-to-run spread measured there. Why: one run's dispatches show within-run noise
+last ``RECENT_RUNS`` runs of that kernel and metric on this machine at its last
+**accepted level** (``perfcheck.history.lifecycle``: the runs after the last change
+point that set a level, an accepted regression, an improvement or a recovery, and
+before the first open regression; single-run spikes are set aside), and as its noise
+the run-to-run spread measured there. An unaccepted regression never becomes the
+reference: while it lasts the check fails and names it (``open regression since
+...: accept it with perfcheck history accept ... or fix it``). And the history never
+passes what the committed baseline file fails by more than the allowance plus the
+same measured noise; when the two disagree, the message gives both figures. Why: one run's dispatches show within-run noise
 only, while runs differ by more (clocks, placement, thermals; one project measured
 2.8% within a run against 14.8% between jobs), so a snapshot baseline fails merges
 on drift alone.
