@@ -185,3 +185,22 @@ def test_an_accepted_change_point_that_moves_by_a_run_stays_accepted(tmp_path: P
     assert [s.status for s in lifecycle.states([cp], frame, [far])] == ["open"]
     other = replace(moved, kernel="other")
     assert [s.status for s in lifecycle.states([cp], frame, [other])] == ["open"]
+
+
+def test_a_regression_within_the_noise_is_not_open_nor_the_level() -> None:
+    from perfcheck.history.changepoints import ChangePoint
+
+    values = 1e-3 * np.exp(np.random.default_rng(5).normal(0.0, 0.02, 40))  # 2% run-to-run
+
+    def cp(index: int, before: float, after: float) -> ChangePoint:
+        return ChangePoint("m", "s", "k", "duration", "s", f"night-{index:02d}", None, T0 + index * DAY, index,
+                           before, after, (after / before - 1) * 100, "regression", 1e-4, 10, 10)
+
+    small = cp(10, 1e-3, 1.02e-3)  # +2% at 2% noise: a change point, not beyond the noise
+    found = lifecycle.series_states([small], values, 40, [], 3)
+    assert [s.status for s in found] == [None]
+    # a second small step on top: together beyond the noise of the accepted level (the first
+    # never became the level), so it opens
+    second = cp(20, 1.02e-3, 1.07e-3)
+    found = lifecycle.series_states([small, second], values, 40, [], 3)
+    assert [s.status for s in found] == [None, "open"] and found[1].level == 1e-3
