@@ -204,3 +204,6 @@ def test_a_regression_within_the_noise_is_not_open_nor_the_level() -> None:
     second = cp(20, 1.02e-3, 1.07e-3)
     found = lifecycle.series_states([small, second], values, 40, [], 3)
     assert [s.status for s in found] == [None, "open"] and found[1].level == 1e-3
+    # nor does it start the gate's reference: the accepted level's runs go back before it
+    level = lifecycle.level([small, second], values)
+    assert (level.start, level.end) == (0, 20)

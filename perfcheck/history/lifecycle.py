@@ -205,7 +205,10 @@ def level(points: Sequence["ChangePoint"], values: np.ndarray, accepted: Sequenc
     found = series_states(points, np.asarray(values, dtype="float64"), size, accepted, 1, run_ids)
     first_open = next((s for s in found if s.open), None)
     end = first_open.point.index if first_open is not None else size
-    setters = [s.point.index for s in found if s.point.index < end and s.status != OPEN]
+    # the change points that set a level: accepted regressions, improvements, recoveries
+    # (not a regression within the noise, nor a recovered one: its recovery is later)
+    setters = [s.point.index for s in found if s.point.index < end
+               and (s.status == ACCEPTED or (s.status is None and not s.point.regression))]
     return Level(max(setters, default=0), end, first_open)
 
 
