@@ -242,7 +242,8 @@ def _history_parser(sub: "argparse._SubParsersAction") -> None:
     detect = actions.add_parser(
         "detect", help="find change points; exit 1 while a regression is open",
         description="Change points per machine x suite x kernel x metric: E-divisive means with a t-test, "
-        "windowed; single-run spikes are never change points. A regression stays open, however old, until it is "
+        "windowed; single-run spikes are never change points. A regression (worse than the accepted level by more "
+        "than 2 run-to-run sigmas) stays open, however old, until it is "
         "accepted (perfcheck history accept, perfcheck baseline update: entries in the accepted file) or recovers "
         "(a later change back to within the noise of the accepted level; reported once, as recovered). "
         "Exit 1 while a regression in the selection is open (--fail-on new: only when an open one starts in the "
