@@ -208,3 +208,18 @@ def test_an_open_regression_is_named_in_the_failure() -> None:
                                     "--suite after --metric duration --reason TEXT, or fix it; duration 1.3 ms")
     (fixed,) = rejudge([_duration_check_record(1.0e-3, 1e-3, "passed")], {(EO, "duration"): ref}, None, {})
     assert fixed.outcome == "passed" and not fixed.message.startswith("open regression")  # the fix passes
+
+
+def test_with_too_few_runs_before_an_open_regression_the_file_decides_and_names_it() -> None:
+    from dataclasses import replace as with_
+
+    from perfcheck.history.changepoints import ChangePoint
+    from perfcheck.history.gate import rejudge
+
+    cp = ChangePoint("m", "after", EO, "duration", "s", "night-03", None, T0, 3, 1e-3, 1.3e-3, 30.0,
+                     "regression", 1e-6, 3, 8)
+    ref = with_(reference(1e-3 * _drift(10, 3, 0.01)), open=cp)  # 3 runs before it: too few for a reference
+    assert not ref.usable
+    (check,) = rejudge([_duration_check_record(1.3e-3, 1e-3, "failed")], {(EO, "duration"): ref}, None, {})
+    assert check.outcome == "failed" and check.message.startswith("open regression since night-03")
+    assert "[baseline file: history has 3 comparable runs on this machine, needs 5]" in check.message

@@ -304,7 +304,10 @@ def rejudge(checks: Sequence[Check], refs: Mapping[tuple[str, str], Reference], 
             have = 0 if ref is None else ref.comparable
             source = "baseline file" if check.outcome != RECORDED else "no baseline"
             note = f" [{source}: history has {have} comparable run{'s' if have != 1 else ''} on this machine, needs {MIN_RUNS}]"
-            out.append(replace(check, message=check.message + note))
+            message = check.message + note
+            if ref is not None and ref.open is not None and check.outcome == FAILED:
+                message = f"{open_message(ref.open)}; {message}"
+            out.append(replace(check, message=message))
             continue
         allowance = _allowance(check, tolerances)
         samples = analysis.duration_samples.get(check.kernel) if analysis is not None else None
