@@ -266,7 +266,7 @@ def _history_gate(run: SuiteRun, checks: list[Check]) -> tuple[list[Check], dict
 
     machine = machine_key(baselines.fingerprint(run.analysis))
     pairs = gate.gated_pairs(checks)
-    refs = gate.references(run.settings.history, machine, run.name, pairs)
+    refs = gate.references(run.settings.history, machine, run.name, pairs, run.settings.accepted_file)
     run.history_judged = sum(ref.usable for ref in refs.values())
     run.history_runs = max((ref.comparable for ref in refs.values()), default=0) if pairs else None
     judged = gate.rejudge(checks, refs, run.analysis, run.settings.tolerances)
@@ -557,6 +557,8 @@ def finish(runs: Sequence[SuiteRun], settings: Settings) -> Run:
     """Settle baselines (written only when ``settings.write_baselines``), then write
     every report; the caller exits with ``Run.exit_code`` after this returns."""
     settle_baselines(runs, write=settings.write_baselines)
+    if settings.write_baselines:
+        accept_open_regressions(runs)
     from perfcheck.history.runs import current_run
 
     record = current_run() if settings.json is not None or settings.history is not None else None
@@ -564,6 +566,37 @@ def finish(runs: Sequence[SuiteRun], settings: Settings) -> Run:
             and settings.history_mode != "read-only":
         append_history(runs, settings.history, record)
     return Run(list(runs), write_reports(runs, settings, record))
+
+
+ACCEPTED_BY_UPDATE = "baseline updated (perfcheck baseline update)"
+
+
+def accept_open_regressions(runs: Sequence[SuiteRun]) -> None:
+    """A baseline update makes this run the kernels' reference: their open regressions
+    in the history (perfcheck.history.lifecycle) are accepted with it, in the accepted
+    file, and a notice says so. Read-only for the store; the file is written atomically."""
+    from perfcheck import baseline as baselines
+    from perfcheck.history import accepted, lifecycle
+    from perfcheck.history.store import machine_key
+
+    for run in runs:
+        settings = run.settings
+        if run.skipped or run.analysis is None or not settings.update_baseline or settings.history is None:
+            continue
+        path = settings.accepted_file
+        kernels = sorted(run.analysis.kernels["kernel"].astype(str).unique())
+        machine = machine_key(baselines.fingerprint(run.analysis))
+        found = lifecycle.open_in_store(settings.history, machine, run.name, kernels, accepted.read(path))
+        if not found:
+            continue
+        entries = accepted.accept(found, reason=ACCEPTED_BY_UPDATE, by=accepted.who(), every_metric=True)
+        accepted.append(path, entries)
+        names = sorted({s.point.kernel for s in found})
+        run.notices.append(
+            f"suite {run.name!r}: the baseline update accepted {len(found)} open regression"
+            f"{'s' if len(found) != 1 else ''} of {len(names)} kernel{'s' if len(names) != 1 else ''} "
+            f"({', '.join(names[:3])}{', ...' if len(names) > 3 else ''}) in {display_path(path)}: commit it with "
+            "the baseline")
 
 
 def append_history(runs: Sequence[SuiteRun], path: "StoreLocation", record: "RunRecord") -> None:

@@ -236,7 +236,7 @@ def _parser() -> argparse.ArgumentParser:
 def _history_parser(sub: "argparse._SubParsersAction") -> None:
     """``perfcheck history ACTION``: each action is an entry of ``_HISTORY`` (add more there)."""
     history = sub.add_parser(
-        "history", help="the history store of runs: add, list, prune, detect change points",
+        "history", help="the history store of runs: add, list, prune, detect change points, accept regressions",
         description="A history store keeps every run's values per machine x suite x kernel x metric: an SQLite "
         "file (a path) or a PostgreSQL database (postgresql://user@host/db; needs psycopg 3: pip install 'psycopg[binary]'). "
         "The store is --history PATH|URL, else PERFCHECK_HISTORY, else history = \"...\" in the config.")
@@ -261,21 +261,38 @@ def _history_parser(sub: "argparse._SubParsersAction") -> None:
     prune = actions.add_parser("prune", help="delete runs older than N days")
     prune.add_argument("--keep-days", type=float, required=True, metavar="N")
     common(prune)
+    def filters(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--suite", action="append", metavar="NAME", help="only this suite (name or glob; repeatable)")
+        parser.add_argument("--kernel", action="append", metavar="PATTERN",
+                            help="only kernels matching PATTERN: a glob on the whole name or re:REGEX, as in "
+                            "expectations (repeatable)")
+        parser.add_argument("--metric", action="append", metavar="NAME",
+                            help="only this metric: a name or alias `perfcheck metrics` lists, or all (repeatable)")
+        parser.add_argument("--machine", action="append", metavar="SLUG", help="only this machine (name or glob; "
+                            "repeatable). A filter that selects no series is an error (exit 2) naming the closest")
+
+    def accepted_option(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--accepted", metavar="FILE", help="the accepted-regressions file (default: accepted = "
+                            "\"...\" in the config, else accepted.toml in the baseline directory)")
+
     detect = actions.add_parser(
-        "detect", help="find change points (exit 1 when a regression starts in the last runs)",
+        "detect", help="find change points; exit 1 while a regression is open",
         description="Change points per machine x suite x kernel x metric: E-divisive means with a t-test, "
-        "windowed; single-run spikes are never change points. Exit 1 when a regression change point starts "
-        "in the last --last runs of its series, 0 otherwise.")
-    detect.add_argument("--suite", action="append", metavar="NAME", help="only this suite (repeatable)")
-    detect.add_argument("--kernel", action="append", metavar="NAME", help="only this kernel (repeatable)")
-    detect.add_argument("--metric", action="append", metavar="NAME",
-                        help="report changes of this metric (repeatable; 'all': any metric); default: the metrics a "
-                        "check watches and duration. Other metrics that moved at the same run are listed inside "
-                        "the kernel's finding as 'also moved'")
+        "windowed; single-run spikes are never change points. A regression (worse than the accepted level by more "
+        "than 2 run-to-run sigmas) stays open, however old, until it is "
+        "accepted (perfcheck history accept, perfcheck baseline update: entries in the accepted file) or recovers "
+        "(a later change back to within the noise of the accepted level; reported once, as recovered). "
+        "Exit 1 while a regression in the selection is open (--fail-on new: only when an open one starts in the "
+        "last --last runs), 0 otherwise, 2 on bad input or a filter that selects nothing.")
+    filters(detect)
     detect.add_argument("--full-names", action="store_true", help="whole kernel names (a pipe always gets them)")
-    detect.add_argument("--machine", metavar="SLUG", help="only this machine")
     detect.add_argument("--since", metavar="WHEN", help="runs since a date (2026-01-31) or an age (90d)")
-    detect.add_argument("--last", type=int, default=3, metavar="K", help="fail on regressions in the last K runs (default 3)")
+    detect.add_argument("--last", type=int, default=3, metavar="K",
+                        help="mark change points in the last K runs of their series as new (default 3)")
+    detect.add_argument("--fail-on", choices=("open", "new"), default="open",
+                        help="exit 1 on any open regression (default), or only on new ones (the open ones are "
+                        "still listed)")
+    accepted_option(detect)
     detect.add_argument("--p", type=float, default=0.001, metavar="P", help="significance level (default 0.001)")
     detect.add_argument("--min-after", type=int, default=2, metavar="N",
                         help="runs a change must persist, its first included (default 2)")
@@ -289,6 +306,26 @@ def _history_parser(sub: "argparse._SubParsersAction") -> None:
     form.add_argument("--markdown", action="store_true", help="print a Markdown table")
     common(detect)
 
+    accept = actions.add_parser(
+        "accept", help="accept open regressions as the new level (writes the accepted file)",
+        description="Accept the open regressions of the kernels SELECTOR matches (a glob on the whole name or "
+        "re:REGEX, as in expectations; * for every kernel), narrowed by --suite/--metric/--machine: each becomes "
+        "its series' new level, so detect and the history gate stop failing on it. Writes one entry per kernel "
+        "and change point (machine, suite, kernel, metric or *, the change point's run and commit, before -> "
+        "after, reason, date, who: git config user.name or $USER) into the accepted file, atomically. Commit "
+        "the file: the pull request shows the diff. Exit 2 when nothing open matches.")
+    accept.add_argument("selector", metavar="SELECTOR", help="kernel pattern (glob or re:REGEX; * for all)")
+    accept.add_argument("--reason", required=True, metavar="TEXT", help="why the change is accepted (kept in the file)")
+    accept.add_argument("--suite", action="append", metavar="NAME", help="only this suite (name or glob; repeatable)")
+    accept.add_argument("--metric", action="append", metavar="NAME",
+                        help="only this metric (name or alias; repeatable; default: every metric, written as *)")
+    accept.add_argument("--machine", action="append", metavar="SLUG", help="only this machine (name or glob)")
+    accepted_option(accept)
+    accept.add_argument("--p", type=float, default=0.001, metavar="P", help="significance level, as detect's")
+    accept.add_argument("--min-after", type=int, default=2, metavar="N", help="as detect's")
+    accept.add_argument("--window", type=int, default=30, metavar="N", help="as detect's")
+    common(accept)
+
     report = actions.add_parser(
         "report", help="write the dashboard (static HTML) and a Markdown digest",
         description="A static site from the history: index.html (open regressions, a line per suite) and a page "
@@ -298,8 +335,8 @@ def _history_parser(sub: "argparse._SubParsersAction") -> None:
     report.add_argument("--html", metavar="DIR", help="write the site into DIR (index.html, suite-*.html)")
     report.add_argument("--markdown", metavar="FILE", help="write the Markdown digest")
     report.add_argument("--link", metavar="URL", help="where the site is published, linked from the digest")
-    report.add_argument("--suite", action="append", metavar="NAME", help="only this suite (repeatable)")
-    report.add_argument("--machine", metavar="SLUG", help="only this machine")
+    filters(report)
+    accepted_option(report)
     report.add_argument("--last", type=int, metavar="N", help="only the last N runs of each series")
     report.add_argument("--title", default="perfcheck history", help="the site's title")
     common(report)
@@ -313,8 +350,7 @@ def _history_parser(sub: "argparse._SubParsersAction") -> None:
     export.add_argument("--bencher", metavar="DIR", help="write Bencher Metric Format files into DIR")
     export.add_argument("--openmetrics", metavar="FILE", help="write OpenMetrics text with timestamps (seconds)")
     export.add_argument("--prometheus", metavar="FILE", help="write Prometheus text with timestamps (milliseconds)")
-    export.add_argument("--suite", action="append", metavar="NAME", help="only this suite (repeatable)")
-    export.add_argument("--machine", metavar="SLUG", help="only this machine")
+    filters(export)
     export.add_argument("--since", metavar="WHEN", help="runs since a date (2026-01-31) or an age (90d)")
     common(export)
     copy = actions.add_parser(
@@ -407,23 +443,47 @@ def _history_prune(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _accepted_path(args: argparse.Namespace) -> Path:
+    from perfcheck.config import resolver
+
+    if args.accepted:
+        return Path(args.accepted)
+    return resolver(cli={"config": args.config}).accepted_file()
+
+
+def _selected(args: argparse.Namespace, store: object, *, kernel: Sequence[str] | None = None,
+              since: float | None = None, last: int | None = None, every_metric: bool = False) -> "object":
+    """The series the filters select (``every_metric``: the --metric filter left out)."""
+    from perfcheck.history import select
+
+    filters = select.Filters.of(suite=args.suite, kernel=kernel if kernel is not None else getattr(args, "kernel", None),
+                                metric=None if every_metric else args.metric, machine=args.machine)
+    return select.series(store, filters, since=since, last=last, where=str(_history_path(args)))
+
+
 def _history_detect(args: argparse.Namespace) -> int:
-    from perfcheck.history import detect, open_store, recent_regressions
+    from perfcheck.history import accepted, detect, lifecycle, open_store
     from perfcheck.history import listing as render
-    from perfcheck.history.findings import ALL, findings
+    from perfcheck.history.findings import findings, with_states
 
     if args.last < 1 or args.min_after < 1 or args.window < 4 or not 0 < args.p < 1:
         raise UsageError("--last and --min-after must be 1 or more, --window 4 or more, --p between 0 and 1")
+    entries = accepted.read(_accepted_path(args))
     with open_store(_history_path(args), create=False) as store:
-        # every metric of the kernels: the findings group them and the diagnosis reads them all
-        frame = store.series(machine=args.machine, suite=args.suite, kernel=args.kernel, since=_since(args.since))
+        # every metric of the selected kernels: the findings group them and the diagnosis
+        # reads them all; --metric chooses which changes are reported (validated here)
+        frame = _selected(args, store, since=_since(args.since), every_metric=True)
         arches = {slug: fp.get("arch", "") for slug, fp in store.machines().items()}
+    metrics = _metric_selection(args, frame)
     points = detect(frame, p=args.p, min_after=args.min_after, window=args.window, min_change_pct=args.min_change,
                     relative=args.relative)
-    recent = recent_regressions(points, frame, last=args.last)
-    select = ALL if args.metric and ALL in args.metric else args.metric
-    found = findings(points, frame, recent=recent, select=select, arches=arches)
-    new = [f for f in found if f.new and f.regression]
+    states = {s.point: s for s in lifecycle.states(points, frame, entries, last=args.last)}
+    # a recovered regression is reported once, the night it recovered
+    listed = {id(s.point) for s in lifecycle.shown(list(states.values()))}
+    shown = [cp for cp in points if cp not in states or id(cp) in listed]
+    found = with_states(findings(shown, frame, select=metrics, arches=arches), states,
+                        named=metrics if isinstance(metrics, list) else None)
+    counts = render.summary(found)
     if args.json:
         print(render.as_json(found))
     elif args.markdown:
@@ -433,14 +493,60 @@ def _history_detect(args: argparse.Namespace) -> int:
         whole = args.full_names or not sys.stdout.isatty()  # a pipe or a file gets whole names
         print(render.text(found, width=None if whole else shutil.get_terminal_size((80, 24)).columns))
         print(f"{len(found)} finding{'s' if len(found) != 1 else ''} in {series} series; "
-              f"{len(new)} regression{'s' if len(new) != 1 else ''} in the last {args.last} runs")
-    return EXIT_FAILED if new else EXIT_OK
+              f"{counts['open']} open regression{'s' if counts['open'] != 1 else ''} "
+              f"({counts['new']} new in the last {args.last} runs), {counts['accepted']} accepted, "
+              f"{counts['recovered']} recovered")
+        if counts["open"]:
+            print("accept one with: perfcheck history accept KERNEL --reason TEXT (or fix it)")
+    failing = counts["new"] if args.fail_on == "new" else counts["open"]
+    return EXIT_FAILED if failing else EXIT_OK
+
+
+def _metric_selection(args: argparse.Namespace, frame: "object") -> "str | list[str] | None":
+    """What --metric asks ``findings`` to report: None (the watched metrics and duration),
+    "all", or canonical names, each of which must select a series (UsageError otherwise)."""
+    from perfcheck.history import select
+    from perfcheck.history.findings import ALL
+
+    if not args.metric:
+        return None
+    if ALL in args.metric:
+        return ALL
+    select.apply(frame, select.Filters.of(metric=args.metric), where=str(_history_path(args)))
+    return list(select.Filters.of(metric=args.metric).metrics())
+
+
+def _history_accept(args: argparse.Namespace) -> int:
+    from perfcheck.history import accepted, detect, lifecycle, open_store
+
+    if args.min_after < 1 or args.window < 4 or not 0 < args.p < 1:
+        raise UsageError("--min-after must be 1 or more, --window 4 or more, --p between 0 and 1")
+    if not args.reason.strip():
+        raise UsageError("--reason: say why the change is accepted (it is kept in the file for review)")
+    path = _accepted_path(args)
+    entries = accepted.read(path)
+    with open_store(_history_path(args), create=False) as store:
+        frame = _selected(args, store, kernel=() if args.selector == "*" else [args.selector])
+    points = detect(frame, p=args.p, min_after=args.min_after, window=args.window)
+    found = lifecycle.open_regressions(lifecycle.states(points, frame, entries))
+    if not found:
+        raise UsageError(f"nothing to accept: no open regression in the {frame.groupby(['machine', 'suite', 'kernel', 'metric']).ngroups} "
+                         f"series selected (`perfcheck history detect` lists them)")
+    new = accepted.accept(found, reason=args.reason.strip(), by=accepted.who(), every_metric=not args.metric)
+    accepted.append(path, new)
+    for state in found:
+        cp = state.point
+        print(f"accepted: {cp.suite} / {cp.kernel} / {cp.metric} on {cp.machine}: {cp.change_pct:+.1f}% since "
+              f"{(cp.commit or cp.run_id)[:12]}")
+    print(f"perfcheck: {len(new)} entr{'ies' if len(new) != 1 else 'y'} written to {path}; commit it for review",
+          file=sys.stderr)
+    return EXIT_OK
 
 
 def _history_report(args: argparse.Namespace) -> int:
     from perfcheck.atomicfile import write_atomic
-    from perfcheck.history import open_store
-    from perfcheck.history.dashboard import load_view, markdown_digest, write_site
+    from perfcheck.history import accepted, open_store
+    from perfcheck.history.dashboard import history_view_of, markdown_digest, write_site
 
     if not args.html and not args.markdown:
         raise UsageError("history report: give --html DIR and/or --markdown FILE")
@@ -448,7 +554,9 @@ def _history_report(args: argparse.Namespace) -> int:
         raise UsageError(f"--last must be 1 or more, not {args.last}")
     path = _history_path(args)
     with open_store(path, create=False) as store:
-        view = load_view(store, suites=args.suite, machine=args.machine, last=args.last, title=args.title)
+        frame = _selected(args, store, last=args.last)
+        arches = {slug: fp.get("arch", "") for slug, fp in store.machines().items()}
+    view = history_view_of(frame, arches=arches, accepted=accepted.read(_accepted_path(args)), title=args.title)
     if view.series.empty:
         print(f"perfcheck: warning: {path}: no runs stored that match", file=sys.stderr)
     if args.html:
@@ -469,7 +577,7 @@ def _history_export(args: argparse.Namespace) -> int:
         raise UsageError("history export: give --bencher DIR, --openmetrics FILE and/or --prometheus FILE")
     path = _history_path(args)
     with open_store(path, create=False) as store:
-        frame = store.series(machine=args.machine, suite=args.suite, since=_since(args.since))
+        frame = _selected(args, store, since=_since(args.since))
     if frame.empty:
         print(f"perfcheck: warning: {path}: no values stored that match", file=sys.stderr)
     if args.bencher:
@@ -501,7 +609,7 @@ def _history_copy(args: argparse.Namespace) -> int:
 
 
 _HISTORY = {"add": _history_add, "list": _history_list, "prune": _history_prune, "detect": _history_detect,
-            "report": _history_report, "export": _history_export}
+            "accept": _history_accept, "report": _history_report, "export": _history_export}
 _HISTORY["copy"] = _history_copy
 
 

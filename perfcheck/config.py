@@ -313,11 +313,13 @@ _CONVERT: dict[str, Callable[[object, str, Path], object]] = {
     # the history store (perfcheck.history): the gate reads it, the runner appends the run
     "history": _history,
     "history_mode": lambda raw, origin, base: _history_mode(raw, origin),
+    # the accepted-regressions file (perfcheck.history.accepted); default baselines/accepted.toml
+    "accepted": _path,
 }
 # Keys a config file may set, at the top of [tool.perfcheck] and in a suite.
 GLOBAL_KEYS = ("arch", "peaks", "machine", "format", "baseline_dir", "tolerances", "aliases", "strict_baseline",
                "junit", "markdown", "json", "openmetrics", "roofline", "junit_flavour",
-               "profiler", "clock_control", "launcher", "timeout", "runs_dir", "history", "history_mode")
+               "profiler", "clock_control", "launcher", "timeout", "runs_dir", "history", "history_mode", "accepted")
 SUITE_KEYS = ("profiles", "expect", "arch", "peaks", "machine", "format", "tolerances", "aliases", "skip_if_missing",
               "command", "profiler", "clock_control", "launcher", "timeout", "rank", "runs_dir")
 # Written names that mean a canonical key ("device = mi100" is "arch": lookup takes both).
@@ -333,7 +335,7 @@ ENVIRONMENT = {
     "JUNIT_FLAVOUR": "junit_flavour",
     "PROFILER": "profiler", "CLOCK_CONTROL": "clock_control", "LAUNCHER": "launcher", "TIMEOUT": "timeout",
     "RUNS_DIR": "runs_dir",
-    "HISTORY": "history", "HISTORY_MODE": "history_mode",
+    "HISTORY": "history", "HISTORY_MODE": "history_mode", "ACCEPTED": "accepted",
 }
 
 
@@ -618,6 +620,13 @@ class SuiteSettings:
     workdir: Path | None = None  # where the command runs (the config file's directory)
     aliases: Mapping[str, str] = field(default_factory=dict)  # old kernel name -> new (baselines follow)
     history: StoreLocation | None = None  # the history store the gate reads (perfcheck.history.gate)
+    # the accepted-regressions file the gate reads and baseline updates append to
+    # (perfcheck.history.accepted); None: accepted.toml in baseline_dir
+    accepted: Path | None = None
+
+    @property
+    def accepted_file(self) -> Path:
+        return self.accepted if self.accepted is not None else self.baseline_dir / "accepted.toml"
 
     def origin(self, key: str) -> str:
         return self.origins.get(key, "default")
@@ -641,6 +650,7 @@ class SuiteSettings:
             # a URL masked: this dict travels in pytest reports (pytest-xdist, report logs);
             # whoever reads it back renders the run, the store is opened by its own settings
             "history": str(self.history) if self.history else None,
+            "accepted": str(self.accepted) if self.accepted else None,
         }
 
     @classmethod
@@ -662,6 +672,7 @@ class SuiteSettings:
             workdir=Path(doc["workdir"]) if doc.get("workdir") else None,  # type: ignore[arg-type]
             aliases=dict(doc.get("aliases") or {}),  # type: ignore[arg-type]
             history=store_location(str(doc["history"])) if doc.get("history") else None,
+            accepted=Path(doc["accepted"]) if doc.get("accepted") else None,  # type: ignore[arg-type]
         )
 
 
@@ -716,6 +727,16 @@ class Resolver:
         if self.config is not None:
             return self.config.path.parent
         return self.anchor if self.anchor is not None else self.cwd
+
+    def accepted_file(self) -> Path:
+        """The accepted-regressions file: the ``accepted`` setting, else accepted.toml in
+        the baseline directory (``perfcheck history accept`` and ``detect``)."""
+        value = self.get("accepted")
+        if value is not None:
+            return value.value  # type: ignore[return-value]
+        base = self.get("baseline_dir")
+        folder = base.value if base is not None else (self._default_base() / "baselines").resolve()
+        return folder / "accepted.toml"  # type: ignore[operator]
 
     def suite_names(self) -> list[str]:
         names = list(self.config.suite_names()) if self.config is not None else []
@@ -800,6 +821,7 @@ class Resolver:
             runs_dir=get("runs_dir"),  # type: ignore[arg-type]
             aliases=dict(get("aliases", {})),  # type: ignore[arg-type]
             history=get("history"),  # type: ignore[arg-type]
+            accepted=get("accepted"),  # type: ignore[arg-type]
         )
         if settings.command is not None:
             settings = _replace(settings, workdir=self._default_base())

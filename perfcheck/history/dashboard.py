@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from html import escape
 from pathlib import Path
@@ -88,7 +88,8 @@ def history_view(frame: pd.DataFrame, points: Iterable[object] = (), *, title: s
     without them the charts draw none."""
     series = frame.rename(columns={"run_id": "run"}).copy()
     records = [p.as_dict() if hasattr(p, "as_dict") else dict(p) for p in points]  # type: ignore[call-overload]
-    changes = pd.DataFrame(records, columns=[*CHANGE_COLUMNS, "machine", "commit", "direction", "run_id"]) if records else \
+    extra = ["open"] if records and "open" in records[0] else []  # the lifecycle's verdict, when known
+    changes = pd.DataFrame(records, columns=[*CHANGE_COLUMNS, "machine", "commit", "direction", "run_id", *extra]) if records else \
         pd.DataFrame(columns=[*CHANGE_COLUMNS, "machine", "commit"])
     if records:
         changes["kind"] = changes["direction"]
@@ -119,16 +120,27 @@ def load_view(store: object, *, suites: Iterable[str] | None = None, machine: st
               last: int | None = None, title: str = "perfcheck history") -> HistoryView:
     """The view of an open ``Store``: its series (``suites``/``machine`` filters,
     the ``last`` N runs of each series) and the change points found in them."""
-    from perfcheck.history.changepoints import detect
-
-    from perfcheck.history.findings import ALL, findings
-
     frame = store.series(machine=machine, suite=list(suites) if suites else None, last=last)  # type: ignore[attr-defined]
-    points = detect(frame)
     arches = {slug: fp.get("arch", "") for slug, fp in store.machines().items()}  # type: ignore[attr-defined]
+    return history_view_of(frame, arches=arches, title=title)
+
+
+def history_view_of(frame: pd.DataFrame, *, arches: Mapping[str, str] | None = None, accepted: Sequence[object] = (),
+                    title: str = "perfcheck history") -> HistoryView:
+    """The view of ``frame`` (``Store.series``): its change points, grouped into findings,
+    each regression open, accepted or recovered by the ``accepted`` entries
+    (``perfcheck.history.lifecycle``: open until a person accepts it or it recovers)."""
+    from perfcheck.history.changepoints import detect
+    from perfcheck.history.findings import ALL, findings, with_states
+    from perfcheck.history.lifecycle import states
+
+    points = detect(frame)
+    known = {s.point: s for s in states(points, frame, accepted)}  # type: ignore[arg-type]
     # every change in some finding (a metric no check watches still heads one: the
     # dashboard shows those below the checked ones)
-    return history_view(frame, points, title=title, found=findings(points, frame, select=ALL, arches=arches))
+    found = with_states(findings(points, frame, select=ALL, arches=arches or {}), known)
+    records = [{**cp.as_dict(), "open": known[cp].open if cp in known else False} for cp in points]
+    return history_view(frame, records, title=title, found=found)
 
 
 def _normalised(view: HistoryView) -> tuple[pd.DataFrame, pd.DataFrame]:

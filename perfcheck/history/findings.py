@@ -41,6 +41,8 @@ from perfcheck.history.changepoints import KEY, RUN_WIDE, ChangePoint
 if TYPE_CHECKING:
     import pandas as pd
 
+    from perfcheck.history.lifecycle import State
+
 ALL = "all"
 HEADLINE_FIRST = "duration"
 
@@ -55,6 +57,9 @@ class Finding:
     diagnosis: Diagnosis | None = None
     new: bool = False  # a regression starting in the latest runs (``recent_regressions``)
     status: str | None = None  # the lifecycle state where known (open | accepted | recovered)
+    accepted_reason: str | None = None  # the accepted file's reason (status accepted)
+    recovered_at: str | None = None  # the run of the recovery (status recovered)
+    open_metrics: tuple[str, ...] = ()  # the metrics of this change still open (headline and also moved)
 
     @property
     def machine(self) -> str:
@@ -76,8 +81,11 @@ class Finding:
         doc = self.headline.as_dict()
         doc["new"] = self.new
         doc["recent"] = self.new  # the name before findings were grouped
-        if self.status is not None:
-            doc["status"] = self.status
+        # the lifecycle (None for an improvement, or where it was not computed)
+        doc["status"] = self.status
+        doc["accepted_reason"] = self.accepted_reason
+        doc["recovered_at"] = self.recovered_at
+        doc["open_metrics"] = list(self.open_metrics)
         doc["also_moved"] = [{"metric": cp.metric, "unit": cp.unit, "before": cp.before, "after": cp.after,
                               "change_pct": cp.change_pct, "direction": cp.direction, "run_id": cp.run_id}
                              for cp in self.also]
@@ -247,6 +255,36 @@ def _diagnose(head: ChangePoint, frame: "pd.DataFrame", positions: Mapping[tuple
         return {str(m): g["value"].to_numpy(dtype="float64") for m, g in rows.groupby("metric", sort=False)}
 
     return diagnose(side(before_runs), side(after_runs), subject=head.metric, arch=arch, whole_run_pct=whole_run)
+
+
+def with_states(found: Sequence[Finding], states: Mapping[ChangePoint, "State"],
+                named: Iterable[str] | None = None) -> list[Finding]:
+    """``found`` with their lifecycle (``perfcheck.history.lifecycle.states``): a finding is
+    open while its headline or a metric that moved with it is an open regression (one
+    change: accepting part of it leaves it open), else the headline's status. ``named``:
+    the metrics asked for by name (--metric): only those count."""
+    from dataclasses import replace
+
+    asked = set(named) if named is not None else None
+    out = []
+    for f in found:
+        members = [f.headline, *f.also]
+        if asked is not None:
+            members = [cp for cp in members if cp.metric in asked] or [f.headline]
+        mine = [states[cp] for cp in members if cp in states]
+        opened = [s for s in mine if s.open]
+        head = states.get(f.headline)
+        if opened:
+            status, new = "open", any(s.new for s in opened)
+        elif head is not None:
+            status, new = head.status, head.new
+        else:
+            status, new = next((s.status for s in mine if s.status is not None), None), f.new
+        out.append(replace(
+            f, status=status, new=new, open_metrics=tuple(dict.fromkeys(s.point.metric for s in opened)),
+            accepted_reason=head.accepted_by.reason if head is not None and head.accepted_by is not None else None,
+            recovered_at=head.closed_by.run_id if head is not None and head.closed_by is not None else None))
+    return out
 
 
 def describe_start(cp: ChangePoint) -> str:
