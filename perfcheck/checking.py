@@ -256,7 +256,13 @@ def _history_gate(run: SuiteRun, checks: list[Check]) -> list[Check]:
     from perfcheck.history.store import machine_key
 
     machine = machine_key(baselines.fingerprint(run.analysis))
-    refs = gate.references(run.settings.history, machine, run.name, gate.gated_pairs(checks))
+    try:
+        refs = gate.references(run.settings.history, machine, run.name, gate.gated_pairs(checks))
+    except PerfcheckError as exc:
+        # A store that cannot be read must not cost the run its reports: the baseline
+        # file decides, and the run ends with this error once every report is written.
+        run.store_error = str(exc)
+        refs = {}
     return gate.rejudge(checks, refs, run.analysis, run.settings.tolerances)
 
 
@@ -478,9 +484,19 @@ def finish(runs: Sequence[SuiteRun], settings: Settings) -> Run:
     from perfcheck.history.runs import current_run
 
     record = current_run() if settings.json is not None or settings.history is not None else None
-    if settings.history is not None and settings.write_baselines and record is not None:
-        append_history(runs, settings.history, record)
-    return Run(list(runs), write_reports(runs, settings, record))
+    run = Run(list(runs), write_reports(runs, settings, record))
+    # The history comes after every report: a store that cannot be read or written
+    # (read-only file system, damaged, newer schema, not a store) costs the run its
+    # history entry, never its reports, and the exit status says so (Run.exit_code).
+    run.history_error = next((r.store_error for r in runs if r.store_error), None)
+    if settings.history is not None and settings.write_baselines and record is not None and run.history_error is None:
+        try:
+            append_history(runs, settings.history, record)
+        except PerfcheckError as exc:
+            later = f"; the results file {settings.json} can be added later with `perfcheck history add`" \
+                if settings.json is not None else ""
+            run.history_error = f"{exc}; this run was not added to the history{later}"
+    return run
 
 
 def append_history(runs: Sequence[SuiteRun], path: Path, record: "RunRecord") -> None:

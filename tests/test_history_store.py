@@ -45,7 +45,9 @@ def test_round_trip_series_runs_and_machines(tmp_path: Path) -> None:
 def test_a_run_is_stored_once(tmp_path: Path) -> None:
     with open_store(tmp_path / "h.sqlite") as store:
         assert _add(store, 0, 1e-3)
-        assert not _add(store, 0, 2e-3)  # same id: nothing changes
+        assert not _add(store, 0, 1e-3)  # the same run again: nothing changes
+        with pytest.raises(InputError, match="'run-000' is already stored with other values"):
+            _add(store, 0, 2e-3)  # the same id, other values: not the same run
         assert store.series()["value"].tolist() == [1e-3, 1e12]
 
 

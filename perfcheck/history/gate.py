@@ -166,9 +166,10 @@ def judge(observed: float, relation: str, fraction: float, absolute: float | Non
 
 def references(store_path: str | Path, machine: str, suite: str, wanted: Sequence[tuple[str, str]]) -> dict[tuple[str, str], Reference]:
     """History references of ``wanted`` (kernel, metric) pairs of ``suite`` on ``machine``.
-    A store that does not exist yet has no history (the runner creates it at the end)."""
+    A store that does not exist yet, or an empty file, has no history (the runner
+    creates it at the end)."""
     path = Path(store_path)
-    if not path.exists() or not wanted:
+    if not path.exists() or not wanted or (path.is_file() and path.stat().st_size == 0):
         return {}
     from perfcheck.history.store import open_store
 
