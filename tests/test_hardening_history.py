@@ -366,3 +366,20 @@ def test_bencher_export_gives_distinct_run_ids_distinct_files(cli, tmp_path: Pat
     assert len(set(files)) == 4 and files[3] == f"night-1--{MACHINE}.json"
     values = [json.loads((tmp_path / "out" / f).read_text())["s::k"]["latency"]["value"] for f in files]
     assert values == pytest.approx([1e6, 2e6, 3e6, 4e6])
+
+
+def test_pytest_perf_history_writes_the_junit_before_a_failing_store(tmp_path: Path) -> None:
+    import sys
+
+    (tmp_path / "pyproject.toml").write_text(
+        f'[tool.perfcheck]\ndevice = "mi100"\nbaseline_dir = "b"\n[tool.perfcheck.suites.after]\n'
+        f'profiles = ["{EXAMPLE / "results-after.csv"}"]\n[tool.perfcheck.suites.after.expect]\n'
+        '"*Clover*FBCGPU*" = ["duration <= baseline + 5%"]\n')
+    store = tmp_path / "h.sqlite"
+    store.mkdir()  # not a store at all
+    done = subprocess.run([sys.executable, "-m", "pytest", "--perf", "-q", "-p", "no:randomly", "-p", "no:cacheprovider",
+                           "--perf-history", "h.sqlite", "--perf-junit", "perf.xml", "--perf-json", "perf.json",
+                           str(tmp_path)], cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 4, done.stdout + done.stderr  # pytest's usage error
+    assert (tmp_path / "perf.xml").stat().st_size > 0 and (tmp_path / "perf.json").stat().st_size > 0
+    assert f"perfcheck: error: {store}: is a directory, not a history store" in done.stdout
