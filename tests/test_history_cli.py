@@ -55,7 +55,7 @@ def test_detect_fails_on_a_recent_regression(cli, tmp_path: Path) -> None:  # no
     assert (point["run_id"], point["direction"], point["recent"]) == ("night-27", "regression", True)
     assert point["time_iso"] == "2026-01-28T00:00:00+00:00" and point["p"] < 0.001
     markdown = cli("history", "detect", "--history", store, "--markdown").out
-    assert markdown.startswith("**1 new regression**") and "| nightly / stencil_kernel / duration on " in markdown
+    assert markdown.startswith("**1 new regression**") and "| nightly / `stencil_kernel` / duration on " in markdown
     assert cli("history", "detect", "--history", store, "--last", "2").code == 0  # it started 3 runs ago
     assert cli("history", "detect", "--history", store, "--kernel", "other").code == 0
 

@@ -50,11 +50,14 @@ def text(points: Sequence["ChangePoint"], recent: Sequence["ChangePoint"] = ()) 
 def markdown(points: Sequence["ChangePoint"], recent: Sequence["ChangePoint"] = ()) -> str:
     if not points:
         return "No change points.\n"
+    from perfcheck.report.mdescape import code, text as escape
+
     marked = {i for i, cp in enumerate(points) if cp in recent}
-    escape = lambda s: s.replace("|", "\\|")  # noqa: E731
     lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-    for row in _rows(points, marked):
-        lines.append("| " + " | ".join(escape(c) for c in row) + " |")
+    for cp, row in zip(points, _rows(points, marked)):
+        # names from the store, escaped as every Markdown writer does; the kernel copyable
+        where = f"{escape(cp.suite)} / {code(cp.kernel)} / {escape(cp.metric)} on {escape(cp.machine)}"
+        lines.append("| " + " | ".join([where, *(escape(c) for c in row[1:])]) + " |")
     regressions = sum(1 for cp in recent if cp.regression)
     head = f"**{regressions} new regression{'s' if regressions != 1 else ''}**\n\n" if regressions else ""
     return head + "\n".join(lines) + "\n"
