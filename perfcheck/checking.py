@@ -345,8 +345,21 @@ def _write_baseline(path: Path, fresh: "Baseline", runs: Sequence[SuiteRun]) -> 
         found = baselines.changes(previous, fresh, _watched(runs))
         for r in runs:
             r.changes = found
+    # What this session measured, and what it left out on purpose (an update drops the
+    # stored kernels it no longer runs): the rest of the file is whatever is on disk
+    # when it is written, so another session recording the same suite meanwhile keeps
+    # its kernels.
+    ours: set[str] = set()
+    stored: set[str] = set()
+    for r in runs:
+        read = set(r.baseline.kernels) if r.baseline is not None else set()
+        stored |= read
+        if r.fresh is not None:
+            ours |= set(r.fresh.kernels) - (read if r.action == COMPARED else set())
+    dropped = stored - set(fresh.kernels)
+    aliases = next((r.settings.aliases for r in runs if r.settings.aliases), None)
     try:
-        baselines.write(path, fresh)
+        baselines.write_merged(path, fresh, ours=ours, dropped=dropped, aliases=aliases)
     except OSError as exc:
         raise UsageError(f"cannot write baseline {path}: {exc.strerror or exc}") from None
 
