@@ -147,6 +147,18 @@ def test_damaged_and_foreign_stores_are_one_line_errors_on_every_command(cli, tm
         assert path.read_bytes() == before  # refused before anything was written
 
 
+@pytest.mark.parametrize("damage", sorted(d for d in DAMAGE if d not in ("text-in-real", "text-time")))
+def test_add_into_a_damaged_or_foreign_store_is_a_one_line_error(cli, tmp_path: Path, damage: str) -> None:  # noqa: ANN001
+    path = _store(tmp_path / "h.sqlite", runs=3, kernels=2)
+    DAMAGE[damage][0](path)
+    _settled(path)
+    before = path.read_bytes()
+    results = _write(tmp_path, _results(tmp_path), "r.json")
+    one_line_error(cli("history", "add", results, "--history", path), path, DAMAGE[damage][1])
+    if damage != "malformed":
+        assert path.read_bytes() == before
+
+
 def test_reading_commands_never_turn_an_empty_file_into_a_store(cli, tmp_path: Path) -> None:  # noqa: ANN001
     empty = tmp_path / "h.sqlite"
     empty.touch()
