@@ -395,11 +395,13 @@ class Store:
 
     def _same_run(self, run: RunRecord, rows: Sequence[tuple]) -> bool:
         """The run already stored under ``run.run_id`` holds exactly these values (the
-        same results file imported again, from wherever it was copied to)."""
+        same results file imported again, from wherever it was copied to). The time is
+        left out: a file without a run block takes its modification time, which a copy
+        changes; its id is a digest of its bytes."""
         stored = self._db.execute(
-            "SELECT time, commit_sha, branch, ci_system, ci_job, ci_url, host FROM runs WHERE run_id = ?",
+            "SELECT commit_sha, branch, ci_system, ci_job, ci_url, host FROM runs WHERE run_id = ?",
             (run.run_id,)).fetchone()
-        if tuple(stored) != (float(run.time), run.commit, run.branch, run.ci_system, run.ci_job, run.ci_url, run.host):
+        if tuple(stored) != (run.commit, run.branch, run.ci_system, run.ci_job, run.ci_url, run.host):
             return False
         have = self._db.execute(
             "SELECT run_id, machine, suite, kernel, metric, value, unit, n, median, spread, outcome, low, high "
