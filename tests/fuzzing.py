@@ -398,9 +398,10 @@ def sqlite_mutate(rng: random.Random, path: Path) -> str:
     return f"sqlite-{op.split('(')[0]}"
 
 
-def mutate(rng: random.Random, root: Path) -> list[str]:
+def mutate(rng: random.Random, root: Path, kind: str = "profile") -> list[str]:
     """Mutate the copy at ``root`` (a file or a directory) in place; returns the
-    names of the operators applied."""
+    names of the operators applied. ``kind``: the target's kind (the JSON and store
+    operators are for results files and history stores)."""
     applied: list[str] = []
     if root.is_dir():
         files = sorted(p for p in root.rglob("*") if p.is_file())
@@ -415,8 +416,8 @@ def mutate(rng: random.Random, root: Path) -> list[str]:
     else:
         path = root
     is_sqlite = path.read_bytes()[:16] == b"SQLite format 3\x00"
-    is_store = is_sqlite and path.name == "history.sqlite"
-    is_results = path.suffix == ".json"
+    is_store = is_sqlite and kind == "store"
+    is_results = kind == "results"
     for _ in range(rng.choice([1, 1, 1, 2, 3])):
         if is_store:
             try:
@@ -688,7 +689,7 @@ def run_case(targets: list[Target], index: int, seed: int, workdir: Path, *, bou
         shutil.copytree(target.source, copy)
     else:
         shutil.copyfile(target.source, copy)
-    operators = mutate(rng, copy)
+    operators = mutate(rng, copy, target.kind)
     # A third of the profiles are read for a named GPU, so that damaged launch
     # resources also reach the occupancy rules and the theoretical ceilings.
     arch = ["--arch", rng.choice(ARCHES)] if rng.random() < 1 / 3 else []
