@@ -501,14 +501,16 @@ def finish(runs: Sequence[SuiteRun], settings: Settings) -> Run:
     # The history comes after every report: a store that cannot be read or written
     # (read-only file system, damaged, newer schema, not a store) costs the run its
     # history entry, never its reports, and the exit status says so (Run.exit_code).
-    run.history_error = next((r.store_error for r in runs if r.store_error), None)
-    if settings.history is not None and settings.write_baselines and record is not None and run.history_error is None:
+    failed = next((r.store_error for r in runs if r.store_error), None)  # the gate could not read it
+    if failed is None and settings.history is not None and settings.write_baselines and record is not None:
         try:
             append_history(runs, settings.history, record)
         except PerfcheckError as exc:
-            later = f"; the results file {settings.json} can be added later with `perfcheck history add`" \
-                if settings.json is not None else ""
-            run.history_error = f"{exc}; this run was not added to the history{later}"
+            failed = str(exc)
+    if failed is not None:
+        later = f"; the results file {display_path(settings.json)} can be added later with `perfcheck history add`" \
+            if settings.json is not None and settings.write_baselines else ""
+        run.history_error = f"{failed}; this run was not added to the history{later}"
     return run
 
 
