@@ -72,8 +72,10 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -578,6 +580,54 @@ def write(path: str | Path, baseline: Baseline) -> bool:
     except OSError as exc:
         raise InputError(path, f"cannot write the baseline ({exc.strerror or exc})") from None
     return True
+
+
+@contextmanager
+def folder_lock(folder: str | Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``folder`` (``flock`` on the directory itself, so no
+    lock file is left among the baselines a team commits). Sessions on one host that
+    write baselines of one folder take turns; where the platform or the file system
+    has no such lock (Windows, some network file systems) the write goes on unlocked."""
+    try:
+        import fcntl
+    except ImportError:  # Windows
+        yield
+        return
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        yield
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError:  # NFS without flock: no lock, as before
+            pass
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def write_merged(path: str | Path, fresh: Baseline, *, ours: set[str], dropped: set[str] = frozenset(),
+                 aliases: Mapping[str, str] | None = None) -> bool:
+    """Write ``fresh`` to ``path`` without losing what another session wrote there since
+    this one read it: under ``folder_lock``, the file is read again, and a baseline of
+    the same machine keeps its kernels except ``dropped`` (the ones this session
+    deliberately left out: an update of kernels no longer run), with this session's
+    own kernels (``ours``) taken from ``fresh``. Two ``pytest --perf`` sessions
+    recording one suite at once so keep both sessions' kernels, as the xdist workers
+    of one session always did. A file of another machine is replaced, as before."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with folder_lock(path.parent):
+        current = load(path)
+        if current is not None and aliases:
+            current = current.renamed(aliases)
+        if current is not None and mismatch(current, fresh.fingerprint) is None:
+            kernels = {k: v for k, v in current.kernels.items() if k not in dropped}
+            kernels.update({k: v for k, v in fresh.kernels.items() if k in ours})
+            fresh = replace(fresh, kernels=kernels)
+        return write(path, fresh)
 
 
 # ------------------------------------------------------------------ JSON reading

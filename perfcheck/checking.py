@@ -266,13 +266,25 @@ def _history_gate(run: SuiteRun, checks: list[Check]) -> tuple[list[Check], dict
 
     machine = machine_key(baselines.fingerprint(run.analysis))
     pairs = gate.gated_pairs(checks)
-    refs = gate.references(run.settings.history, machine, run.name, pairs, run.settings.accepted_file)
+    try:
+        refs = gate.references(run.settings.history, machine, run.name, pairs, run.settings.accepted_file)
+    except PerfcheckError as exc:
+        # A store that cannot be read must not cost the run its reports: the baseline
+        # file decides, and the run ends with this error once every report is written.
+        run.store_error = str(exc)
+        refs = {}
     run.history_judged = sum(ref.usable for ref in refs.values())
     run.history_runs = max((ref.comparable for ref in refs.values()), default=0) if pairs else None
     judged = gate.rejudge(checks, refs, run.analysis, run.settings.tolerances)
     since = {c.kernel: refs[(c.kernel, c.metric)].since_time for c in judged
              if c.outcome == FAILED and (c.kernel, c.metric) in refs and refs[(c.kernel, c.metric)].usable}
-    return judged, gate.recent_values(run.settings.history, machine, run.name, since)
+    if run.store_error is not None:
+        return judged, {}
+    try:
+        return judged, gate.recent_values(run.settings.history, machine, run.name, since)
+    except PerfcheckError as exc:
+        run.store_error = str(exc)
+        return judged, {}
 
 
 def _explained(run: SuiteRun, checks: list[Check], history: Mapping[str, Mapping[str, "np.ndarray"]]) -> list[Check]:
@@ -394,8 +406,21 @@ def _write_baseline(path: Path, fresh: "Baseline", runs: Sequence[SuiteRun]) -> 
         found = baselines.changes(previous, fresh, _watched(runs))
         for r in runs:
             r.changes = found
+    # What this session measured, and what it left out on purpose (an update drops the
+    # stored kernels it no longer runs): the rest of the file is whatever is on disk
+    # when it is written, so another session recording the same suite meanwhile keeps
+    # its kernels.
+    ours: set[str] = set()
+    stored: set[str] = set()
+    for r in runs:
+        read = set(r.baseline.kernels) if r.baseline is not None else set()
+        stored |= read
+        if r.fresh is not None:
+            ours |= set(r.fresh.kernels) - (read if r.action == COMPARED else set())
+    dropped = stored - set(fresh.kernels)
+    aliases = next((r.settings.aliases for r in runs if r.settings.aliases), None)
     try:
-        baselines.write(path, fresh)
+        baselines.write_merged(path, fresh, ours=ours, dropped=dropped, aliases=aliases)
     except OSError as exc:
         raise UsageError(f"cannot write baseline {path}: {exc.strerror or exc}") from None
 
@@ -558,14 +583,30 @@ def finish(runs: Sequence[SuiteRun], settings: Settings) -> Run:
     every report; the caller exits with ``Run.exit_code`` after this returns."""
     settle_baselines(runs, write=settings.write_baselines)
     if settings.write_baselines:
-        accept_open_regressions(runs)
+        try:
+            accept_open_regressions(runs)
+        except PerfcheckError as exc:  # the store: reported after the reports, like the gate's
+            for run in runs:
+                run.store_error = run.store_error or str(exc)
     from perfcheck.history.runs import current_run
 
     record = current_run() if settings.json is not None or settings.history is not None else None
-    if settings.history is not None and settings.write_baselines and record is not None \
+    run = Run(list(runs), write_reports(runs, settings, record))
+    # The history comes after every report: a store that cannot be read or written
+    # (read-only file system, damaged, newer schema, not a store) costs the run its
+    # history entry, never its reports, and the exit status says so (Run.exit_code).
+    failed = next((r.store_error for r in runs if r.store_error), None)  # the gate could not read it
+    if failed is None and settings.history is not None and settings.write_baselines and record is not None \
             and settings.history_mode != "read-only":
-        append_history(runs, settings.history, record)
-    return Run(list(runs), write_reports(runs, settings, record))
+        try:
+            append_history(runs, settings.history, record)
+        except PerfcheckError as exc:
+            failed = str(exc)
+    if failed is not None:
+        later = f"; the results file {display_path(settings.json)} can be added later with `perfcheck history add`" \
+            if settings.json is not None and settings.write_baselines else ""
+        run.history_error = f"{failed}; this run was not added to the history{later}"
+    return run
 
 
 ACCEPTED_BY_UPDATE = "baseline updated (perfcheck baseline update)"

@@ -401,14 +401,22 @@ def _since(text: str | None) -> float | None:
 
 
 def _history_add(args: argparse.Namespace) -> int:
-    from perfcheck.history import open_store, read_results
+    from perfcheck.errors import InputError
+    from perfcheck.history import open_store
+    from perfcheck.history.runs import read_results_files
 
-    imported = [read_results(path) for path in args.results]  # every file is read before anything is written
+    imported = read_results_files(args.results)  # all validated first: one bad file, none imported
     with open_store(_history_path(args, writing=True)) as store:
-        for path, run in zip(args.results, imported):
+        for index, (path, run) in enumerate(zip(args.results, imported)):
             for notice in run.notices:
                 print(f"perfcheck: notice: {notice}", file=sys.stderr)
-            done = store.add(run.run, run.results, run.machines)
+            try:
+                done = store.add(run.run, run.results, run.machines)  # one transaction per file
+            except InputError as exc:
+                if index == 0:
+                    raise
+                raise InputError(exc.path, f"{path}: {exc.what}", hint=f"the {index} file(s) listed above were "
+                                 "imported, this one and the rest were not; a rerun skips those stored") from None
             state = f"added run {done.run_id} ({done.values} values)" if done.added else f"run {done.run_id} already stored"
             print(f"{path}: {state}")
     return EXIT_OK
@@ -874,6 +882,8 @@ def _run_checks(args: argparse.Namespace, *, update: bool | None) -> "Run":
 
     print_run(run, out=sys.stdout, err=sys.stderr, width=output_width(sys.stdout))
     _github_step(run)
+    if run.history_error:  # the reports are out; the exit status (2) says the history is not
+        print(f"perfcheck: error: {run.history_error}", file=sys.stderr)
     return run
 
 

@@ -720,6 +720,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             runs.append(run)
         settings = state.resolver().report_settings({})
         state.finished = checking.finish(runs, settings)
+        if state.finished.history_error:  # every report was written; the history was not
+            state.errors.append(f"perfcheck: error: {state.finished.history_error}")
+            session.exitstatus = pytest.ExitCode.USAGE_ERROR
     except PerfcheckError as exc:
         state.errors.append(_one_line(exc))
         session.exitstatus = pytest.ExitCode.USAGE_ERROR

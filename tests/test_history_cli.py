@@ -56,7 +56,7 @@ def test_detect_fails_on_a_recent_regression(cli, store_at) -> None:  # noqa: AN
     assert (point["status"], point["new"]) == ("open", True)
     assert point["time_iso"] == "2026-01-28T00:00:00+00:00" and point["p"] < 0.001
     markdown = cli("history", "detect", "--history", store, "--markdown").out
-    assert markdown.startswith("**1 open regression** (1 new)") and "| nightly on mi250x_gfx90a_rocprofv3-1.0.0 | `stencil_kernel` | duration +7.6% regression (new, open) |" in markdown
+    assert markdown.startswith("**1 open regression** (1 new)") and r"| nightly on mi250x\_gfx90a\_rocprofv3-1.0.0 | `stencil_kernel` | duration \+7.6% regression \(new, open\) |" in markdown
     # it started 3 runs ago: no longer new, still open (exit 1) unless only new ones fail
     older = cli("history", "detect", "--history", store, "--last", "2")
     assert older.code == 1 and "(open)" in older.out and "new" not in older.out.split("finding")[0]

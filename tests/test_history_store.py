@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import os
 import sqlite3
 from pathlib import Path
 
@@ -45,7 +46,9 @@ def test_round_trip_series_runs_and_machines(store_at) -> None:  # noqa: ANN001 
 def test_a_run_is_stored_once(store_at) -> None:  # noqa: ANN001 (both backends)
     with open_store(store_at()) as store:
         assert _add(store, 0, 1e-3)
-        assert not _add(store, 0, 2e-3)  # same id: nothing changes
+        assert not _add(store, 0, 1e-3)  # the same run again: nothing changes
+        with pytest.raises(InputError, match="'run-000' is already stored with other values"):
+            _add(store, 0, 2e-3)  # the same id, other values: not the same run
         assert store.series()["value"].tolist() == [1e-3, 1e12]
 
 
@@ -186,9 +189,16 @@ def test_an_older_results_file_imports_once(tmp_path: Path) -> None:
     assert first.run.run_id == second.run.run_id and first.run.run_id.startswith("file-")
     assert "no run block" in first.notices[0]
     assert first.machines[0].fingerprint["device"] == "AMD Instinct MI100"
+    copy = tmp_path / "copied" / path.name  # the same file elsewhere, with another modification time
+    copy.parent.mkdir()
+    copy.write_bytes(path.read_bytes())
+    os.utime(copy, (1_700_000_000, 1_700_000_000))
+    third = read_results(copy)
+    assert third.run.run_id == first.run.run_id and third.run.time != first.run.time
     with open_store(tmp_path / "h.sqlite") as store:
         assert store.add(first.run, first.results, first.machines).added
         assert not store.add(second.run, second.results, second.machines).added
+        assert not store.add(third.run, third.results, third.machines).added  # the same run, not a clash
 
 
 @pytest.mark.parametrize(("text", "what"), [

@@ -35,6 +35,7 @@ import pandas as pd
 from perfcheck import __version__
 from perfcheck.atomicfile import write_atomic
 from perfcheck.history.chart import legend_svg, trend_svg
+from perfcheck.report import mdescape
 from perfcheck.units import format_value
 
 if TYPE_CHECKING:
@@ -579,13 +580,9 @@ def write_site(view: HistoryView, directory: str | Path) -> list[Path]:
 # --- Markdown digest -------------------------------------------------------------------------
 
 
-def _md(text: str) -> str:
-    """A table cell: one line, no column breaks, no HTML."""
-    return text.replace("\n", " ").replace("|", "\\|").replace("<", "&lt;")
-
-
-def _md_code(text: str) -> str:
-    return "`" + text.replace("`", "'").replace("|", "\\|") + "`"
+# Names from the store are escaped as the check summary and the PR comment escape them.
+_md = mdescape.text
+_md_code = mdescape.code
 
 
 def markdown_digest(view: HistoryView, *, link: str | None = None) -> str:
@@ -599,12 +596,13 @@ def markdown_digest(view: HistoryView, *, link: str | None = None) -> str:
     latest = latest_runs(series)
     outside = latest[latest["outside"]]
     units = _units(series)
-    lines = [f"## {view.title}", ""]
+    lines = [f"## {_md(view.title)}", ""]
     if series.empty:
         return "\n".join([*lines, "No runs recorded yet.", ""])
     newest = series.loc[series["time"].idxmax()]
     runs = series["run"].nunique() if (series["run"] != "").any() else series["time"].nunique()
-    head = (f"Latest run {_when(newest['time'])} UTC" + (f", commit `{newest['commit'][:12]}`" if newest["commit"] else "")
+    head = (f"Latest run {_when(newest['time'])} UTC" + (f", commit {_md_code(newest['commit'][:12], table=False)}"
+                                                          if newest["commit"] else "")
             + f"; {runs} runs, {latest.shape[0]} series. ")
     if found.empty and outside.empty:
         head += "No open regressions, every latest value within its budget."
@@ -620,10 +618,10 @@ def markdown_digest(view: HistoryView, *, link: str | None = None) -> str:
                   "|---|---|---|---|---:|---:|---:|---|"]
         for row in found.head(MAX_DIGEST_ROWS).itertuples(index=False):
             unit = units.get((row.suite, row.machine, row.kernel, row.metric), "")
-            since = _when(row.time) + (f" `{row.commit[:12]}`" if row.commit else "")
+            since = _when(row.time) + (f" {_md_code(row.commit[:12])}" if row.commit else "")
             lines.append(f"| {_md(row.suite)} | {_md_code(row.kernel)} | {_md(row.metric)} | {since} | "
-                         f"{format_value(row.before, unit)} | {format_value(row.after, unit)} | "
-                         f"{row.change_pct:+.1f}%{_md(' (also ' + row.also + ')') if row.also else ''} | "
+                         f"{_md(format_value(row.before, unit))} | {_md(format_value(row.after, unit))} | "
+                         f"{row.change_pct:+.1f}%{' ' + _md('(also ' + row.also + ')') if row.also else ''} | "
                          f"{_md(row.why) or '-'} |")
         if len(found) > MAX_DIGEST_ROWS:
             lines.append(f"\n...and {len(found) - MAX_DIGEST_ROWS} more.")
@@ -636,7 +634,7 @@ def markdown_digest(view: HistoryView, *, link: str | None = None) -> str:
                   "| suite | kernel | metric | value | budget |", "|---|---|---|---:|---|"]
         for row in outside.head(MAX_DIGEST_ROWS).itertuples(index=False):
             lines.append(f"| {_md(row.suite)} | {_md_code(row.kernel)} | {_md(row.metric)} | "
-                         f"{format_value(row.value, row.unit)} | {_md(budget_text(row.low, row.high, row.unit))} |")
+                         f"{_md(format_value(row.value, row.unit))} | {_md(budget_text(row.low, row.high, row.unit))} |")
         if len(outside) > MAX_DIGEST_ROWS:
             lines.append(f"\n...and {len(outside) - MAX_DIGEST_ROWS} more.")
     return "\n".join(lines) + "\n"

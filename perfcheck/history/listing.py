@@ -112,10 +112,6 @@ def text(found: Sequence["Finding"], *, width: int | None = None) -> str:
     return "\n".join(lines)
 
 
-def _cell(value: str) -> str:
-    return value.replace("\n", " ").replace("|", "\\|").replace("<", "&lt;")
-
-
 def summary(found: Sequence["Finding"]) -> dict[str, int]:
     """Counts of the regression findings: open, of them new, accepted, recovered."""
     regressions = [f for f in found if f.regression and f.status is not None]
@@ -128,13 +124,15 @@ def summary(found: Sequence["Finding"]) -> dict[str, int]:
 def markdown(found: Sequence["Finding"]) -> str:
     if not found:
         return "No change points.\n"
+    from perfcheck.report.mdescape import code, text as escape
+
     lines = ["| where | kernel | change | before -> after | since | also moved | why |",
              "|---|---|---|---|---|---|---|"]
     for f in found:
-        kernel = "`" + f.kernel.replace("`", "'").replace("|", "\\|") + "`"
+        # names from the store, escaped as every Markdown writer does; the kernel copyable
         lines.append("| " + " | ".join([
-            _cell(_where(f)), kernel, _cell(f"{f.headline.metric} {change_text(f)}"), _cell(levels_text(f)),
-            _cell(_since(f)), _cell(also_text(f)) or "-", _cell(why_text(f)) or "-"]) + " |")
+            escape(_where(f)), code(f.kernel), escape(f"{f.headline.metric} {change_text(f)}"), escape(levels_text(f)),
+            escape(_since(f)), escape(also_text(f)) or "-", escape(why_text(f)) or "-"]) + " |")
     counts = summary(found)
     head = (f"**{counts['open']} open regression{'s' if counts['open'] != 1 else ''}** ({counts['new']} new)\n\n"
             if counts["open"] else "")

@@ -221,6 +221,14 @@ class PostgresStore:
         named = {m.machine: m for m in machines}
         for machine in {key[0] for key in rows} - set(named):
             named[machine] = Machine(machine)
+        done = self._add(run, rows, named)
+        if done is None:
+            raise InputError(self.url, f"run {run.run_id!r} is already stored with other values",
+                             hint="a run id names one run: give the other run its own id (the results file's run.id)")
+        return done
+
+    def _add(self, run: RunRecord, rows: dict[tuple[str, str, str, str], tuple[object, ...]],
+             named: dict[str, Machine]) -> AddResult | None:
         try:
             with self._db.transaction():
                 claimed = self._db.execute(
@@ -229,7 +237,9 @@ class PostgresStore:
                      run.host, run.source, _time.time()),
                 ).rowcount
                 if not claimed:
-                    return AddResult(run.run_id, False, 0)
+                    # the same results file imported again adds nothing; another run under
+                    # the same id is an error (raised below, after the transaction ends)
+                    return AddResult(run.run_id, False, 0) if self._same_run(run, list(rows.values())) else None
                 with self._db.cursor() as cursor:
                     # sorted: concurrent writers lock shared machine rows in one order (no deadlock);
                     # a machine seen again keeps its first fingerprint unless this one says more
@@ -248,6 +258,18 @@ class PostgresStore:
         except self._errors as exc:
             raise self._failed("write to", exc) from None
         return AddResult(run.run_id, True, len(rows))
+
+    def _same_run(self, run: RunRecord, rows: Sequence[tuple[object, ...]]) -> bool:
+        """The run already stored under ``run.run_id`` holds exactly these values (as the
+        SQLite store decides: the time left out, a copied file's modification time moves)."""
+        stored = self._db.execute("SELECT commit_sha, branch, ci_system, ci_job, ci_url, host FROM runs "
+                                  "WHERE run_id = %s", (run.run_id,)).fetchone()
+        if stored is None or tuple(stored) != (run.commit, run.branch, run.ci_system, run.ci_job, run.ci_url, run.host):
+            return False
+        have = self._db.execute(
+            "SELECT run_id, machine, suite, kernel, metric, value, unit, n, median, spread, outcome, low, high "
+            "FROM results WHERE run_id = %s", (run.run_id,)).fetchall()
+        return sorted(map(tuple, have), key=repr) == sorted(map(tuple, rows), key=repr)
 
     def prune(self, *, keep_days: float, now: float | None = None) -> int:
         """Delete runs older than ``keep_days`` (and their values); returns how many."""

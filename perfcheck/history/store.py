@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sqlite3
 import time as _time
 from collections.abc import Iterable, Mapping, Sequence
@@ -92,6 +93,16 @@ MIGRATIONS: tuple[str, ...] = (
     """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
+# The columns perfcheck reads and writes, per table (what the migrations above make).
+REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
+    "machines": ("machine", "fingerprint"),
+    "runs": ("run_id", "time", "commit_sha", "branch", "ci_system", "ci_job", "ci_url", "host", "source", "added"),
+    "results": ("run_id", "machine", "suite", "kernel", "metric", "value", "unit", "n", "median", "spread",
+                "outcome", "low", "high"),
+}
+# Times a run can have: Unix seconds from 1970 to 2200 (a results file claiming more is
+# refused; pandas' timestamps end in 2262, so later ones would break every reader).
+MIN_TIME, MAX_TIME = 0.0, 7_258_118_400.0  # 2200-01-01 UTC
 
 SERIES_COLUMNS = (
     "machine", "suite", "kernel", "metric", "unit", "run_id", "time", "commit", "branch",
@@ -162,7 +173,7 @@ def finite(value: object) -> float | None:
         return None
     try:
         number = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an int past any float
         return None
     return number if math.isfinite(number) else None
 
@@ -176,22 +187,53 @@ class Store:
             raise InputError(self.path, "no such history store", hint="name an existing store, or run `perfcheck check --history PATH` to create one")
         if self.path.is_dir():
             raise InputError(self.path, "is a directory, not a history store", hint="name a file, e.g. perf-history.sqlite")
+        # Reading commands open an existing file without creating it, read-only where
+        # the file or its folder cannot be written (an archived store on a read-only
+        # file system: WAL then needs immutable=1, as no -shm file can be made).
+        self.read_only = not create and not (os.access(self.path, os.W_OK) and os.access(self.path.parent, os.W_OK))
+        self._create = create
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(str(self.path), timeout=BUSY_TIMEOUT_S, isolation_level=None)
+            if create:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = self._connect(immutable=False)
         except (OSError, sqlite3.Error) as exc:
             raise InputError(self.path, f"cannot open the history store ({exc})") from None
         try:
-            self._prepare()
-        except sqlite3.DatabaseError as exc:
+            try:
+                self._prepare()
+            except sqlite3.OperationalError as exc:
+                if not self.read_only or "unable to open" not in str(exc):
+                    raise
+                self._db.close()  # a WAL store whose -shm cannot be created: nobody writes here
+                self._db = self._connect(immutable=True)
+                self._prepare()
+        except sqlite3.Error as exc:
             self._db.close()
-            if "file is not a database" in str(exc) or "malformed" in str(exc):
-                raise InputError(self.path, "is not a perfcheck history store (not an SQLite database)",
-                                 hint="name another file for --history") from None
-            raise InputError(self.path, f"cannot open the history store ({exc})") from None
+            raise self._damaged(exc) from None
         except (InputError, UsageError):
             self._db.close()
             raise
+
+    def _connect(self, *, immutable: bool) -> sqlite3.Connection:
+        if self._create:
+            return sqlite3.connect(str(self.path), timeout=BUSY_TIMEOUT_S, isolation_level=None)
+        mode = "ro" if self.read_only else "rw"  # rw: never creates a missing file
+        uri = f"{self.path.resolve().as_uri()}?mode={mode}" + ("&immutable=1" if immutable else "")
+        return sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+
+    def _damaged(self, exc: sqlite3.Error) -> InputError:
+        """One line for an SQLite error on this store: what SQLite said and what to do."""
+        text = str(exc)
+        if "file is not a database" in text:
+            return InputError(self.path, "is not a perfcheck history store (not an SQLite database)",
+                              hint="name another file for --history")
+        if "malformed" in text or "no such column" in text or "no such table" in text:
+            return InputError(self.path, f"the history store is damaged ({text})",
+                              hint="restore it from a copy, or name a new file for --history")
+        if "readonly" in text or "read-only" in text:
+            return InputError(self.path, f"the history store cannot be written ({text})",
+                              hint="make it writable, or name another file for --history")
+        return InputError(self.path, f"cannot use the history store ({text})")
 
     # --- opening and migrations ----------------------------------------------------------
 
@@ -200,18 +242,54 @@ class Store:
         db.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
         db.execute("PRAGMA foreign_keys = ON")
         self._check_identity()
+        if self.read_only:
+            if self.version != SCHEMA_VERSION:
+                self._migrate_refused()
+            self._check_schema()
+            return
         mode = self._retry(lambda: db.execute("PRAGMA journal_mode = WAL").fetchone()[0])
         if str(mode).lower() != "wal":  # e.g. a file system without shared memory: still correct, less concurrent
             db.execute("PRAGMA journal_mode = DELETE")
         db.execute("PRAGMA synchronous = NORMAL")  # WAL: durable at checkpoints, never corrupt
         self._migrate()
+        self._retry(self._check_schema)  # another process may be switching to WAL this moment
 
     def _check_identity(self) -> None:
         app = self._db.execute("PRAGMA application_id").fetchone()[0]
-        tables = self._db.execute("SELECT count(*) FROM sqlite_master WHERE type = 'table'").fetchone()[0]
-        if app not in (0, APPLICATION_ID) or (app == 0 and tables):
+        kinds = dict(self._db.execute("SELECT type, count(*) FROM sqlite_master GROUP BY type").fetchall())
+        if app not in (0, APPLICATION_ID) or (app == 0 and kinds.get("table")):
             raise InputError(self.path, "is an SQLite database but not a perfcheck history store",
                              hint="name another file for --history")
+        if not self._create and app == 0:  # an empty file: reading must not turn it into a store
+            raise InputError(self.path, "is empty, not a history store (no run was ever stored)",
+                             hint="run `perfcheck check --history PATH` or `perfcheck history add` first")
+        # perfcheck creates no triggers: one found here was put there by something else and
+        # would run inside perfcheck's own transactions (add, prune) with the user's rights.
+        if kinds.get("trigger"):
+            names = [r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'trigger' ORDER BY name")]
+            raise InputError(self.path, f"the history store has triggers perfcheck did not create ({', '.join(names)})",
+                             hint="remove them (DROP TRIGGER) or name another file for --history")
+
+    def _check_schema(self) -> None:
+        """Every column perfcheck reads is there (a store edited by hand, or by a tool
+        that rebuilt a table, is refused on open instead of failing in a query)."""
+        for table, wanted in REQUIRED_COLUMNS.items():
+            have = {row[1] for row in self._db.execute(f"PRAGMA table_info({table})")}
+            if not have:
+                raise InputError(self.path, f"the history store is damaged (table {table!r} is missing)",
+                                 hint="restore it from a copy, or name a new file for --history")
+            missing = [c for c in wanted if c not in have]
+            if missing:
+                raise InputError(self.path, f"the history store is damaged (table {table!r} lacks column "
+                                 f"{', '.join(repr(c) for c in missing)})",
+                                 hint="restore it from a copy, or name a new file for --history")
+
+    def _migrate_refused(self) -> None:
+        if self.version > SCHEMA_VERSION:
+            self._migrate()  # raises: newer than this perfcheck
+        raise InputError(self.path, f"history schema version {self.version} needs an upgrade to "
+                         f"{SCHEMA_VERSION}, and the store cannot be written here",
+                         hint="run any history command once on a writable copy")
 
     def _retry(self, action):  # noqa: ANN001, ANN202
         """Run ``action``, retrying while another process holds a lock the busy handler
@@ -278,14 +356,15 @@ class Store:
         for machine in {r[1] for r in rows} - set(named):
             named[machine] = Machine(machine)
 
-        def write() -> AddResult:
+        def write() -> AddResult | None:  # None: the id is stored with other values
             db = self._db
             db.execute("BEGIN IMMEDIATE")
             try:
                 exists = db.execute("SELECT 1 FROM runs WHERE run_id = ?", (run.run_id,)).fetchone()
                 if exists:
+                    same = self._same_run(run, rows)
                     db.execute("ROLLBACK")
-                    return AddResult(run.run_id, False, 0)
+                    return AddResult(run.run_id, False, 0) if same else None
                 db.execute(
                     "INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (run.run_id, float(run.time), run.commit, run.branch, run.ci_system, run.ci_job, run.ci_url,
@@ -307,9 +386,30 @@ class Store:
             return AddResult(run.run_id, True, len(rows))
 
         try:
-            return self._retry(write)
+            done = self._retry(write)
         except sqlite3.Error as exc:
+            if "malformed" in str(exc) or "no such" in str(exc):
+                raise self._damaged(exc) from None
             raise InputError(self.path, f"cannot write to the history store ({exc})") from None
+        if done is None:
+            raise InputError(self.path, f"run {run.run_id!r} is already stored with other values",
+                             hint="a run id names one run: give the other run its own id (the results file's run.id)")
+        return done
+
+    def _same_run(self, run: RunRecord, rows: Sequence[tuple]) -> bool:
+        """The run already stored under ``run.run_id`` holds exactly these values (the
+        same results file imported again, from wherever it was copied to). The time is
+        left out: a file without a run block takes its modification time, which a copy
+        changes; its id is a digest of its bytes."""
+        stored = self._db.execute(
+            "SELECT commit_sha, branch, ci_system, ci_job, ci_url, host FROM runs WHERE run_id = ?",
+            (run.run_id,)).fetchone()
+        if tuple(stored) != (run.commit, run.branch, run.ci_system, run.ci_job, run.ci_url, run.host):
+            return False
+        have = self._db.execute(
+            "SELECT run_id, machine, suite, kernel, metric, value, unit, n, median, spread, outcome, low, high "
+            "FROM results WHERE run_id = ?", (run.run_id,)).fetchall()
+        return sorted(map(tuple, have), key=repr) == sorted(map(tuple, rows), key=repr)
 
     def prune(self, *, keep_days: float, now: float | None = None) -> int:
         """Delete runs older than ``keep_days`` (and their values); returns how many."""
@@ -321,7 +421,10 @@ class Store:
             db = self._db
             db.execute("BEGIN IMMEDIATE")
             try:
-                count = db.execute("DELETE FROM runs WHERE time < ?", (cutoff,)).rowcount
+                # runs with impossible times (an older perfcheck stored whatever a results
+                # file said) go too: no reader can place them, so nothing else removes them
+                count = db.execute("DELETE FROM runs WHERE time < ? OR NOT (time BETWEEN ? AND ?)",
+                                   (cutoff, MIN_TIME, MAX_TIME)).rowcount
                 db.execute("DELETE FROM machines WHERE machine NOT IN (SELECT DISTINCT machine FROM results)")
                 db.execute("COMMIT")
             except BaseException:
@@ -329,13 +432,60 @@ class Store:
                 raise
             return int(count)
 
-        return self._retry(delete)
+        try:
+            return self._retry(delete)
+        except sqlite3.Error as exc:
+            raise self._damaged(exc) from None
 
     # --- reading -------------------------------------------------------------------------
 
     def machines(self) -> dict[str, dict[str, str]]:
         """machine slug -> its fingerprint (device, arch, tool, tool_version)."""
-        return {m: json.loads(fp) for m, fp in self._db.execute("SELECT machine, fingerprint FROM machines ORDER BY machine")}
+        out: dict[str, dict[str, str]] = {}
+        for machine, text in self._rows("SELECT machine, fingerprint FROM machines ORDER BY machine"):
+            try:
+                fingerprint = json.loads(text)
+            except (TypeError, ValueError, RecursionError):
+                fingerprint = None
+            if not isinstance(fingerprint, dict):
+                raise InputError(self.path, f"the history store is damaged (machine {machine!r}: fingerprint is not "
+                                 "a JSON object)", hint="restore it from a copy, or name a new file for --history")
+            out[str(machine)] = {str(k): str(v) for k, v in fingerprint.items()}
+        return out
+
+    def _rows(self, sql: str, params: Sequence[object] = ()) -> list[tuple]:
+        try:
+            return self._db.execute(sql, params).fetchall()
+        except sqlite3.Error as exc:
+            raise self._damaged(exc) from None
+        except (UnicodeDecodeError, OverflowError) as exc:  # text not UTF-8, integers past 64 bits
+            raise InputError(self.path, f"the history store is damaged ({exc})",
+                             hint="restore it from a copy, or name a new file for --history") from None
+
+    def _numbers(self, frame: "pd.DataFrame", columns: Sequence[str]) -> None:
+        """``columns`` of ``frame`` as float64 in place; text or blobs in them (SQLite's
+        REAL columns take anything) are a damaged store, not a crash in a reader."""
+        import pandas as pd
+
+        for column in columns:
+            values = pd.to_numeric(frame[column], errors="coerce")
+            bad = values.isna() & frame[column].notna()
+            if bad.any():
+                raise InputError(self.path, f"the history store is damaged (column {column!r} holds "
+                                 f"{frame.loc[bad, column].iloc[0]!r} in {int(bad.sum())} row(s), not a number)",
+                                 hint="restore it from a copy, or name a new file for --history")
+            frame[column] = values.astype("float64")
+
+    def _times(self, frame: "pd.DataFrame", column: str) -> None:
+        import pandas as pd
+
+        self._numbers(frame, [column])
+        bad = ~frame[column].between(MIN_TIME, MAX_TIME)
+        if bad.any():
+            raise InputError(self.path, f"run {frame.loc[bad, 'run_id'].iloc[0]!r} has {column} "
+                             f"{frame.loc[bad, column].iloc[0]!r}, outside 1970-2200 (an older perfcheck stored it)",
+                             hint="`perfcheck history prune` removes runs with impossible times")
+        frame[column] = pd.to_datetime(frame[column], unit="s", utc=True)
 
     def runs(self, *, since: float | None = None, limit: int | None = None) -> "pd.DataFrame":
         """One row per run, oldest first: RUN_COLUMNS, ``time``/``added`` as UTC
@@ -352,12 +502,11 @@ class Store:
             sql += " WHERE r.time >= ?"
             params.append(float(since))
         sql += " GROUP BY r.run_id ORDER BY r.time, r.run_id"
-        rows = self._db.execute(sql, params).fetchall()
-        frame = pd.DataFrame(rows, columns=list(RUN_COLUMNS))
+        frame = pd.DataFrame(self._rows(sql, params), columns=list(RUN_COLUMNS))
         if limit is not None:
             frame = frame.tail(limit).reset_index(drop=True)
         for column in ("time", "added"):
-            frame[column] = pd.to_datetime(frame[column].astype("float64"), unit="s", utc=True)
+            self._times(frame, column)
         frame["values"] = frame["values"].astype("int64")
         return frame
 
@@ -375,6 +524,7 @@ class Store:
         kernel, metric, then time: group by the first four for one series each.
         ``time`` is a UTC timestamp. Filters are exact names (a list: any of them);
         ``since``: Unix seconds; ``last``: the latest N runs of each series."""
+        import numpy as np
         import pandas as pd
 
         where, params = [], []  # type: ignore[var-annotated]
@@ -394,13 +544,15 @@ class Store:
             + (" WHERE " + " AND ".join(where) if where else "")
             + " ORDER BY v.machine, v.suite, v.kernel, v.metric, r.time, v.run_id"
         )
-        frame = pd.DataFrame(self._db.execute(sql, params).fetchall(), columns=list(SERIES_COLUMNS))
+        frame = pd.DataFrame(self._rows(sql, params), columns=list(SERIES_COLUMNS))
         if last is not None and len(frame):
             frame = frame.groupby(["machine", "suite", "kernel", "metric"], sort=False).tail(last).reset_index(drop=True)
-        frame["time"] = pd.to_datetime(frame["time"].astype("float64"), unit="s", utc=True)
-        for column in ("value", "median", "spread", "low", "high"):
-            frame[column] = frame[column].astype("float64")
-        frame["n"] = frame["n"].astype("Int64")
+        self._times(frame, "time")
+        self._numbers(frame, ["value", "median", "spread", "low", "high", "n"])
+        # a value no float holds (1e309 written as text by another tool) is missing, as inf is
+        finite_only = frame[["value", "median", "spread", "low", "high"]]
+        frame[finite_only.columns] = finite_only.where(np.isfinite(finite_only))
+        frame["n"] = frame["n"].where(frame["n"].abs() < 2.0**53).round().astype("Int64")
         return frame
 
 
@@ -432,4 +584,6 @@ def store_exists(path: "str | Path | StoreURL") -> bool:
         from perfcheck.history.pgstore import store_exists as database_has_store
 
         return database_has_store(location)
-    return Path(location).exists()
+    path = Path(location)
+    # an empty file (touched, or a store whose first run has not been written) has no history
+    return path.exists() and not (path.is_file() and path.stat().st_size == 0)
