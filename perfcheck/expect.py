@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 
 from perfcheck.errors import UsageError
 from perfcheck.model import ERROR, FAILED, PASSED, RECORDED, Check
-from perfcheck.schema import METRIC_UNITS, PEAK_UNITS, metric_unit
+from perfcheck.schema import METRIC_UNITS, PEAK_UNITS, TIMELINE_METRICS, metric_unit
 from perfcheck.units import format_value
 
 if TYPE_CHECKING:
@@ -55,6 +55,9 @@ ALIASES = {
     "scratch": "scratch_per_thread",
     "lds": "lds_per_workgroup",
     "shared": "lds_per_workgroup",
+    # timeline metrics ("@run"), as the issue and HTA's users say them
+    "gpu_busy": "gpu_busy_pct",
+    "comm_share": "comm_share_pct",
 }
 
 # Names that stand for a different metric per kernel (see the module docstring):
@@ -96,7 +99,7 @@ _DERIVED = (
 def known_metrics() -> tuple[str, ...]:
     from perfcheck.metrics.counters import QUANTITIES
 
-    return tuple(dict.fromkeys((*_DERIVED, *METRIC_UNITS, *QUANTITIES)))
+    return tuple(dict.fromkeys((*_DERIVED, *METRIC_UNITS, *QUANTITIES, *TIMELINE_METRICS)))
 
 
 # The ceiling "of peak" refers to, per metric. flop_rate uses the kernel's own

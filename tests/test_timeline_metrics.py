@@ -98,9 +98,9 @@ def test_device_metrics_by_hand(tmp_path: Path):
     assert row["memcpy_h2d_bw"] == pytest.approx(2_000_000 / 20e-6) and math.isnan(row["memcpy_d2h_bw"])
     assert row["memset_time"] == pytest.approx(10e-6) and row["kernels"] == 4
     steps = m.ranges.loc[("ProfilerStep", "host")]
-    assert steps["range_calls"] == 2 and steps["range_duration_total"] == pytest.approx(560e-6)
-    assert steps["range_duration"] == pytest.approx(280e-6)  # median of 300 and 260
-    assert steps["range_duration_p90"] == pytest.approx(296e-6)
+    assert steps["calls"] == 2 and steps["duration_total"] == pytest.approx(560e-6)
+    assert steps["duration"] == pytest.approx(280e-6)  # median of 300 and 260
+    assert steps["duration_p90"] == pytest.approx(296e-6)
 
 
 def test_ranks_spread_and_straggler(tmp_path: Path):
@@ -157,3 +157,16 @@ def test_live_hta_agrees(tmp_path: Path):
     row = timeline_metrics(read_timeline(path)).devices.iloc[0]
     for metric in HTA_COMM:
         assert abs(row[metric] - figures[metric]) < 0.1, metric
+
+
+def test_metrics_are_listed_with_units(cli):
+    from perfcheck.ingest.timeline import DIRECTIONS
+    from perfcheck.schema import TIMELINE_METRICS
+
+    assert {k.split("_")[1].upper() for k in TIMELINE_METRICS if k.startswith("memcpy_") and
+            k.count("_") == 2 and k.split("_")[1] not in ("time", "calls", "bytes", "bw")} == set(DIRECTIONS)
+    result = cli("metrics", "--json", "gpu_busy", "comm_share", "span", "duration_p90", "memcpy_h2d_bytes")
+    assert result.code == 0, result.err
+    units = {m["name"]: m["unit"] for m in result.json()}
+    assert units == {"gpu_busy_pct": "%", "comm_share_pct": "%", "span": "s", "duration_p90": "s",
+                     "memcpy_h2d_bytes": "B"}

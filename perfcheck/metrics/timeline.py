@@ -30,42 +30,12 @@ import numpy as np
 import pandas as pd
 
 from perfcheck.ingest.timeline import DIRECTIONS, KERNEL, MEMCPY, MEMSET, Timeline
+from perfcheck.schema import TIMELINE_METRICS
 
-# name -> (unit, meaning). The per-direction copy metrics are generated below.
-DEVICE_METRICS: dict[str, tuple[str, str]] = {
-    "span": ("s", "first to last GPU activity (kernel, copy, memset) of the device"),
-    "busy": ("s", "union of kernel, copy and memset intervals (overlaps counted once)"),
-    "gpu_busy_pct": ("%", "busy as a percentage of span"),
-    "idle": ("s", "span - busy: time the device ran nothing"),
-    "idle_pct": ("%", "idle as a percentage of span"),
-    "idle_gap_max": ("s", "the largest stretch of idle time between two activities"),
-    "kernel_time": ("s", "union of kernel intervals, communication kernels included"),
-    "compute_time": ("s", "union of kernels that are not communication (HTA's compute time)"),
-    "compute_pct": ("%", "compute_time as a percentage of span"),
-    "non_compute_pct": ("%", "busy time that is not compute (copies, memsets, exposed communication), % of span"),
-    "kernels": ("count", "kernel dispatches"),
-    "memcpy_time": ("s", "union of memory-copy intervals"),
-    "memcpy_calls": ("count", "memory copies"),
-    "memcpy_bytes": ("B", "bytes copied (where the tool records them)"),
-    "memcpy_bw": ("B/s", "memcpy_bytes over the summed copy durations"),
-    "memset_time": ("s", "union of memset intervals"),
-    "comm_time": ("s", "union of communication (NCCL/RCCL) kernel intervals"),
-    "comm_share_pct": ("%", "comm_time as a percentage of span"),
-    "comm_overlap_pct": ("%", "communication time hidden under compute, % of comm_time"),
-}
-for _d in DIRECTIONS:
-    _low = _d.lower()
-    DEVICE_METRICS[f"memcpy_{_low}_time"] = ("s", f"union of {_d} copy intervals")
-    DEVICE_METRICS[f"memcpy_{_low}_calls"] = ("count", f"{_d} copies")
-    DEVICE_METRICS[f"memcpy_{_low}_bytes"] = ("B", f"bytes copied {_d}")
-    DEVICE_METRICS[f"memcpy_{_low}_bw"] = ("B/s", f"{_d} bytes over the summed {_d} copy durations")
-
-RANGE_METRICS: dict[str, tuple[str, str]] = {
-    "range_calls": ("count", "times the range ran"),
-    "range_duration": ("s", "median duration of the range"),
-    "range_duration_p90": ("s", "90th percentile of the range's duration"),
-    "range_duration_total": ("s", "summed duration of the range"),
-}
+# A range's metrics take the names of a kernel's: calls, duration (the median),
+# duration_p90, duration_total.
+RANGE_METRICS = ("calls", "duration", "duration_p90", "duration_total")
+DEVICE_METRICS = TIMELINE_METRICS
 
 # The spread of a device metric over ranks: <metric>_<stat>.
 SPREAD = ("min", "median", "max", "imbalance")
@@ -169,10 +139,10 @@ def range_metrics(timeline: Timeline) -> pd.DataFrame:
     duration = (r["end_ns"] - r["start_ns"]).astype("float64") * _NS
     grouped = duration.groupby([r["group"], r["on"]], sort=True)
     out = pd.DataFrame({
-        "range_calls": grouped.size().astype("float64"),
-        "range_duration": grouped.median(),
-        "range_duration_p90": grouped.quantile(0.9),
-        "range_duration_total": grouped.sum(),
+        "calls": grouped.size().astype("float64"),
+        "duration": grouped.median(),
+        "duration_p90": grouped.quantile(0.9),
+        "duration_total": grouped.sum(),
     })
     out.index.names = ["range", "on"]
     return out
