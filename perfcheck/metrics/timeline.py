@@ -24,6 +24,7 @@ All durations in seconds, bytes in B, rates in B/s, percentages 0-100.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -217,3 +218,74 @@ def type_breakdown(timeline: Timeline) -> pd.DataFrame:
     out = pd.DataFrame(rows, columns=["rank", "type", "time"]).set_index(["rank", "type"])
     out["pct"] = 100.0 * out["time"] / out["time"].groupby(level=0, dropna=False).transform("sum")
     return out
+
+
+# --- the timeline as subjects of expectations ---------------------------------------------
+# "@run" names the devices' rows, "range:NAME" a user range's. Neither can be a kernel
+# name: demangled names start with a letter, "_" or a return type, never "@", and
+# no compiler emits "range:" (a C++ name would need "::").
+RUN = "@run"
+RANGE_PREFIX = "range:"
+
+
+def is_timeline_name(name: str) -> bool:
+    """Whether an expectation's pattern (or a row of the kernel table) is ``@run``,
+    ``@run:...`` or ``range:...``: a timeline subject, not a kernel."""
+    return name == RUN or name.startswith((RUN + ":", RANGE_PREFIX))
+
+
+def match_subjects(pattern: str, names: list[str], match: "Callable[[str, list[str]], list[str]]") -> list[str]:
+    """The timeline subjects ``pattern`` names: ``@run`` every device, ``@run:GLOB``
+    the devices whose ``rank0:gpu2`` part matches, ``range:GLOB`` (or ``range:re:...``)
+    the ranges whose name matches; ``match`` is the kernel-pattern matcher."""
+    runs = [n for n in names if n == RUN or n.startswith(RUN + ":")]
+    if pattern == RUN:
+        return runs
+    prefix = RUN + ":" if pattern.startswith(RUN + ":") else RANGE_PREFIX
+    pool = runs if prefix != RANGE_PREFIX else [n for n in names if n.startswith(RANGE_PREFIX)]
+    found = set(match(pattern[len(prefix):], [n[len(prefix):] for n in pool if n.startswith(prefix)]))
+    return [n for n in pool if n[len(prefix):] in found]
+
+
+def _run_subject(rank: object, device: object, single: bool) -> str:
+    if single:
+        return RUN
+    parts = [RUN]
+    if not pd.isna(rank):
+        parts.append(f"rank{int(rank)}")  # type: ignore[call-overload]
+    if not pd.isna(device):
+        parts.append(f"gpu{int(device)}")  # type: ignore[call-overload]
+    return ":".join(parts)
+
+
+def subjects(timeline: Timeline, metrics: TimelineMetrics) -> tuple[pd.DataFrame, dict[str, np.ndarray]]:
+    """Rows to check expectations on, keyed like kernels (column ``kernel``): one per
+    device (``@run``, or ``@run:rank0:gpu2`` when there are several) with the device
+    metrics, one per host range group (``range:ProfilerStep``) with calls and duration
+    statistics; and each range's per-call durations (s), the samples a baseline
+    comparison judges noise by. (Device projections of ranges are not subjects: the
+    host range is the step time users mean.)"""
+    devices = metrics.devices
+    single = len(devices) == 1
+    run_rows = devices.reset_index()
+    run_rows.insert(0, "kernel", [_run_subject(r, d, single) for r, d in zip(run_rows["rank"], run_rows["device_id"])])
+    run_rows = run_rows.drop(columns=["rank", "device_id"])
+    ranges = metrics.ranges
+    on_host = ranges[ranges.index.get_level_values("on") == "host"]
+    if on_host.empty:  # a trace with only device ranges
+        on_host = ranges
+    range_rows = on_host.reset_index(level="on", drop=True).reset_index()
+    range_rows = range_rows.drop_duplicates("range")
+    names = RANGE_PREFIX + range_rows["range"].astype(str)
+    range_rows = range_rows.drop(columns=["range"])
+    range_rows.insert(0, "kernel", names.to_numpy())
+    table = pd.concat([run_rows, range_rows], ignore_index=True)
+    r = timeline.ranges
+    chosen = r[r["on"] == "host"] if (r["on"] == "host").any() else r
+    durations = (chosen["end_ns"] - chosen["start_ns"]).to_numpy(dtype="float64") * _NS
+    groups = (RANGE_PREFIX + chosen["group"].astype(str)).to_numpy()
+    order = np.argsort(groups, kind="stable")
+    cuts = np.flatnonzero(groups[order][1:] != groups[order][:-1]) + 1
+    samples = {str(group[0]): values for group, values in
+               zip(np.split(groups[order], cuts), np.split(durations[order], cuts)) if len(group)}
+    return table, samples
