@@ -130,3 +130,20 @@ def test_range_pattern_without_a_match_lists_the_ranges():
     assert check.outcome == ERROR and "range:ProfilerStep" in check.message
     no_timeline = evaluate("s", {"@run": ["gpu_busy >= 50%"]}, analyse([path]))[0]
     assert no_timeline.outcome == ERROR and "no timeline was read" in no_timeline.message
+
+
+@pytest.mark.usefixtures("local_run")
+def test_history_keeps_the_timeline_series(cli, tmp_path: Path):
+    from perfcheck.history.store import open_store
+
+    config = _config(tmp_path, training_trace(20))
+    store = tmp_path / "history.sqlite"
+    for _ in range(2):
+        result = cli("check", "--config", config, "--history", store)
+        assert result.code == 0, result.err
+    with open_store(store, create=False) as db:
+        series = db.series(kernel=["@run", "range:ProfilerStep"], metric=["gpu_busy_pct", "duration", "idle"])
+    got = series.groupby(["kernel", "metric"]).size().to_dict()
+    assert got == {("@run", "gpu_busy_pct"): 2, ("@run", "idle"): 2, ("range:ProfilerStep", "duration"): 2}
+    step = series[series["kernel"] == "range:ProfilerStep"]
+    assert (step["unit"] == "s").all() and (step["n"] == 20).all()  # 20 steps: the samples behind the median
