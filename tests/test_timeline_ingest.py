@@ -131,3 +131,28 @@ def test_kernel_path_reads_no_timeline_tables(monkeypatch: pytest.MonkeyPatch):
 
     monkeypatch.setattr(tk, "read", boom)
     assert len(read_profile(profile(A100)).dispatches) == 79
+
+
+V3_2025 = "rocprofv3/rocprofiler-sdk-docs-2025"
+V3_2024 = "rocprofv3/rocprofiler-sdk-docs-2024"
+
+
+def test_rocprofv3_kernel_and_copy_traces():
+    kernels = read_timeline(profile(f"{V3_2025}/kernel_trace.csv")).activities
+    # "KERNEL_DISPATCH","Agent 4",1,1,834304,1,10,"void addition_kernel<float>(...)",1,1550151853029637,1550151853042437
+    first = kernels.iloc[0]
+    assert (first["kind"], first["device_id"], first["stream_id"]) == ("kernel", 4, 1)
+    assert (first["start_ns"], first["end_ns"]) == (1550151853029637, 1550151853042437)
+    copies = read_timeline(profile(f"{V3_2025}/memory_copy_trace.csv")).activities
+    # H2D from "Agent 0" to "Agent 4", D2H from "Agent 4" to "Agent 0": the GPU is agent 4 for both
+    assert list(copies["direction"]) == ["H2D", "H2D", "D2H", "D2H"] and set(copies["device_id"]) == {4}
+    assert copies["bytes"].isna().all()  # the trace records no sizes
+    old = read_timeline(profile(f"{V3_2024}/kernel_trace.csv")).activities  # integer agents, no Stream_Id
+    assert set(old["device_id"]) == {1} and set(old["stream_id"]) == {1, 2, 3, 4}  # Queue_Id
+
+
+def test_files_on_different_clocks_are_refused():
+    """The documentation's kernel and copy traces come from different runs (their
+    timestamps lie 5.7 days apart): one span across them would be meaningless."""
+    with pytest.raises(InputError, match="not the same run's clock"):
+        read_timeline([profile(f"{V3_2025}/kernel_trace.csv"), profile(f"{V3_2025}/memory_copy_trace.csv")])

@@ -5,7 +5,8 @@ ranges (NVTX, Kineto ``user_annotation`` / ``gpu_user_annotation``,
 
 Read only when asked (a timeline metric, ``inspect --timeline``): the kernel path
 (``read_profile``) never opens these tables, so its speed does not change. One
-reader per format, each in its own module (``timeline_kineto``, ``timeline_nsys``);
+reader per format, each in its own module (``timeline_kineto``, ``timeline_nsys``,
+``timeline_rocprofv3``);
 this module holds the record and picks the reader.
 
 Columns (base units; timestamps are integer ns on the file's own clock, comparable
@@ -117,9 +118,10 @@ TimelineReader = Callable[[Path], TraceTimeline]
 
 
 def _readers() -> dict[str, TimelineReader]:
-    from perfcheck.ingest import timeline_kineto, timeline_nsys
+    from perfcheck.ingest import timeline_kineto, timeline_nsys, timeline_rocprofv3
 
-    return {timeline_kineto.FORMAT: timeline_kineto.read, timeline_nsys.FORMAT: timeline_nsys.read}
+    return {timeline_kineto.FORMAT: timeline_kineto.read, timeline_nsys.FORMAT: timeline_nsys.read,
+            **dict.fromkeys(timeline_rocprofv3.FORMATS, timeline_rocprofv3.read)}
 
 
 def timeline_formats() -> tuple[str, ...]:
@@ -166,6 +168,34 @@ def read_timeline(paths: str | Path | Sequence[str | Path], format: str | None =
         ranges.append(trace.ranges)
         sources.append(replace(trace.source, rank=rank))
         oddities.extend(trace.oddities)
+    _same_clock(paths, activities)
     return Timeline(activities=pd.concat(activities, ignore_index=True),
                     ranges=pd.concat(ranges, ignore_index=True),
                     sources=tuple(sources), oddities=tuple(oddities))
+
+
+# Files of one rank (rocprofv3's kernel and copy traces) share the run's clock; two
+# windows this far apart are two runs, and a span across them would be meaningless.
+_APART_S = 1.0
+
+
+def _same_clock(paths: Sequence[str | Path], activities: "list[pd.DataFrame]") -> None:
+    """Refuse files of one rank whose activity windows lie far apart (not one run)."""
+    import pandas as pd
+
+    windows: dict[object, list[tuple[str, int, int]]] = {}
+    for path, frame in zip(paths, activities):
+        if frame.empty:
+            continue
+        rank = frame["rank"].iloc[0]
+        key = None if rank is None or rank is pd.NA else int(rank)  # type: ignore[call-overload]
+        windows.setdefault(key, []).append((str(path), int(frame["start_ns"].min()), int(frame["end_ns"].max())))
+    for rank, spans in windows.items():
+        spans.sort(key=lambda w: w[1])
+        for (a, a0, a1), (b, b0, b1) in zip(spans, spans[1:]):
+            gap = b0 - max(a1, a0)
+            if gap > 1e9 * _APART_S and gap > 10 * ((a1 - a0) + (b1 - b0)):
+                raise InputError(Path(b), f"its activities start {gap * 1e-9:.4g} s after those of {a} end "
+                                 f"(rank {'unknown' if rank is None else rank}): not the same run's clock",
+                                 hint="give the files of one run together, and others in separate commands "
+                                      "(a rank per file: name them rank0..., or record distributedInfo)")
