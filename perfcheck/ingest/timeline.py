@@ -77,7 +77,10 @@ def activity_frame(columns: dict[str, object], size: int) -> "pd.DataFrame":
     names = pd.Series(columns.get("name", ""), index=frame.index, dtype="string")
     frame["kind"] = pd.Series(columns["kind"], index=frame.index, dtype="string")
     frame["name"] = names
-    comm = names.str.contains(COMM_KERNEL, na=False) & (frame["kind"] == KERNEL)
+    # each distinct name tested once: a trace has many launches of a few names
+    codes, distinct = pd.factorize(names, use_na_sentinel=True)
+    is_comm = np.array([COMM_KERNEL.search(str(n)) is not None for n in distinct] + [False], dtype=bool)
+    comm = pd.Series(is_comm[codes], index=frame.index) & (frame["kind"] == KERNEL)
     frame["comm"] = comm.astype(bool)
     for column in ("rank", "device_id", "stream_id"):
         frame[column] = pd.Series(columns.get(column, pd.NA), index=frame.index).astype("Int64")

@@ -50,19 +50,29 @@ def _ns(ts: pd.Series) -> pd.Series:
     return coerce_integers(whole)[0] * 1000 + coerce_integers(np.round((ts - whole) * 1000))[0]
 
 
+def _numbers(values: list[Any]) -> pd.Series:
+    """JSON values -> numbers. The common case (numbers and nulls) is one inference
+    pass; anything else (text, lists, booleans in a damaged trace) goes through the
+    element-wise coercion, which leaves them missing."""
+    series = pd.Series(values, dtype=None if values else "float64")
+    if series.dtype.kind in "iuf":
+        return series
+    return coerce_numbers(series.astype("object"))
+
+
 def _frame(events: list[dict[str, Any]]) -> pd.DataFrame:
     args = [e["args"] if isinstance(e.get("args"), dict) else {} for e in events]
     frame = pd.DataFrame({
-        "cat": [str(e.get("cat", "")).lower() for e in events],
+        "cat": pd.Series([str(e.get("cat", "")).lower() for e in events], dtype="object"),
         "name": pd.Series([e.get("name") for e in events], dtype="object").astype("string"),
-        "ts": coerce_numbers(pd.Series([e.get("ts") for e in events], dtype="object")),
-        "dur": coerce_numbers(pd.Series([e.get("dur") for e in events], dtype="object")),
-        "device": pd.Series([a.get("device") for a in args], dtype="object"),
-        "stream": pd.Series([a.get("stream") for a in args], dtype="object"),
-        "bytes": pd.Series([a.get("bytes") for a in args], dtype="object"),
+        "ts": _numbers([e.get("ts") for e in events]),
+        "dur": _numbers([e.get("dur") for e in events]),
+        "device": _numbers([a.get("device") for a in args]),
+        "stream": _numbers([a.get("stream") for a in args]),
+        "bytes": _numbers([a.get("bytes") for a in args]),
         "kind": pd.Series([a.get("kind") for a in args], dtype="object"),
-        "pid": pd.Series([e.get("pid") for e in events], dtype="object"),
-        "tid": pd.Series([e.get("tid") for e in events], dtype="object"),
+        "pid": _numbers([e.get("pid") for e in events]),
+        "tid": _numbers([e.get("tid") for e in events]),
     })
     frame["start_ns"] = _ns(frame["ts"])
     frame["end_ns"] = frame["start_ns"] + _ns(frame["dur"]).where(frame["dur"] >= 0)
@@ -83,9 +93,11 @@ def read(path: Path) -> TraceTimeline:
         frame = frame[~bad]
 
     device = frame[frame["cat"].isin(list(_ACTIVITY))]
-    copy_kind = device["name"].str.extract(_COPY_KIND, expand=False).fillna(
-        device["kind"].astype("string").str.extract(_COPY_KIND, expand=False))
-    direction = copy_kind.map(_DIRECTION).where(device["cat"] == "gpu_memcpy")
+    is_copy = device["cat"] == "gpu_memcpy"
+    copies = device[is_copy]
+    copy_kind = copies["name"].str.extract(_COPY_KIND, expand=False).fillna(
+        copies["kind"].astype("string").str.extract(_COPY_KIND, expand=False))
+    direction = copy_kind.map(_DIRECTION).reindex(device.index)
     is_kernel = device["cat"] == "kernel"
     names = device["name"].where(~is_kernel, gnu_style(device["name"]))
     activities = activity_frame({
