@@ -58,6 +58,13 @@ def _parser() -> argparse.ArgumentParser:
                          help="instead of kernels, the program's timeline (Kineto traces, Nsight Systems exports): "
                          "per rank and GPU the span, busy and idle time, compute, copies and communication, "
                          "and the user ranges (NVTX, ProfilerStep#N) with the most time; see docs/timeline.md")
+    inspect.add_argument("--plot", metavar="STEM", type=Path,
+                         help="with --timeline: draw each step's compute, communication, copies and idle time "
+                         "per rank and GPU (ProfilerStep ranges, or --step NAME) to STEM.png and STEM.svg")
+    inspect.add_argument("--step", metavar="NAME", default="ProfilerStep",
+                         help="with --plot: the range that is one step (default: ProfilerStep)")
+    inspect.add_argument("--baseline-trace", metavar="PATH", nargs="+", type=Path,
+                         help="with --plot: the baseline's traces, drawn beside the current steps")
     inspect.add_argument("--full-names", action="store_true", default=None,
                          help="never cut kernel names (the default when the output is not a terminal)")
     inspect.add_argument(
@@ -482,6 +489,18 @@ def _inspect_timeline(args: argparse.Namespace) -> int:
     timeline = read_timeline(args.paths, format=args.format)
     _warn(timeline.oddities)
     metrics = timeline_metrics(timeline)
+    if args.plot is not None:
+        from perfcheck.metrics.timeline import step_breakdown
+        from perfcheck.report.stepchart import step_chart
+
+        steps = step_breakdown(timeline, args.step)
+        if steps.empty:
+            raise UsageError(f"--plot: no {args.step!r} ranges in the timeline; name the step's range with --step")
+        base = None
+        if args.baseline_trace:
+            base = step_breakdown(read_timeline(args.baseline_trace, format=args.format), args.step)
+        written = step_chart(steps, args.plot, baseline=base, title=f"time per {args.step}")
+        print(f"perfcheck: step chart: {', '.join(str(p) for p in written)}", file=sys.stderr)
     if args.json:
         json.dump(timeline_document(metrics, timeline.sources), sys.stdout, indent=2, allow_nan=False)
         sys.stdout.write("\n")
@@ -494,6 +513,8 @@ def _inspect_timeline(args: argparse.Namespace) -> int:
 def _inspect(args: argparse.Namespace) -> int:
     if args.timeline:
         return _inspect_timeline(args)
+    if args.plot is not None or args.baseline_trace:
+        raise UsageError("--plot and --baseline-trace draw the timeline: add --timeline")
     from perfcheck.analysis import analyse
     from perfcheck.ingest import read_peaks
     from perfcheck.report.jsonreport import inspect_document

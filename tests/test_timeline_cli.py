@@ -64,3 +64,26 @@ def test_profile_without_timeline_is_a_clean_error(cli):
     result = cli("inspect", "--timeline", profile("nvprof/leimingyu-magus/matrixMul_trace.csv"))
     assert result.code == 2
     assert "timelines come from: kineto, nsys-sqlite" in one_line_error(result)
+
+
+def test_step_chart_baseline_beside_current(cli, tmp_path: Path):
+    from test_timeline_checks import training_trace
+
+    good, slow = tmp_path / "good.json", tmp_path / "slow.json"
+    good.write_text(json.dumps(training_trace(6)))
+    slow.write_text(json.dumps(training_trace(6, extra_sync=True)))
+    result = cli("inspect", "--timeline", slow, "--plot", tmp_path / "steps", "--baseline-trace", good)
+    assert result.code == 0, result.err
+    assert f"step chart: {tmp_path / 'steps.png'}, {tmp_path / 'steps.svg'}" in result.err
+    assert (tmp_path / "steps.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    svg = (tmp_path / "steps.svg").read_text()
+    assert "idle (baseline)" in svg and "idle (current)" in svg and "rank 0, GPU 0" in svg
+
+
+def test_step_chart_needs_steps_and_the_timeline(cli, tmp_path: Path):
+    result = cli("inspect", "--timeline", profile(A100), "--plot", tmp_path / "steps")
+    assert "no 'ProfilerStep' ranges" in one_line_error(result)
+    result = cli("inspect", profile(A100), "--plot", tmp_path / "steps")
+    assert "add --timeline" in one_line_error(result)
+    result = cli("inspect", "--timeline", profile(A100), "--plot", tmp_path / "steps", "--step", "[param|cuda]")
+    assert result.code == 0 and (tmp_path / "steps.svg").is_file()

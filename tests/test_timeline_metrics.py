@@ -170,3 +170,16 @@ def test_metrics_are_listed_with_units(cli):
     units = {m["name"]: m["unit"] for m in result.json()}
     assert units == {"gpu_busy_pct": "%", "comm_share_pct": "%", "span": "s", "duration_p90": "s",
                      "memcpy_h2d_bytes": "B"}
+
+
+def test_step_breakdown_by_hand(tmp_path: Path):
+    from perfcheck.metrics.timeline import step_breakdown
+
+    steps = step_breakdown(read_timeline(_write(tmp_path, comm_trace(0), "t.json")))
+    # step 1: -5..295 µs: compute 0-100, 150-295 (245); nccl 80-200 exposed 100-150 (50); idle 5 + 0 = 5
+    # step 2: 300..560: no compute; nccl 400-430 (30); copies 500-520, 540-550 (30); idle 200
+    first, second = steps.iloc[0], steps.iloc[1]
+    assert first[["compute", "communication", "copies", "idle"]].tolist() == pytest.approx([245e-6, 50e-6, 0, 5e-6])
+    assert second[["compute", "communication", "copies", "idle"]].tolist() == pytest.approx([0, 30e-6, 30e-6, 200e-6])
+    assert steps[["compute", "communication", "copies", "idle"]].sum(axis=1).tolist() == pytest.approx(
+        steps["duration"].tolist())

@@ -289,3 +289,48 @@ def subjects(timeline: Timeline, metrics: TimelineMetrics) -> tuple[pd.DataFrame
     samples = {str(group[0]): values for group, values in
                zip(np.split(groups[order], cuts), np.split(durations[order], cuts)) if len(group)}
     return table, samples
+
+
+# --- what each step spent its time on ---------------------------------------------------
+STEP_PARTS = ("compute", "communication", "copies", "idle")
+
+
+def _covered_until(starts: np.ndarray, ends: np.ndarray, points: np.ndarray) -> np.ndarray:
+    """Covered length of the disjoint, sorted intervals up to each point (ns)."""
+    if not len(starts):
+        return np.zeros(len(points), dtype="float64")
+    before = np.concatenate([[0], np.cumsum(ends - starts)])
+    at = np.searchsorted(starts, points, side="right") - 1
+    inside = np.clip(points - starts[np.clip(at, 0, None)], 0, (ends - starts)[np.clip(at, 0, None)])
+    return np.where(at >= 0, before[np.clip(at, 0, None)] + inside, 0).astype("float64")
+
+
+def step_breakdown(timeline: Timeline, group: str = "ProfilerStep") -> pd.DataFrame:
+    """Each run of the host range ``group`` (a training step) on each device of its
+    rank, its time split into compute (kernels that are not communication),
+    communication not under compute, copies and memsets under neither, and idle
+    (seconds; the four add up to the step's duration). Columns: rank, device_id,
+    step (0, 1, ... in time order), start_ns, duration, and STEP_PARTS."""
+    r = timeline.ranges
+    steps = r[(r["group"] == group) & (r["on"] == "host")].sort_values("start_ns")
+    a = timeline.activities
+    out = []
+    for (rank, device), frame in a.groupby(["rank", "device_id"], dropna=False, sort=True):
+        mine = steps[steps["rank"].isna()] if pd.isna(rank) else steps[steps["rank"] == rank]
+        if mine.empty:
+            continue
+        lo, hi = mine["start_ns"].to_numpy(), mine["end_ns"].to_numpy()
+        kernels = frame["kind"] == KERNEL
+        layers = [frame[kernels & ~frame["comm"]], frame[kernels], frame]  # compute, + comm, + copies
+        covered = []
+        for layer in layers:
+            s, e = merge(layer["start_ns"].to_numpy(), layer["end_ns"].to_numpy())
+            covered.append(_covered_until(s, e, hi) - _covered_until(s, e, lo))
+        length = (hi - lo).astype("float64")
+        out.append(pd.DataFrame({
+            "rank": rank, "device_id": device, "step": np.arange(len(mine)), "start_ns": lo,
+            "duration": length * _NS, "compute": covered[0] * _NS, "communication": (covered[1] - covered[0]) * _NS,
+            "copies": (covered[2] - covered[1]) * _NS, "idle": (length - covered[2]) * _NS,
+        }))
+    columns = ["rank", "device_id", "step", "start_ns", "duration", *STEP_PARTS]
+    return pd.concat(out, ignore_index=True)[columns] if out else pd.DataFrame(columns=columns)
