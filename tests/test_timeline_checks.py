@@ -147,3 +147,14 @@ def test_history_keeps_the_timeline_series(cli, tmp_path: Path):
     assert got == {("@run", "gpu_busy_pct"): 2, ("@run", "idle"): 2, ("range:ProfilerStep", "duration"): 2}
     step = series[series["kernel"] == "range:ProfilerStep"]
     assert (step["unit"] == "s").all() and (step["n"] == 20).all()  # 20 steps: the samples behind the median
+
+
+@pytest.mark.usefixtures("local_run")
+def test_junit_and_markdown_name_the_timeline_subjects(cli, tmp_path: Path):
+    config = _config(tmp_path, training_trace(10))
+    result = cli("check", "--config", config, "--junit", tmp_path / "junit.xml", "--markdown", tmp_path / "summary.md")
+    assert result.code == 0, result.err
+    junit = (tmp_path / "junit.xml").read_text()
+    assert "@run" in junit and "range:ProfilerStep" in junit and "gpu_busy &gt;= 80%" in junit
+    markdown = (tmp_path / "summary.md").read_text()
+    assert "@run" in markdown and "range:ProfilerStep" in markdown
