@@ -156,3 +156,45 @@ def test_files_on_different_clocks_are_refused():
     timestamps lie 5.7 days apart): one span across them would be meaningless."""
     with pytest.raises(InputError, match="not the same run's clock"):
         read_timeline([profile(f"{V3_2025}/kernel_trace.csv"), profile(f"{V3_2025}/memory_copy_trace.csv")])
+
+
+def test_rocpd_kernels_against_its_own_kernels_view():
+    path = profile("rocprofv3/batched_gemm-mi300x-rocpd/15_results.db")
+    t = read_timeline(path)
+    a = t.activities
+    with sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True) as db:
+        view = db.execute("SELECT name, start, end, agent_type_index FROM kernels ORDER BY start").fetchall()
+        copies, = db.execute("SELECT COUNT(*) FROM memory_copies").fetchone()
+    assert copies == 0 and (a["kind"] == "kernel").all() and t.ranges.empty  # the run traced no copies or markers
+    ours = a.sort_values("start_ns")
+    assert list(zip(ours["name"], ours["start_ns"], ours["end_ns"], ours["device_id"])) == view
+    assert ours["end_ns"].max() - ours["start_ns"].min() == 26213329  # 127395734518028 - 127395708304699 ns
+
+
+def test_rocpd_copy_directions(tmp_path: Path):
+    """A database written here with rocpd's column names (the shared run traced no
+    copies): the direction from the agents' types, the device at the GPU end."""
+    path = tmp_path / "results.db"
+    with sqlite3.connect(path) as db:
+        db.executescript("""
+            CREATE TABLE rocpd_info_agent (id, guid, type, type_index);
+            INSERT INTO rocpd_info_agent VALUES (0, 'g', 'CPU', 0), (2, 'g', 'GPU', 0), (3, 'g', 'GPU', 1);
+            CREATE TABLE rocpd_kernel_dispatch (start, "end", agent_id, stream_id, kernel_id, guid);
+            CREATE TABLE rocpd_info_kernel_symbol (id, guid, display_name);
+            CREATE TABLE rocpd_memory_copy (start, "end", size, stream_id, src_agent_id, dst_agent_id, guid);
+            INSERT INTO rocpd_memory_copy VALUES (0, 10, 100, 1, 0, 3, 'g'), (10, 20, 200, 1, 3, 0, 'g'),
+                                                 (20, 30, 300, 1, 2, 2, 'g'), (30, 40, 400, 1, 2, 3, 'g');
+            CREATE TABLE rocpd_region (start, "end", tid, name_id, event_id, guid);
+            INSERT INTO rocpd_region VALUES (0, 40, 7, 1, 1, 'g'), (5, 6, 7, 2, 2, 'g');
+            CREATE TABLE rocpd_event (id, guid, category_id);
+            INSERT INTO rocpd_event VALUES (1, 'g', 10), (2, 'g', 11);
+            CREATE TABLE rocpd_string (id, guid, string);
+            INSERT INTO rocpd_string VALUES (1, 'g', 'step'), (2, 'g', 'hipMemcpy'), (10, 'g', 'MARKER_CORE_API'),
+                                            (11, 'g', 'HIP_RUNTIME_API');
+            CREATE TABLE rocpd_metadata (tag, value);
+        """)
+    t = read_timeline(path, format="rocpd")
+    a = t.activities
+    assert list(zip(a["direction"], a["device_id"], a["bytes"])) == [("H2D", 1, 100), ("D2H", 1, 200),
+                                                                      ("D2D", 0, 300), ("P2P", 1, 400)]
+    assert list(t.ranges["name"]) == ["step"]  # the MARKER region; the HIP API call is no range
