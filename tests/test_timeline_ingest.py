@@ -198,3 +198,21 @@ def test_rocpd_copy_directions(tmp_path: Path):
     assert list(zip(a["direction"], a["device_id"], a["bytes"])) == [("H2D", 1, 100), ("D2H", 1, 200),
                                                                       ("D2D", 0, 300), ("P2P", 1, 400)]
     assert list(t.ranges["name"]) == ["step"]  # the MARKER region; the HIP API call is no range
+
+
+def test_rocprof_v1_database_copies_fills_and_roctx():
+    path = profile("rocprof-v1/kokkos-gfx906/results.db")
+    t = read_timeline(path)
+    a = t.activities
+    with sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True) as db:
+        by_name = dict(db.execute('SELECT Name, COUNT(*) FROM "COPY" GROUP BY 1'))
+        kernels, = db.execute("SELECT COUNT(*) FROM OPS WHERE Name != 'Unknown command type'").fetchone()
+        marks = db.execute("SELECT Name, EndNs - BeginNs FROM rocTX ORDER BY BeginNs").fetchall()
+    assert by_name == {"CopyDeviceToHost": 14, "CopyHostToDevice": 10, "FillBuffer": 6}
+    assert a["kind"].value_counts().to_dict() == {"memcpy": 24, "kernel": kernels, "memset": 6}
+    assert list(a.loc[a["kind"] == "memcpy", "direction"].value_counts().sort_index().items()) == [("D2H", 14),
+                                                                                                 ("H2D", 10)]
+    assert t.oddities[0].what.startswith("'Unknown command type' GPU packets left out")
+    r = t.ranges.sort_values("start_ns")
+    # rocTX names are stored quoted: "Kokkos::View::initialization [V]"
+    assert list(zip(r["name"], r["end_ns"] - r["start_ns"])) == [(n.strip('"'), d) for n, d in marks]

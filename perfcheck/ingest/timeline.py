@@ -6,7 +6,7 @@ ranges (NVTX, Kineto ``user_annotation`` / ``gpu_user_annotation``,
 Read only when asked (a timeline metric, ``inspect --timeline``): the kernel path
 (``read_profile``) never opens these tables, so its speed does not change. One
 reader per format, each in its own module (``timeline_kineto``, ``timeline_nsys``,
-``timeline_rocprofv3``, ``timeline_rocpd``);
+``timeline_rocprofv3``, ``timeline_rocpd``, ``timeline_rocprof``);
 this module holds the record and picks the reader.
 
 Columns (base units; timestamps are integer ns on the file's own clock, comparable
@@ -121,10 +121,10 @@ TimelineReader = Callable[[Path], TraceTimeline]
 
 
 def _readers() -> dict[str, TimelineReader]:
-    from perfcheck.ingest import timeline_kineto, timeline_nsys, timeline_rocpd, timeline_rocprofv3
+    from perfcheck.ingest import timeline_kineto, timeline_nsys, timeline_rocpd, timeline_rocprof, timeline_rocprofv3
 
     return {timeline_kineto.FORMAT: timeline_kineto.read, timeline_nsys.FORMAT: timeline_nsys.read,
-            timeline_rocpd.FORMAT: timeline_rocpd.read,
+            timeline_rocpd.FORMAT: timeline_rocpd.read, timeline_rocprof.FORMAT: timeline_rocprof.read,
             **dict.fromkeys(timeline_rocprofv3.FORMATS, timeline_rocprofv3.read)}
 
 
