@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 
 from perfcheck.errors import UsageError
 from perfcheck.model import ERROR, FAILED, PASSED, RECORDED, Check
-from perfcheck.schema import METRIC_UNITS, PEAK_UNITS, TIMELINE_METRICS, metric_unit
+from perfcheck.schema import METRIC_UNITS, PEAK_UNITS, RANK_SPREAD_METRICS, TIMELINE_METRICS, metric_unit
 from perfcheck.units import format_value
 
 if TYPE_CHECKING:
@@ -99,7 +99,7 @@ _DERIVED = (
 def known_metrics() -> tuple[str, ...]:
     from perfcheck.metrics.counters import QUANTITIES
 
-    return tuple(dict.fromkeys((*_DERIVED, *METRIC_UNITS, *QUANTITIES, *TIMELINE_METRICS)))
+    return tuple(dict.fromkeys((*_DERIVED, *METRIC_UNITS, *QUANTITIES, *TIMELINE_METRICS, *RANK_SPREAD_METRICS)))
 
 
 # The ceiling "of peak" refers to, per metric. flop_rate uses the kernel's own
@@ -706,6 +706,8 @@ def _no_subject_message(pattern: str, subjects: Sequence[str]) -> str:
     if not subjects:
         return (f"{pattern!r} is a timeline expectation, but no timeline was read: the suite's profiles must "
                 "be Kineto traces or Nsight Systems exports (see `perfcheck inspect --timeline`)")
+    if pattern == "@ranks":
+        return "'@ranks' needs the timelines of several ranks (one trace per rank); this one has one rank"
     return f"{pattern!r} matches nothing in the timeline; it has: {', '.join(subjects[:8])}" + (
         ", ..." if len(subjects) > 8 else "")
 
@@ -732,7 +734,9 @@ def _check_kernel(
     base = dict(suite=suite, kernel=kernel, pattern=pattern, expression=text, metric=metric, unit=unit)
     if observed is None and not (first.kind == "baseline" and metric == "duration" and analysis.duration_samples.get(kernel) is not None):
         why = (f'{metric} is a timeline metric: declare it under "@run"' if metric in TIMELINE_METRICS
-               and not kernel.startswith("@run") else _missing_message(metric, analysis))
+               and not kernel.startswith("@run") else
+               f'{metric} is a spread over ranks: declare it under "@ranks" (a timeline of several ranks)'
+               if metric in RANK_SPREAD_METRICS and kernel != "@ranks" else _missing_message(metric, analysis))
         return Check(**base, relation=first.relation, observed=None, reference=None, outcome=ERROR,
                      origin="baseline" if first.kind == "baseline" else "expectation",
                      message=f"{metric} is not available for this kernel: {why}")

@@ -152,6 +152,17 @@ for _direction in ("H2D", "D2H", "D2D", "P2P", "H2H"):  # perfcheck.ingest.timel
     })
 del _direction, _low
 
+# The spread over ranks of some device metrics, checked under "@ranks": <metric>_min,
+# _median, _max (the metric's unit) and _imbalance (max / mean over the ranks).
+RANK_SPREAD_OF = ("span", "busy", "idle", "gpu_busy_pct", "kernel_time", "memcpy_time", "comm_time", "comm_share_pct")
+RANK_SPREAD_METRICS: dict[str, tuple[str, str]] = {
+    **{f"{m}_{stat}": (TIMELINE_METRICS[m][0], f"{word} of {m} over the ranks")
+       for m in RANK_SPREAD_OF for stat, word in (("min", "least"), ("median", "median"), ("max", "most"))},
+    **{f"{m}_imbalance": ("", f"{m}_max / the mean of {m} over the ranks (1 is perfect balance)")
+       for m in RANK_SPREAD_OF},
+    "straggler": ("", "the rank with the longest span"),
+}
+
 
 def metric_unit(name: str) -> str:
     """Unit of a per-kernel quantity: the registry above, else the naming rules of
@@ -161,6 +172,8 @@ def metric_unit(name: str) -> str:
         return METRIC_UNITS[name]
     if name in TIMELINE_METRICS:
         return TIMELINE_METRICS[name][0]
+    if name in RANK_SPREAD_METRICS:
+        return RANK_SPREAD_METRICS[name][0]
     if name.endswith("_pct"):
         return "%"
     base, rate = (name[: -len("_rate")], True) if name.endswith("_rate") else (name, False)

@@ -190,8 +190,10 @@ def _declared(quantity: str | None) -> tuple[tuple[str, ...], ...] | None:
 
 
 def _needs(name: str, quantity: str | None, unit: str) -> str:
-    from perfcheck.schema import TIMELINE_METRICS
+    from perfcheck.schema import RANK_SPREAD_METRICS, TIMELINE_METRICS
 
+    if name in RANK_SPREAD_METRICS:
+        return "the timelines of several ranks, under \"@ranks\""
     if name in TIMELINE_METRICS or name == "duration_p90":
         return _TIMELINE
     if name in _TRACE_ONLY:
@@ -214,8 +216,10 @@ def _needs(name: str, quantity: str | None, unit: str) -> str:
 def _meaning(name: str) -> str:
     from perfcheck.schema import COLUMNS
 
-    from perfcheck.schema import TIMELINE_METRICS
+    from perfcheck.schema import RANK_SPREAD_METRICS, TIMELINE_METRICS
 
+    if name in RANK_SPREAD_METRICS:
+        return RANK_SPREAD_METRICS[name][1] + " (\"@ranks\")"
     if name in MEANINGS:
         return MEANINGS[name]
     if name in TIMELINE_METRICS:

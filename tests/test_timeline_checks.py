@@ -158,3 +158,32 @@ def test_junit_and_markdown_name_the_timeline_subjects(cli, tmp_path: Path):
     assert "@run" in junit and "range:ProfilerStep" in junit and "gpu_busy &gt;= 80%" in junit
     markdown = (tmp_path / "summary.md").read_text()
     assert "@run" in markdown and "range:ProfilerStep" in markdown
+
+
+def test_rank_spread_expectations(tmp_path: Path):
+    from test_timeline_metrics import comm_trace
+
+    paths = []
+    for rank, stretch in ((0, 1.0), (1, 1.5), (2, 1.0)):
+        paths.append(tmp_path / f"rank{rank}.json")
+        paths[-1].write_text(json.dumps(comm_trace(rank, stretch)))
+    analysis = with_timeline(analyse(paths), paths)
+    checks = evaluate("s", {"@ranks": ["span_imbalance <= 1.1", "straggler == 1", "gpu_busy_pct_min >= 60%"],
+                            "@run:rank1*": ["span <= 600 us"]}, analysis)
+    by = {(c.kernel, c.metric): c for c in checks}
+    # spans 550, 825, 550 µs: max / mean = 825 / 641.7
+    assert by[("@ranks", "span_imbalance")].outcome == FAILED
+    assert by[("@ranks", "span_imbalance")].observed == pytest.approx(825 / ((550 * 2 + 825) / 3))
+    assert by[("@ranks", "straggler")].outcome == PASSED
+    assert by[("@ranks", "gpu_busy_pct_min")].outcome == PASSED  # 360 / 550 = 65.5% on every rank
+    assert [c.kernel for c in checks if c.metric == "span"] == ["@run:rank1:gpu0"]
+    assert by[("@run:rank1:gpu0", "span")].outcome == FAILED
+
+
+def test_rank_spread_needs_ranks():
+    path = profile("kineto/hta-critical-path-alexnet-a100/benchmark_result_2869224_1695835535_trace.json.gz")
+    analysis = with_timeline(analyse([path]), [path])
+    check = evaluate("s", {"@ranks": ["span_imbalance <= 1.1"]}, analysis)[0]
+    assert check.outcome == ERROR and "needs the timelines of several ranks" in check.message
+    check = evaluate("s", {"@run": ["span_imbalance <= 1.1"]}, analysis)[0]
+    assert check.outcome == ERROR and 'declare it under "@ranks"' in check.message

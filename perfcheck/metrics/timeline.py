@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 from perfcheck.ingest.timeline import DIRECTIONS, KERNEL, MEMCPY, MEMSET, Timeline
-from perfcheck.schema import TIMELINE_METRICS
+from perfcheck.schema import RANK_SPREAD_OF, TIMELINE_METRICS
 
 # A range's metrics take the names of a kernel's: calls, duration (the median),
 # duration_p90, duration_total.
@@ -225,13 +225,14 @@ def type_breakdown(timeline: Timeline) -> pd.DataFrame:
 # name: demangled names start with a letter, "_" or a return type, never "@", and
 # no compiler emits "range:" (a C++ name would need "::").
 RUN = "@run"
+RANKS = "@ranks"
 RANGE_PREFIX = "range:"
 
 
 def is_timeline_name(name: str) -> bool:
     """Whether an expectation's pattern (or a row of the kernel table) is ``@run``,
     ``@run:...`` or ``range:...``: a timeline subject, not a kernel."""
-    return name == RUN or name.startswith((RUN + ":", RANGE_PREFIX))
+    return name in (RUN, RANKS) or name.startswith((RUN + ":", RANGE_PREFIX))
 
 
 def match_subjects(pattern: str, names: list[str], match: "Callable[[str, list[str]], list[str]]") -> list[str]:
@@ -241,6 +242,8 @@ def match_subjects(pattern: str, names: list[str], match: "Callable[[str, list[s
     runs = [n for n in names if n == RUN or n.startswith(RUN + ":")]
     if pattern == RUN:
         return runs
+    if pattern == RANKS:
+        return [n for n in names if n == RANKS]
     prefix = RUN + ":" if pattern.startswith(RUN + ":") else RANGE_PREFIX
     pool = runs if prefix != RANGE_PREFIX else [n for n in names if n.startswith(RANGE_PREFIX)]
     found = set(match(pattern[len(prefix):], [n[len(prefix):] for n in pool if n.startswith(prefix)]))
@@ -262,7 +265,7 @@ def subjects(timeline: Timeline, metrics: TimelineMetrics) -> tuple[pd.DataFrame
     """Rows to check expectations on, keyed like kernels (column ``kernel``): one per
     device (``@run``, or ``@run:rank0:gpu2`` when there are several) with the device
     metrics, one per host range group (``range:ProfilerStep``) with calls and duration
-    statistics; and each range's per-call durations (s), the samples a baseline
+    statistics, and with several ranks ``@ranks``, the spread over them; and each range's per-call durations (s), the samples a baseline
     comparison judges noise by. (Device projections of ranges are not subjects: the
     host range is the step time users mean.)"""
     devices = metrics.devices
@@ -279,7 +282,15 @@ def subjects(timeline: Timeline, metrics: TimelineMetrics) -> tuple[pd.DataFrame
     names = RANGE_PREFIX + range_rows["range"].astype(str)
     range_rows = range_rows.drop(columns=["range"])
     range_rows.insert(0, "kernel", names.to_numpy())
-    table = pd.concat([run_rows, range_rows], ignore_index=True)
+    frames = [run_rows, range_rows]
+    ranks = devices.index.get_level_values("rank").dropna().unique() if len(devices) else []
+    if len(ranks) > 1:  # "@ranks": the spread of RANK_SPREAD_OF over the ranks
+        spread = metrics.ranks.loc[list(RANK_SPREAD_OF)]
+        row = {f"{m}_{stat}": float(spread.loc[m, stat]) for m in RANK_SPREAD_OF
+               for stat in ("min", "median", "max", "imbalance")}
+        row["straggler"] = float(spread.loc["span", "straggler"])
+        frames.append(pd.DataFrame([{"kernel": RANKS, **row}]))
+    table = pd.concat(frames, ignore_index=True)
     r = timeline.ranges
     chosen = r[r["on"] == "host"] if (r["on"] == "host").any() else r
     durations = (chosen["end_ns"] - chosen["start_ns"]).to_numpy(dtype="float64") * _NS
