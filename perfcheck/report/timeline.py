@@ -23,6 +23,11 @@ SPREAD_METRICS = ("span", "gpu_busy_pct", "idle", "memcpy_time", "comm_time")
 TOP_RANGES = 10
 
 
+def _rows(frame: pd.DataFrame) -> list[tuple[object, dict]]:
+    """(index key, row as a dict) per row: rendering only, a few rows per device."""
+    return list(zip(frame.index, frame.to_dict("records")))
+
+
 def _label(value: object) -> str:
     return "-" if value is None or value is pd.NA or (isinstance(value, float) and value != value) else str(value)
 
@@ -40,13 +45,13 @@ def timeline_text(metrics: TimelineMetrics, sources: Sequence[Source], *, width:
         parts.append("no kernel, copy or memset activity in this timeline")
     else:
         rows = [[_label(rank), _label(device), *(_cell(row[m], metric_unit(m)) for m, _ in DEVICE_COLUMNS)]
-                for (rank, device), row in devices.iterrows()]
+                for (rank, device), row in _rows(devices)]
         header = ["rank", "gpu", *(h for _, h in DEVICE_COLUMNS)]
         parts.append(_table(header, rows, right=set(range(len(header)))))
         parts.append("busy, idle, compute, comm: % of span (first to last GPU activity)\n"
                      "hidden: % of the communication time under compute")
         copies = []
-        for (rank, device), row in devices.iterrows():
+        for (rank, device), row in _rows(devices):
             for direction in ("h2d", "d2h", "d2d", "p2p", "h2h"):
                 calls = row[f"memcpy_{direction}_calls"]
                 if calls:
@@ -69,7 +74,7 @@ def timeline_text(metrics: TimelineMetrics, sources: Sequence[Source], *, width:
         top = ranges.sort_values("duration_total", ascending=False).head(TOP_RANGES)
         rows = [[shorten_middle(printable(name), width) if width else printable(name), on,
                  _cell(row["calls"], "count"), _cell(row["duration"], "s"), _cell(row["duration_p90"], "s"),
-                 _cell(row["duration_total"], "s")] for (name, on), row in top.iterrows()]
+                 _cell(row["duration_total"], "s")] for (name, on), row in _rows(top)]
         title = f"range (top {len(top)} of {len(ranges)} by total)"
         parts += ["", _table([title, "on", "calls", "median", "p90", "total"], rows, right={2, 3, 4, 5})]
     return "\n".join(parts)
@@ -79,11 +84,11 @@ def timeline_document(metrics: TimelineMetrics, sources: Sequence[Source]) -> di
     """``perfcheck inspect --timeline --json``."""
     devices = [{"rank": _number(rank), "device_id": _number(device),
                 "metrics": {m: _number(row[m]) for m in TIMELINE_METRICS}}
-               for (rank, device), row in metrics.devices.iterrows()]
+               for (rank, device), row in metrics._rows(devices)]
     ranges = [{"range": str(name), "on": str(on), "metrics": {m: _number(row[m]) for m in RANGE_METRICS}}
-              for (name, on), row in metrics.ranges.iterrows()]
+              for (name, on), row in _rows(metrics.ranges)]
     spread = {m: {s: _number(row[s]) for s in ("min", "median", "max", "imbalance", "straggler")}
-              for m, row in metrics.ranks.iterrows()}
+              for m, row in _rows(metrics.ranks)}
     return {
         "sources": [s.as_dict() for s in sources],
         "devices": devices,
