@@ -84,7 +84,7 @@ def timeline_document(metrics: TimelineMetrics, sources: Sequence[Source]) -> di
     """``perfcheck inspect --timeline --json``."""
     devices = [{"rank": _number(rank), "device_id": _number(device),
                 "metrics": {m: _number(row[m]) for m in TIMELINE_METRICS}}
-               for (rank, device), row in metrics._rows(devices)]
+               for (rank, device), row in _rows(metrics.devices)]
     ranges = [{"range": str(name), "on": str(on), "metrics": {m: _number(row[m]) for m in RANGE_METRICS}}
               for (name, on), row in _rows(metrics.ranges)]
     spread = {m: {s: _number(row[s]) for s in ("min", "median", "max", "imbalance", "straggler")}
