@@ -166,3 +166,22 @@ def _summarise(
         peaks=peaks,
         duration_samples=summary.duration_samples(),
     )
+
+
+def with_timeline(analysis: Analysis, paths: Sequence[str | Path], *, format: str | None = None) -> Analysis:
+    """``analysis`` with the timeline's subjects (``@run``, ``range:NAME``, see
+    ``perfcheck.metrics.timeline.subjects``) as extra rows of its kernel table, so
+    checks, baselines and the history treat them like kernels. Read only when an
+    expectation names one: the kernel path never opens the timeline."""
+    from dataclasses import replace
+
+    import pandas as pd
+
+    from perfcheck.ingest.timeline import read_timeline
+    from perfcheck.metrics.timeline import subjects, timeline_metrics
+
+    timeline = read_timeline(paths, format=format)
+    rows, samples = subjects(timeline, timeline_metrics(timeline))
+    kernels = pd.concat([analysis.kernels, rows], ignore_index=True) if len(analysis.kernels) else rows
+    return replace(analysis, kernels=kernels, duration_samples={**analysis.duration_samples, **samples},
+                   oddities=analysis.oddities + tuple(o for o in timeline.oddities if o not in analysis.oddities))

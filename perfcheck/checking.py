@@ -128,6 +128,12 @@ def prepare(suite: SuiteSettings, profile: "Profile | None" = None) -> SuiteRun:
         analysis = analyse_profile(profile, arch=arch, peaks=peaks)
     else:
         analysis = analyse(list(suite.profiles), format=suite.format, arch=arch, peaks=peaks)
+        from perfcheck.metrics.timeline import is_timeline_name
+
+        if any(is_timeline_name(pattern) for pattern in suite.expect):  # @run, range:NAME
+            from perfcheck.analysis import with_timeline
+
+            analysis = with_timeline(analysis, list(suite.profiles), format=suite.format)
     run = SuiteRun(suite, analysis, profile=profile)
     if ran is not None:
         run.notices.append(f"suite {suite.name!r}: profiled with {ran.describe()}")

@@ -56,6 +56,17 @@ def _parser() -> argparse.ArgumentParser:
     inspect.add_argument("--json", action="store_true", help="print JSON (values in base units) instead of a table")
     inspect.add_argument("--kernel", metavar="PATTERN", help="only the kernels matching PATTERN (glob on the "
                          "demangled name, or re:REGEX), as in expectations")
+    inspect.add_argument("--timeline", action="store_true",
+                         help="instead of kernels, the program's timeline (Kineto traces, Nsight Systems exports): "
+                         "per rank and GPU the span, busy and idle time, compute, copies and communication, "
+                         "and the user ranges (NVTX, ProfilerStep#N) with the most time; see docs/timeline.md")
+    inspect.add_argument("--plot", metavar="STEM", type=Path,
+                         help="with --timeline: draw each step's compute, communication, copies and idle time "
+                         "per rank and GPU (ProfilerStep ranges, or --step NAME) to STEM.png and STEM.svg")
+    inspect.add_argument("--step", metavar="NAME", default="ProfilerStep",
+                         help="with --plot: the range that is one step (default: ProfilerStep)")
+    inspect.add_argument("--baseline-trace", metavar="PATH", nargs="+", type=Path,
+                         help="with --plot: the baseline's traces, drawn beside the current steps")
     inspect.add_argument("--full-names", action="store_true", default=None,
                          help="never shorten kernel names (the default when the output is not a terminal); "
                          "wide tables wrap their columns instead")
@@ -669,7 +680,40 @@ def _warn(oddities: Sequence[object]) -> None:
         print(f"perfcheck: warning: {printable(oddity)}", file=sys.stderr)
 
 
+def _inspect_timeline(args: argparse.Namespace) -> int:
+    from perfcheck.ingest.timeline import read_timeline
+    from perfcheck.metrics.timeline import timeline_metrics
+    from perfcheck.report.timeline import timeline_document, timeline_text
+
+    timeline = read_timeline(args.paths, format=args.format)
+    _warn(timeline.oddities)
+    metrics = timeline_metrics(timeline)
+    if args.plot is not None:
+        from perfcheck.metrics.timeline import step_breakdown
+        from perfcheck.report.stepchart import step_chart
+
+        steps = step_breakdown(timeline, args.step)
+        if steps.empty:
+            raise UsageError(f"--plot: no {args.step!r} ranges in the timeline; name the step's range with --step")
+        base = None
+        if args.baseline_trace:
+            base = step_breakdown(read_timeline(args.baseline_trace, format=args.format), args.step)
+        written = step_chart(steps, args.plot, baseline=base, title=f"time per {args.step}")
+        print(f"perfcheck: step chart: {', '.join(str(p) for p in written)}", file=sys.stderr)
+    if args.json:
+        json.dump(timeline_document(metrics, timeline.sources), sys.stdout, indent=2, allow_nan=False)
+        sys.stdout.write("\n")
+    else:
+        full = args.full_names or not sys.stdout.isatty()  # a pipe or a file gets whole names
+        print(timeline_text(metrics, timeline.sources, width=None if full else 36))
+    return EXIT_OK
+
+
 def _inspect(args: argparse.Namespace) -> int:
+    if args.timeline:
+        return _inspect_timeline(args)
+    if args.plot is not None or args.baseline_trace:
+        raise UsageError("--plot and --baseline-trace draw the timeline: add --timeline")
     from perfcheck.analysis import analyse
     from perfcheck.ingest import read_peaks
     from perfcheck.report.jsonreport import inspect_document

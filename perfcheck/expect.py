@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 
 from perfcheck.errors import UsageError
 from perfcheck.model import ERROR, FAILED, PASSED, RECORDED, Check
-from perfcheck.schema import METRIC_UNITS, PEAK_UNITS, metric_unit
+from perfcheck.schema import METRIC_UNITS, PEAK_UNITS, RANK_SPREAD_METRICS, TIMELINE_METRICS, metric_unit
 from perfcheck.units import format_value
 
 if TYPE_CHECKING:
@@ -55,6 +55,9 @@ ALIASES = {
     "scratch": "scratch_per_thread",
     "lds": "lds_per_workgroup",
     "shared": "lds_per_workgroup",
+    # timeline metrics ("@run"), as the issue and HTA's users say them
+    "gpu_busy": "gpu_busy_pct",
+    "comm_share": "comm_share_pct",
 }
 
 # Names that stand for a different metric per kernel (see the module docstring):
@@ -96,7 +99,7 @@ _DERIVED = (
 def known_metrics() -> tuple[str, ...]:
     from perfcheck.metrics.counters import QUANTITIES
 
-    return tuple(dict.fromkeys((*_DERIVED, *METRIC_UNITS, *QUANTITIES)))
+    return tuple(dict.fromkeys((*_DERIVED, *METRIC_UNITS, *QUANTITIES, *TIMELINE_METRICS, *RANK_SPREAD_METRICS)))
 
 
 # The ceiling "of peak" refers to, per metric. flop_rate uses the kernel's own
@@ -680,15 +683,22 @@ def evaluate(
     """One Check per (matched kernel x expectation); a pattern that matches no kernel
     gives one ERROR check per expectation. Expectation strings are parsed first, so
     a typo fails before anything is compared."""
+    from perfcheck.metrics.timeline import is_timeline_name, match_subjects
+
     parsed = {pattern: [(text, parse(text)) for text in texts] for pattern, texts in expectations.items()}
     table = analysis.kernels
-    names = [str(k) for k in table["kernel"]] if len(table) else []
+    every = [str(k) for k in table["kernel"]] if len(table) else []
     rows = {str(r["kernel"]): r for r in table.to_dict("records")} if len(table) else {}
+    # Timeline subjects (@run, range:NAME) are rows of the table, matched only by
+    # timeline patterns; kernel patterns never see them.
+    names = [n for n in every if not is_timeline_name(n)]
+    subjects = [n for n in every if is_timeline_name(n)]
     checks: list[Check] = []
     for pattern, items in parsed.items():
-        matched = match_kernels(pattern, names)
+        timeline = is_timeline_name(pattern)
+        matched = match_subjects(pattern, subjects, match_kernels) if timeline else match_kernels(pattern, names)
         if not matched:
-            message = no_match_message(pattern, names)
+            message = _no_subject_message(pattern, subjects) if timeline else no_match_message(pattern, names)
             for text, parts in items:
                 checks.append(
                     Check(
@@ -703,6 +713,16 @@ def evaluate(
             for text, parts in items:
                 checks.append(_check_kernel(suite, pattern, kernel, text, parts, rows[kernel], analysis, baseline, tolerances or {}))
     return checks
+
+
+def _no_subject_message(pattern: str, subjects: Sequence[str]) -> str:
+    if not subjects:
+        return (f"{pattern!r} is a timeline expectation, but no timeline was read: the suite's profiles must "
+                "be Kineto traces or Nsight Systems exports (see `perfcheck inspect --timeline`)")
+    if pattern == "@ranks":
+        return "'@ranks' needs the timelines of several ranks (one trace per rank); this one has one rank"
+    return f"{pattern!r} matches nothing in the timeline; it has: {', '.join(subjects[:8])}" + (
+        ", ..." if len(subjects) > 8 else "")
 
 
 def _check_kernel(
@@ -726,9 +746,13 @@ def _check_kernel(
     observed = _value(row, metric)
     base = dict(suite=suite, kernel=kernel, pattern=pattern, expression=text, metric=metric, unit=unit)
     if observed is None and not (first.kind == "baseline" and metric == "duration" and analysis.duration_samples.get(kernel) is not None):
+        why = (f'{metric} is a timeline metric: declare it under "@run"' if metric in TIMELINE_METRICS
+               and not kernel.startswith("@run") else
+               f'{metric} is a spread over ranks: declare it under "@ranks" (a timeline of several ranks)'
+               if metric in RANK_SPREAD_METRICS and kernel != "@ranks" else _missing_message(metric, analysis))
         return Check(**base, relation=first.relation, observed=None, reference=None, outcome=ERROR,
                      origin="baseline" if first.kind == "baseline" else "expectation",
-                     message=f"{metric} is not available for this kernel: {_missing_message(metric, analysis)}")
+                     message=f"{metric} is not available for this kernel: {why}")
     if first.kind == "baseline":
         return _check_baseline(base, first, observed, kernel, analysis, baseline, tolerances)
     if len(parts) == 2:  # two-sided, both absolute

@@ -1,0 +1,136 @@
+"""The timeline of a PyTorch profiler (Kineto) trace: kernels, memory copies and
+memsets on the device, and the user's ranges. The file is parsed by the kernel
+reader's loader (``perfcheck.ingest.kineto``); see there for the format.
+
+Seen in real traces (A100 2023, MI250 ROCm 6.2, H100 2026):
+
+* Copies are category ``gpu_memcpy``, named ``Memcpy HtoD (Pageable -> Device)``,
+  ``Memcpy DtoD (Device -> Device)``, ``Memcpy PtoP ...``; CUPTI traces give
+  ``args.bytes``, roctracer traces (MI250) give no bytes but ``args.kind``
+  (``HtoD``). Memsets are ``gpu_memset`` (``Memset (Device)``, ``args.bytes``).
+* ``user_annotation`` events are the host side of ``record_function`` ranges and
+  of ``ProfilerStep#N``; ``gpu_user_annotation`` their projection on a device
+  stream (pid = device, tid = stream), from the first to the last GPU activity the
+  range launched.
+* ``cuda_sync`` events (stream/event/device synchronisation) are host waits: they
+  are not device activity and are not read (HTA counts them as GPU events; see
+  docs/timeline.md).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from perfcheck.ingest.kineto import FORMAT, TOOL, _load, _version
+from perfcheck.ingest.names import gnu_style
+from perfcheck.ingest.tabular import coerce_integers, coerce_numbers
+from perfcheck.ingest.timeline import (DEVICE, HOST, KERNEL, MEMCPY, MEMSET, TraceTimeline, activity_frame,
+                                       range_frame)
+from perfcheck.model import Oddity, Source
+
+__all__ = ["FORMAT", "read"]
+
+_ACTIVITY = {"kernel": KERNEL, "gpu_memcpy": MEMCPY, "gpu_memset": MEMSET}
+_RANGES = {"user_annotation": HOST, "gpu_user_annotation": DEVICE}
+# "Memcpy HtoD (Pageable -> Device)" (CUPTI) and args.kind "HtoD" (roctracer).
+_COPY_KIND = re.compile(r"\b(HtoD|DtoH|DtoD|PtoP|HtoH)\b")
+_DIRECTION = {"HtoD": "H2D", "DtoH": "D2H", "DtoD": "D2D", "PtoP": "P2P", "HtoH": "H2H"}
+
+
+def _ns(ts: pd.Series) -> pd.Series:
+    """µs (int or float with ns decimals) -> Int64 ns, whole and fraction apart so
+    that epoch-based values (1.7e15 µs) keep their precision."""
+    ts = ts.astype("float64").where(np.isfinite(ts.astype("float64")))
+    whole = np.floor(ts)
+    return coerce_integers(whole)[0] * 1000 + coerce_integers(np.round((ts - whole) * 1000))[0]
+
+
+def _numbers(values: list[Any]) -> pd.Series:
+    """JSON values -> numbers. The common case (numbers and nulls) is one inference
+    pass; anything else (text, lists, booleans in a damaged trace) goes through the
+    element-wise coercion, which leaves them missing."""
+    series = pd.Series(values, dtype=None if values else "float64")
+    if series.dtype.kind in "iuf":
+        return series
+    return coerce_numbers(series.astype("object"))
+
+
+def _frame(events: list[dict[str, Any]]) -> pd.DataFrame:
+    args = [e["args"] if isinstance(e.get("args"), dict) else {} for e in events]
+    frame = pd.DataFrame({
+        "cat": pd.Series([str(e.get("cat", "")).lower() for e in events], dtype="object"),
+        "name": pd.Series([e.get("name") for e in events], dtype="object").astype("string"),
+        "ts": _numbers([e.get("ts") for e in events]),
+        "dur": _numbers([e.get("dur") for e in events]),
+        "device": _numbers([a.get("device") for a in args]),
+        "stream": _numbers([a.get("stream") for a in args]),
+        "bytes": _numbers([a.get("bytes") for a in args]),
+        "kind": pd.Series([a.get("kind") for a in args], dtype="object"),
+        "pid": _numbers([e.get("pid") for e in events]),
+        "tid": _numbers([e.get("tid") for e in events]),
+    })
+    frame["start_ns"] = _ns(frame["ts"])
+    frame["end_ns"] = frame["start_ns"] + _ns(frame["dur"]).where(frame["dur"] >= 0)
+    return frame
+
+
+def read(path: Path) -> TraceTimeline:
+    doc = _load(path)
+    wanted = set(_ACTIVITY) | set(_RANGES)
+    events = [e for e in doc["traceEvents"]
+              if isinstance(e, dict) and e.get("ph", "X") == "X" and str(e.get("cat", "")).lower() in wanted]
+    frame = _frame(events)
+    oddities: list[Oddity] = []
+    bad = frame["start_ns"].isna() | frame["end_ns"].isna()
+    if bad.any():
+        oddities.append(Oddity(str(path), "event without a finite 'ts' or a non-negative 'dur' left out of the "
+                                          "timeline", int(bad.sum())))
+        frame = frame[~bad]
+
+    device = frame[frame["cat"].isin(list(_ACTIVITY))]
+    is_copy = device["cat"] == "gpu_memcpy"
+    copies = device[is_copy]
+    copy_kind = copies["name"].str.extract(_COPY_KIND, expand=False).fillna(
+        copies["kind"].astype("string").str.extract(_COPY_KIND, expand=False))
+    direction = copy_kind.map(_DIRECTION).reindex(device.index)
+    is_kernel = device["cat"] == "kernel"
+    names = device["name"].where(~is_kernel, gnu_style(device["name"]))
+    activities = activity_frame({
+        "kind": device["cat"].map(_ACTIVITY).to_numpy(),
+        "name": names.to_numpy(),
+        "device_id": coerce_integers(device["device"].reset_index(drop=True))[0].to_numpy(),
+        "stream_id": coerce_integers(device["stream"].reset_index(drop=True))[0].to_numpy(),
+        "start_ns": device["start_ns"].to_numpy(dtype="int64"),
+        "end_ns": device["end_ns"].to_numpy(dtype="int64"),
+        "bytes": coerce_numbers(device["bytes"].reset_index(drop=True)).astype("float64").to_numpy(),
+        "direction": direction.to_numpy(),
+    }, len(device))
+
+    spans = frame[frame["cat"].isin(list(_RANGES))]
+    on = spans["cat"].map(_RANGES)
+    # gpu_user_annotation: pid is the device, tid the stream; user_annotation: tid is the thread.
+    pid = coerce_integers(spans["pid"].reset_index(drop=True))[0]
+    tid = coerce_integers(spans["tid"].reset_index(drop=True))[0]
+    on_device = (on == DEVICE).to_numpy()
+    ranges = range_frame({
+        "name": spans["name"].to_numpy(),
+        "on": on.to_numpy(),
+        "device_id": pid.where(on_device).to_numpy(),
+        "thread": tid.where(~on_device).to_numpy(),
+        "start_ns": spans["start_ns"].to_numpy(dtype="int64"),
+        "end_ns": spans["end_ns"].to_numpy(dtype="int64"),
+    }, len(spans))
+
+    info = doc.get("distributedInfo")
+    rank = info.get("rank") if isinstance(info, dict) else None
+    rank = rank if isinstance(rank, int) and not isinstance(rank, bool) and rank >= 0 else None
+    if activities.empty:
+        oddities.append(Oddity(str(path), "holds no kernel, memcpy or memset events; was the profiler run with "
+                                          "ProfilerActivity.CUDA?"))
+    source = Source(path=str(path), format=FORMAT, tool=TOOL, tool_version=_version(doc), rank=rank)
+    return TraceTimeline(activities=activities, ranges=ranges, source=source, oddities=tuple(oddities))

@@ -1,0 +1,118 @@
+"""The timeline of a rocprof v1 ``results.db`` (``rocprof --hip-trace``; the kernel
+reader is ``perfcheck.ingest.rocprof``): kernels, copies, buffer fills and ROCTx
+ranges, opened read-only.
+
+Seen in real databases (ROCm 4.0 on gfx906, Feb 2021; ROCm 6.x on MI300X):
+
+* ``OPS`` holds every GPU packet of a HIP trace: kernels (``Name`` is the kernel)
+  and ``Unknown command type`` barrier packets, which are no work and are left
+  out. Without a HIP trace, kernels are in ``KERN`` (ROCm 6) or ``A`` (ROCm 4)
+  with results.csv's columns (``KernelName``, ``gpu-id``).
+* ``COPY``: ``CopyHostToDevice``, ``CopyDeviceToHost``, ``CopyDeviceToDevice``
+  and ``FillBuffer`` (a memset), with ``dev-id`` and ``queue-id`` but no sizes.
+* ``rocTX``: ROCTx ranges, the names written with their double quotes
+  (``"Kokkos::View::initialization [V]"``), which are stripped.
+* Times are ``BeginNs``/``EndNs``, integer ns (stored as text in some versions).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from contextlib import closing
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from perfcheck.errors import InputError
+from perfcheck.ingest.rocprof import TOOL, UNKNOWN_PACKET
+from perfcheck.ingest.sqlitefile import connect_read_only, table_names
+from perfcheck.ingest.timeline import HOST, KERNEL, MEMCPY, MEMSET, TraceTimeline, activity_frame, range_frame
+from perfcheck.model import Oddity, Source
+
+FORMAT = "rocprof-db"
+_COPIES = {"CopyHostToDevice": (MEMCPY, "H2D"), "CopyDeviceToHost": (MEMCPY, "D2H"),
+           "CopyDeviceToDevice": (MEMCPY, "D2D"), "CopyHostToHost": (MEMCPY, "H2H"), "FillBuffer": (MEMSET, None)}
+
+
+def _columns(connection: sqlite3.Connection, table: str) -> list[str]:
+    return [row[1] for row in connection.execute(f'PRAGMA table_info("{table}")')]
+
+
+def _select(connection: sqlite3.Connection, table: str, wanted: dict[str, str]) -> pd.DataFrame:
+    """The columns of ``wanted`` (table column -> our name) that the table has."""
+    present = [c for c in wanted if c in _columns(connection, table)]
+    sql = "SELECT " + ", ".join(f'"{c}"' for c in present) + f' FROM "{table}"'
+    rows = connection.execute(sql).fetchall()
+    return pd.DataFrame.from_records(rows, columns=[wanted[c] for c in present]) if rows else \
+        pd.DataFrame(columns=[wanted[c] for c in present])
+
+
+def _kernel_table(connection: sqlite3.Connection, tables: set[str]) -> pd.DataFrame | None:
+    if "OPS" in tables and connection.execute('SELECT 1 FROM "OPS" LIMIT 1').fetchone():
+        return _select(connection, "OPS", {"Name": "name", "BeginNs": "start", "EndNs": "end", "dev-id": "device",
+                                           "queue-id": "stream"})
+    for table in ("KERN", "A"):
+        if table in tables:
+            return _select(connection, table, {"KernelName": "name", "BeginNs": "start", "EndNs": "end",
+                                               "gpu-id": "device", "queue-id": "stream"})
+    return None
+
+
+def read(path: Path) -> TraceTimeline:
+    try:
+        with closing(connect_read_only(path)) as connection:
+            tables = table_names(connection)
+            kernels = _kernel_table(connection, tables)
+            copies = (_select(connection, "COPY", {"Name": "name", "BeginNs": "start", "EndNs": "end",
+                                                   "dev-id": "device", "queue-id": "stream"})
+                      if "COPY" in tables else None)
+            marks = (_select(connection, "rocTX", {"Name": "name", "BeginNs": "start", "EndNs": "end", "tid": "thread"})
+                     if "rocTX" in tables else None)
+    except sqlite3.Error as exc:
+        raise InputError(path, f"cannot read the trace tables ({exc})",
+                         hint="is the database complete? rocprof writes it when the run ends") from None
+    oddities: list[Oddity] = []
+    parts = []
+    if kernels is not None:
+        unknown = kernels["name"] == UNKNOWN_PACKET
+        if unknown.any():
+            oddities.append(Oddity(str(path), f"{UNKNOWN_PACKET!r} GPU packets left out (not kernels)",
+                                   int(unknown.sum())))
+        parts.append(kernels[~unknown].assign(kind=KERNEL, direction=None))
+    if copies is not None:
+        known = copies["name"].isin(list(_COPIES))
+        if (~known).any():
+            oddities.append(Oddity(str(path), "COPY rows of an unknown kind left out: "
+                                   + ", ".join(sorted(map(str, copies.loc[~known, "name"].unique()))),
+                                   int((~known).sum())))
+        copies = copies[known]
+        parts.append(copies.assign(kind=copies["name"].map(lambda n: _COPIES[n][0]),
+                                   direction=copies["name"].map(lambda n: _COPIES[n][1])))
+    rows = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["name", "start", "end", "kind"])
+    start, end = pd.to_numeric(rows["start"], errors="coerce"), pd.to_numeric(rows["end"], errors="coerce")
+    bad = start.isna() | end.isna() | (end < start)
+    if bad.any():
+        oddities.append(Oddity(str(path), "row with a missing time or an end before its start left out",
+                               int(bad.sum())))
+        rows, start, end = rows[~bad].reset_index(drop=True), start[~bad], end[~bad]
+    if rows.empty:
+        oddities.append(Oddity(str(path), "no kernels or copies in this database (was it run with --hip-trace?)"))
+    column = (lambda name: pd.to_numeric(rows[name], errors="coerce").to_numpy() if name in rows else np.nan)
+    activities = activity_frame({
+        "kind": rows["kind"].to_numpy(), "name": rows["name"].to_numpy(), "device_id": column("device"),
+        "stream_id": column("stream"), "start_ns": start.to_numpy(dtype="int64"),
+        "end_ns": end.to_numpy(dtype="int64"),
+        "direction": rows["direction"].to_numpy() if "direction" in rows else pd.NA,
+    }, len(rows))
+    marks = marks if marks is not None else pd.DataFrame(columns=["name", "start", "end", "thread"])
+    m_start, m_end = pd.to_numeric(marks["start"], errors="coerce"), pd.to_numeric(marks["end"], errors="coerce")
+    fine = m_start.notna() & m_end.notna() & (m_end >= m_start)
+    marks, m_start, m_end = marks[fine], m_start[fine], m_end[fine]
+    ranges = range_frame({
+        "name": marks["name"].astype("string").str.strip('"').to_numpy(), "on": HOST,
+        "thread": pd.to_numeric(marks["thread"], errors="coerce").to_numpy() if "thread" in marks else pd.NA,
+        "start_ns": m_start.to_numpy(dtype="int64"), "end_ns": m_end.to_numpy(dtype="int64"),
+    }, len(marks))
+    return TraceTimeline(activities=activities, ranges=ranges, source=Source(path=str(path), format=FORMAT, tool=TOOL),
+                         oddities=tuple(oddities))
