@@ -112,3 +112,24 @@ def test_five_steps_run_as_written(tmp_path: Path) -> None:
     assert "baselines/app/mi300x_gfx942_rocprofv3.json" in tracked and "pyproject.toml" in tracked
     assert (project / "perf" / "junit.xml").is_file() and (project / "perf" / "summary.md").is_file()
     assert (project / "perf-history.sqlite").is_file()
+
+
+def test_the_main_command_runs_as_written(cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
+    """The README's first command, past its install: the check (exit 1 on purpose) and
+    the comparison that tells the story, run in a scratch directory."""
+    import shlex
+
+    line = next(l.strip() for l in README.read_text().splitlines() if l.startswith("    python3 -m venv") and "check" in l)
+    commands = [shlex.split(part) for chunk in line.split("&&") for part in chunk.split(";")]
+    perfcheck = [c[1:] for c in commands if c and c[0] == ".venv/bin/perfcheck"]
+    assert [c[0] for c in perfcheck] == ["check", "compare"]
+    monkeypatch.chdir(tmp_path)
+    shutil.copytree(ROOT / "examples" / "stencil", tmp_path / "examples" / "stencil")
+    monkeypatch.delenv("CI", raising=False)
+    check, compare = (cli(*args) for args in perfcheck)
+    assert check.code == 1, check.err  # the "before" suite fails, on purpose
+    assert compare.code == 0, compare.err
+    assert {"junit.xml", "summary.md", "compare.md"} <= {p.name for p in (tmp_path / "out").iterdir()}
+    assert list((tmp_path / "out" / "compare").glob("*.png")) and list((tmp_path / "out" / "roofline").glob("*.png"))
+    story = (tmp_path / "out" / "compare.md").read_text()
+    assert "lds" in story and "vgpr" in story
