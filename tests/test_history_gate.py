@@ -165,3 +165,22 @@ def test_update_baseline_is_not_judged_on_history(stencil: Path, cli) -> None:  
     _seed_history(stencil / "perf-history.sqlite", check["observed"] / 1.5, 8)
     code, check = _duration_check(cli, "--update-baseline")
     assert code == 0 and "history" not in check["message"]
+
+
+def test_a_change_point_at_a_run_without_a_commit_names_the_run(stencil: Path, cli) -> None:  # noqa: ANN001
+    # Runs added without a commit (a store fed by hand or by a CI without git) read back
+    # with a NaN commit; the reference since that change point names the run instead.
+    from perfcheck import baseline as baselines
+    from perfcheck.analysis import analyse
+    from perfcheck.history.store import machine_key
+
+    observed = _observed()
+    machine = machine_key(baselines.fingerprint(analyse([EXAMPLE / "results-after.csv"], arch="mi100")))
+    levels = [observed * 2] * 8 + [observed / 1.2] * 8
+    with open_store(stencil / "perf-history.sqlite") as store:
+        for i, value in enumerate(levels):
+            store.add(RunRecord(f"nocommit-{i}", T0 + i * 86400), [Result(machine, "after", EO, "duration", value, "s")])
+    Path("baselines/after").mkdir(parents=True)
+    code, check = _duration_check(cli)
+    assert code == 1 and check["outcome"] == "failed", check["message"]
+    assert "since the change point at nocommit-8 (" in check["message"]
