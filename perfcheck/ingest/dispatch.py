@@ -3,6 +3,8 @@ from timestamps, oddity counting, canonical dtypes."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import pandas as pd
 
@@ -28,6 +30,35 @@ def clean_kernel_names(names: pd.Series) -> pd.Series:
         categories = pd.Index(pd.array(uniques, dtype="string"))
         return pd.Series(pd.Categorical.from_codes(merged, categories), index=names.index, name=names.name)
     return _clean(names)
+
+
+class KernelNames:
+    """Kernel names as one dictionary for readers that get names by id (SQLite string
+    tables): each distinct name is cleaned once (``clean_kernel_names``), dispatches
+    carry codes into it, and each chunk gets a categorical of the names it uses."""
+
+    def __init__(self) -> None:
+        self.codes: dict[str, int] = {}
+        self.names: list[str] = []
+
+    def codes_of(self, names: Sequence[object]) -> np.ndarray:
+        """Codes of ``names`` (-1 for a missing one); new names are cleaned in one go."""
+        texts = [None if n is None or (isinstance(n, float) and np.isnan(n)) else str(n) for n in names]
+        new = list(dict.fromkeys(t for t in texts if t is not None and t not in self.codes))
+        if new:
+            self.codes.update((t, len(self.names) + i) for i, t in enumerate(new))
+            self.names.extend(str(c) for c in clean_kernel_names(pd.Series(new, dtype="string")))
+        return np.array([-1 if t is None else self.codes[t] for t in texts], dtype=np.int64)
+
+    def column(self, codes: np.ndarray) -> pd.Categorical:
+        """Codes of one chunk -> a categorical holding only the names it uses (cleaned
+        names that coincide, "k" and "k.kd", become one category)."""
+        present = np.unique(codes[codes >= 0])
+        merged, uniques = pd.factorize(pd.Series([self.names[i] for i in present], dtype=object))
+        remap = np.full(len(self.names) + 1, -1, dtype=np.int64)
+        remap[present] = merged
+        local = remap[np.where(codes >= 0, codes, len(self.names))]
+        return pd.Categorical.from_codes(local, pd.Index(pd.array(list(uniques), dtype="string")))
 
 
 def _clean(names: pd.Series) -> pd.Series:

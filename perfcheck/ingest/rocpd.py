@@ -30,7 +30,7 @@ import pandas as pd
 
 from perfcheck.errors import InputError
 from perfcheck.ingest.formats import Format, Scan, Sniff, Want
-from perfcheck.ingest.dispatch import clean_kernel_names
+from perfcheck.ingest.dispatch import KernelNames
 from perfcheck.ingest.sqlitefile import Reader, quote, read_ranges, sniffed_tables
 from perfcheck.model import Oddity, Source
 from perfcheck.schema import raw
@@ -250,38 +250,9 @@ def _config_frame(session: _Session, configs: list[tuple], path: Path) -> tuple[
     return _to_frame(rows, path), in_view
 
 
-class _Names:
-    """Kernel names as one categorical dictionary: each distinct name cleaned once
-    (``dispatch.clean_kernel_names``), dispatches carry codes into it."""
-
-    def __init__(self) -> None:
-        self.codes: dict[str, int] = {}
-        self.names: list[str] = []
-
-    def code(self, name: object) -> int:
-        if name is None or (isinstance(name, float) and np.isnan(name)):
-            return -1
-        text = str(name)
-        if text not in self.codes:
-            self.codes[text] = len(self.names)
-            self.names.append(str(clean_kernel_names(pd.Series([text], dtype="string")).iloc[0]))
-        return self.codes[text]
-
-    def column(self, codes: np.ndarray) -> pd.Categorical:
-        """Codes of one chunk -> a categorical holding only the names it uses (cleaned
-        names that coincide, "k" and "k.kd", become one category)."""
-        present = np.unique(codes[codes >= 0])
-        names = [self.names[i] for i in present]
-        uniques, merged = np.unique(np.array(names, dtype=object), return_inverse=True) if names else (np.array([], dtype=object), np.zeros(0, dtype=np.int64))
-        remap = np.full(len(self.names) + 1, -1, dtype=np.int64)
-        remap[present] = merged
-        local = remap[np.where(codes >= 0, codes, len(self.names))]
-        return pd.Categorical.from_codes(local, pd.Index(pd.array(list(uniques), dtype="string")))
-
-
 def _fast_chunks(reader: Reader, guid: str, path: Path, slow_sql: str, dropped: list[int]) -> Iterator[pd.DataFrame]:
     session = _Session(reader, guid)
-    names = _Names()
+    names = KernelNames()
     for part in read_ranges(reader, "rocpd_kernel_dispatch", "guid = ?", (guid,), key="kernel_id",
                             series=list(_SERIES), config=list(_CONFIG), rowid="id", size=CHUNK_ROWS):
         if not part.exact:  # NULLs, text or reals somewhere in the range: the view, row by row
@@ -295,12 +266,12 @@ def _fast_chunks(reader: Reader, guid: str, path: Path, slow_sql: str, dropped: 
         if not keep.all():
             dropped[0] += int((~keep).sum())
         of_row = part.config_of_row[keep]
-        frame = configs.take(of_row).reset_index(drop=True)
-        codes = np.array([names.code(n) for n in configs["kernel"]], dtype=np.int64)
-        frame["kernel"] = names.column(codes[of_row])
+        codes = names.codes_of(list(configs["kernel"]))
+        # The names go by code: taking the strings themselves would copy a name per row.
+        frame = configs.drop(columns=["kernel", "correlation_id"]).take(of_row).reset_index(drop=True)
+        frame.insert(0, "kernel", names.column(codes[of_row]))
         for column, canonical in _SERIES.items():
             frame[canonical] = part.series[column][keep]
-        frame = frame.drop(columns=["correlation_id"])
         yield frame
 
 
