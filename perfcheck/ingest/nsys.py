@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterator
-from contextlib import closing
 from pathlib import Path
 
 import pandas as pd
@@ -42,7 +41,8 @@ import pandas as pd
 from perfcheck.errors import InputError
 from perfcheck.ingest.formats import Format, Scan, Sniff, Want
 from perfcheck.ingest.names import gnu_style
-from perfcheck.ingest.sqlitefile import connect_read_only, sniffed_tables, table_names
+from perfcheck.ingest.dispatch import KernelNames
+from perfcheck.ingest.sqlitefile import Reader, quote, read_ranges, sniffed_tables
 from perfcheck.ingest.tabular import coerce_integers, cuda_arch
 from perfcheck.model import Oddity, Source
 from perfcheck.schema import raw
@@ -83,37 +83,41 @@ def _is_nsys(sniff: Sniff) -> bool:
     return "META_DATA_EXPORT" in tables and "StringIds" in tables
 
 
-def _damaged(path: Path, exc: sqlite3.Error) -> InputError:
-    return InputError(path, f"cannot read the Nsight Systems export ({exc})",
-                      hint="is the file complete? re-export it with `nsys export --type sqlite`")
+_HINT = "is the file complete? re-export it with `nsys export --type sqlite`"
+_WHAT = "the Nsight Systems export"
 
 
-def _columns(connection: sqlite3.Connection, table: str) -> list[str]:
-    return [row[1] for row in connection.execute(f'PRAGMA table_info("{table}")')]
+def _meta(reader: Reader) -> dict[str, str]:
+    return {str(k): str(v) for k, v in reader.rows("META_DATA_EXPORT", "SELECT name, value FROM META_DATA_EXPORT")}
 
 
-def _meta(connection: sqlite3.Connection) -> dict[str, str]:
-    return {str(k): str(v) for k, v in connection.execute("SELECT name, value FROM META_DATA_EXPORT")}
-
-
-def _gpus(connection: sqlite3.Connection, tables: set[str]) -> pd.DataFrame:
+def _gpus(reader: Reader, tables: set[str]) -> pd.DataFrame:
     if "TARGET_INFO_GPU" not in tables:
         return pd.DataFrame()
-    return pd.read_sql_query("SELECT * FROM TARGET_INFO_GPU", connection)
+    return reader.frame("TARGET_INFO_GPU", "SELECT * FROM TARGET_INFO_GPU")
 
 
-def _device_map(connection: sqlite3.Connection, tables: set[str], gpus: pd.DataFrame, pids: list[int]) -> pd.DataFrame:
+def _device_map(reader: Reader, tables: set[str], gpus: pd.DataFrame, pids: list[int],
+                oddities: list[Oddity], path: Path) -> pd.DataFrame:
     """(pid, CUDA ordinal) -> TARGET_INFO_GPU row, for the processes that ran kernels."""
     if gpus.empty:
         return pd.DataFrame(columns=["pid", "cuda"])
     if "TARGET_INFO_CUDA_DEVICE" in tables and pids:
-        marks = ", ".join("?" * len(pids))
-        pairs = pd.read_sql_query(
-            f"SELECT DISTINCT pid, cudaId AS cuda, gpuId FROM TARGET_INFO_CUDA_DEVICE WHERE pid IN ({marks})",
-            connection, params=pids)
-        if not pairs.empty:
-            return pairs.merge(gpus, left_on="gpuId", right_on="id", how="left")
+        have = set(reader.columns("TARGET_INFO_CUDA_DEVICE"))
+        lacking = sorted({"pid", "cudaId", "gpuId"} - have)
+        if lacking:
+            oddities.append(Oddity(str(path), f"TARGET_INFO_CUDA_DEVICE lacks column(s) {', '.join(lacking)}: "
+                                              "devices matched by CUDA ordinal (cuDevice) instead"))
+        else:
+            pairs = pd.DataFrame(reader.rows(
+                "TARGET_INFO_CUDA_DEVICE",
+                f"SELECT DISTINCT pid, cudaId, gpuId FROM TARGET_INFO_CUDA_DEVICE WHERE pid IN ({', '.join('?' * len(pids))})",
+                pids), columns=["pid", "cuda", "gpuId"])
+            if not pairs.empty and "id" in gpus:
+                return pairs.merge(gpus, left_on="gpuId", right_on="id", how="left")
     # No per-process map: cuDevice is the CUDA ordinal (TARGET_INFO_GPU.id is not).
+    if "cuDevice" not in gpus:
+        return pd.DataFrame(columns=["pid", "cuda"])
     ordinal = gpus.rename(columns={"cuDevice": "cuda"})
     return pd.DataFrame({"pid": pids}).merge(ordinal, how="cross") if pids else ordinal.assign(pid=pd.NA)
 
@@ -164,28 +168,66 @@ def _frame(rows: pd.DataFrame, devices: pd.DataFrame, want: Want, oddities: list
     return frame
 
 
+_PER_ROW = {"start": "start_ns", "end": "end_ns", "correlationId": "correlation_id"}
+_IN_BATCH = 500  # ids per IN (...) list, well under SQLite's bound-parameter limit
+
+
+def _names_of(reader: Reader, ids: list[int], known: dict[int, str | None]) -> None:
+    """StringIds values of ``ids`` not read yet: once per distinct kernel, not per dispatch."""
+    new = sorted({i for i in ids if i not in known})
+    for at in range(0, len(new), _IN_BATCH):
+        part = new[at:at + _IN_BATCH]
+        found = dict(reader.rows("StringIds", f"SELECT id, value FROM StringIds WHERE id IN ({', '.join('?' * len(part))})", part))
+        known.update((i, found.get(i)) for i in part)
+
+
+def _fast_chunks(reader: Reader, path: Path, columns: list[str], name_id: str, devices: pd.DataFrame, want: Want,
+                 oddities: list[Oddity], slow_sql: str) -> Iterator[pd.DataFrame]:
+    series = [c for c in ("start", "end") if c in columns]
+    if "correlation_id" in want and "correlationId" in columns:
+        series.append("correlationId")
+    config = [c for c in [*_COLUMNS, *_DIMS, "globalPid"] if c in columns and c not in _PER_ROW]
+    config += [c for c in _RAW if c in columns and raw(c) in want]
+    strings: dict[int, str | None] = {}
+    names = KernelNames()
+    for part in read_ranges(reader, KERNELS, "", (), key=quote(name_id), series=[quote(c) for c in series],
+                            config=[quote(c) for c in config], rowid="rowid", size=CHUNK_ROWS):
+        if not part.exact:  # NULLs, text or reals somewhere in the range: row by row
+            for rows in pd.read_sql_query(slow_sql, reader.connection, params=(part.first, part.last), chunksize=CHUNK_ROWS):
+                yield _frame(rows, devices, want, oddities, path)
+            continue
+        _names_of(reader, [c[0] for c in part.configs], strings)
+        rows = pd.DataFrame(part.configs, columns=["_name_id", *config], dtype=object)
+        rows["name"] = [strings.get(i) for i in rows["_name_id"]]
+        configs = _frame(rows, devices, want, oddities, path)
+        codes = names.codes_of(list(configs["kernel"]))
+        assert part.config_of_row is not None
+        # The names go by code: taking the strings themselves would copy a name per row.
+        frame = configs.drop(columns=["kernel"]).take(part.config_of_row).reset_index(drop=True)
+        frame.insert(0, "kernel", names.column(codes[part.config_of_row]))
+        for column in series:
+            frame[_PER_ROW[column]] = part.series[quote(column)]
+        yield frame
+
+
 def _scan(path: Path, want: Want) -> Scan:
-    try:
-        with closing(connect_read_only(path)) as connection:
-            tables = table_names(connection)
-            if "META_DATA_EXPORT" not in tables:
-                raise InputError(path, "no META_DATA_EXPORT table", hint="is this an Nsight Systems SQLite export?")
-            meta = _meta(connection)
-            gpus = _gpus(connection, tables)
-            columns = _columns(connection, KERNELS) if KERNELS in tables else []
-            pids = ([int(g) >> 24 & 0xFFFFFF for (g,) in connection.execute(
-                        f"SELECT DISTINCT globalPid FROM {KERNELS} WHERE typeof(globalPid) = 'integer'")]
-                     if "globalPid" in columns else [])
-            devices = _device_map(connection, tables, gpus, pids)
-            used = (connection.execute(f"SELECT DISTINCT deviceId FROM {KERNELS}").fetchall()
-                    if "deviceId" in columns else [])
-            any_kernel = bool(columns) and connection.execute(f"SELECT 1 FROM {KERNELS} LIMIT 1").fetchone() is not None
-    except sqlite3.Error as exc:
-        raise _damaged(path, exc) from None
+    oddities: list[Oddity] = []
+    with Reader(path, _WHAT, _HINT) as reader:
+        tables = reader.tables()
+        if "META_DATA_EXPORT" not in tables:
+            raise InputError(path, "no META_DATA_EXPORT table", hint="is this an Nsight Systems SQLite export?")
+        meta = _meta(reader)
+        gpus = _gpus(reader, tables)
+        columns = reader.columns(KERNELS) if KERNELS in tables else []
+        pids = ([int(g) >> 24 & 0xFFFFFF for (g,) in reader.rows(
+                    KERNELS, f"SELECT DISTINCT globalPid FROM {KERNELS} WHERE typeof(globalPid) = 'integer'")]
+                 if "globalPid" in columns else [])
+        devices = _device_map(reader, tables, gpus, pids, oddities, path)
+        used = reader.rows(KERNELS, f"SELECT DISTINCT deviceId FROM {KERNELS}") if "deviceId" in columns else []
+        any_kernel = bool(columns) and reader.one(KERNELS, f"SELECT 1 FROM {KERNELS} LIMIT 1") is not None
     version = meta.get("EXPORT_PRODUCT_VERSION")
     schema = meta.get("EXPORT_SCHEMA_VERSION")
     tool_version = f"{version or 'unknown'} (export schema {schema})" if schema else version
-    oddities: list[Oddity] = []
     ran = devices[devices["cuda"].isin([d for (d,) in used])] if not devices.empty and "cuda" in devices else devices
     names = sorted({str(n) for n in ran.get("name", pd.Series(dtype=object)).dropna()})
     majors, minors = (ran.get(c, pd.Series(None, index=ran.index, dtype=object)) for c in ("computeMajor", "computeMinor"))
@@ -205,19 +247,17 @@ def _scan(path: Path, want: Want) -> Scan:
     name_id = next((c for c in _NAME_IDS if c in columns), None)
     missing = [c for c in ("start", "end", "globalPid") if c not in columns]
     if name_id is None or missing:
-        raise InputError(path, f"{KERNELS} lacks column(s) {', '.join(missing) or 'demangledName'}",
-                         hint="is the export complete? re-export it with `nsys export --type sqlite`")
+        raise InputError(path, f"{KERNELS} lacks column(s) {', '.join(missing) or 'demangledName'}", hint=_HINT)
     picked = [c for c in [*_COLUMNS, *_DIMS, *_RAW, "globalPid"] if c in columns]
-    sql = (f'SELECT {", ".join(f"K.{c}" for c in picked)}, S.value AS name FROM {KERNELS} K '
-           f"LEFT JOIN StringIds S ON S.id = K.{name_id} ORDER BY K.rowid")
+    slow_sql = (f'SELECT {", ".join(f"K.{quote(c)}" for c in picked)}, S.value AS name FROM {KERNELS} K '
+                f"LEFT JOIN StringIds S ON S.id = K.{quote(name_id)} WHERE K.rowid BETWEEN ? AND ? ORDER BY K.rowid")
 
     def chunks() -> Iterator[pd.DataFrame]:
-        try:
-            with closing(connect_read_only(path)) as connection:
-                for rows in pd.read_sql_query(sql, connection, chunksize=CHUNK_ROWS):
-                    yield _frame(rows, devices, want, oddities, path)
-        except sqlite3.Error as exc:
-            raise _damaged(path, exc) from None
+        with Reader(path, _WHAT, _HINT) as reading:
+            try:
+                yield from _fast_chunks(reading, path, columns, name_id, devices, want, oddities, slow_sql)
+            except (sqlite3.Error, MemoryError) as exc:
+                raise reading.error(exc, KERNELS) from None
 
     return Scan(source=source, chunks=chunks(), oddities=oddities)
 

@@ -29,11 +29,14 @@ from collections.abc import Iterator, Sequence
 from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from perfcheck.errors import InputError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 STEPS_PER_BYTE = 200
 MIN_STEPS = 2_000_000_000
@@ -181,6 +184,17 @@ class Reader:
             if not batch:
                 return
             yield batch, names
+
+    def frame(self, source: str | None, sql: str, params: Sequence[Any] = ()) -> "pd.DataFrame":
+        """The rows of ``sql`` as a DataFrame (for small tables: devices, metadata)."""
+        import pandas as pd
+
+        cursor = self._run(source, sql, params)
+        try:
+            rows = cursor.fetchall()
+        except (sqlite3.Error, MemoryError) as exc:
+            raise self.error(exc, source) from None
+        return pd.DataFrame(rows, columns=[d[0] for d in cursor.description or ()])
 
     def tables(self) -> set[str]:
         return {name for (name,) in self.rows("sqlite_master", "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")}
