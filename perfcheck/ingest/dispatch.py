@@ -46,7 +46,8 @@ class KernelNames:
         texts = [None if n is None or (isinstance(n, float) and np.isnan(n)) else str(n) for n in names]
         new = list(dict.fromkeys(t for t in texts if t is not None and t not in self.codes))
         if new:
-            self.codes.update((t, len(self.names) + i) for i, t in enumerate(new))
+            base = len(self.names)
+            self.codes.update((t, base + i) for i, t in enumerate(new))
             self.names.extend(str(c) for c in clean_kernel_names(pd.Series(new, dtype="string")))
         return np.array([-1 if t is None else self.codes[t] for t in texts], dtype=np.int64)
 

@@ -36,13 +36,13 @@ import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from perfcheck.errors import InputError
 from perfcheck.ingest.formats import Format, Scan, Sniff, Want
 from perfcheck.ingest.names import gnu_style
-from perfcheck.ingest.dispatch import KernelNames
-from perfcheck.ingest.sqlitefile import Reader, quote, read_ranges, sniffed_tables
+from perfcheck.ingest.sqlitefile import Configs, Reader, quote, read_ranges, sniffed_tables
 from perfcheck.ingest.tabular import coerce_integers, cuda_arch
 from perfcheck.model import Oddity, Source
 from perfcheck.schema import raw
@@ -189,22 +189,21 @@ def _fast_chunks(reader: Reader, path: Path, columns: list[str], name_id: str, d
     config = [c for c in [*_COLUMNS, *_DIMS, "globalPid"] if c in columns and c not in _PER_ROW]
     config += [c for c in _RAW if c in columns and raw(c) in want]
     strings: dict[int, str | None] = {}
-    names = KernelNames()
+
+    def build(new: list[tuple]) -> tuple[pd.DataFrame, np.ndarray]:
+        _names_of(reader, [c[0] for c in new], strings)
+        rows = pd.DataFrame(new, columns=["_name_id", *config], dtype=object)
+        rows["name"] = [strings.get(i) for i in rows["_name_id"]]
+        return _frame(rows, devices, want, oddities, path), np.ones(len(new), dtype=bool)
+
+    configs = Configs(build)
     for part in read_ranges(reader, KERNELS, "", (), key=quote(name_id), series=[quote(c) for c in series],
                             config=[quote(c) for c in config], rowid="rowid", size=CHUNK_ROWS):
         if not part.exact:  # NULLs, text or reals somewhere in the range: row by row
             for rows in pd.read_sql_query(slow_sql, reader.connection, params=(part.first, part.last), chunksize=CHUNK_ROWS):
                 yield _frame(rows, devices, want, oddities, path)
             continue
-        _names_of(reader, [c[0] for c in part.configs], strings)
-        rows = pd.DataFrame(part.configs, columns=["_name_id", *config], dtype=object)
-        rows["name"] = [strings.get(i) for i in rows["_name_id"]]
-        configs = _frame(rows, devices, want, oddities, path)
-        codes = names.codes_of(list(configs["kernel"]))
-        assert part.config_of_row is not None
-        # The names go by code: taking the strings themselves would copy a name per row.
-        frame = configs.drop(columns=["kernel"]).take(part.config_of_row).reset_index(drop=True)
-        frame.insert(0, "kernel", names.column(codes[part.config_of_row]))
+        frame, _ = configs.expand(part)
         for column in series:
             frame[_PER_ROW[column]] = part.series[quote(column)]
         yield frame
@@ -219,11 +218,14 @@ def _scan(path: Path, want: Want) -> Scan:
         meta = _meta(reader)
         gpus = _gpus(reader, tables)
         columns = reader.columns(KERNELS) if KERNELS in tables else []
-        pids = ([int(g) >> 24 & 0xFFFFFF for (g,) in reader.rows(
-                    KERNELS, f"SELECT DISTINCT globalPid FROM {KERNELS} WHERE typeof(globalPid) = 'integer'")]
+        # One pass for both: the processes that ran kernels, and the devices they ran on.
+        pairs = (reader.rows(KERNELS, f"SELECT DISTINCT globalPid, deviceId FROM {KERNELS}")
+                 if {"globalPid", "deviceId"} <= set(columns) else
+                 [(g, None) for (g,) in reader.rows(KERNELS, f"SELECT DISTINCT globalPid FROM {KERNELS}")]
                  if "globalPid" in columns else [])
+        pids = sorted({int(g) >> 24 & 0xFFFFFF for g, _ in pairs if isinstance(g, int)})
         devices = _device_map(reader, tables, gpus, pids, oddities, path)
-        used = reader.rows(KERNELS, f"SELECT DISTINCT deviceId FROM {KERNELS}") if "deviceId" in columns else []
+        used = [(d,) for d in dict.fromkeys(d for _, d in pairs)] if "deviceId" in columns else []
         any_kernel = bool(columns) and reader.one(KERNELS, f"SELECT 1 FROM {KERNELS} LIMIT 1") is not None
     version = meta.get("EXPORT_PRODUCT_VERSION")
     schema = meta.get("EXPORT_SCHEMA_VERSION")

@@ -30,8 +30,7 @@ import pandas as pd
 
 from perfcheck.errors import InputError
 from perfcheck.ingest.formats import Format, Scan, Sniff, Want
-from perfcheck.ingest.dispatch import KernelNames
-from perfcheck.ingest.sqlitefile import Reader, quote, read_ranges, sniffed_tables
+from perfcheck.ingest.sqlitefile import Configs, Reader, quote, read_ranges, sniffed_tables
 from perfcheck.model import Oddity, Source
 from perfcheck.schema import raw
 
@@ -252,7 +251,12 @@ def _config_frame(session: _Session, configs: list[tuple], path: Path) -> tuple[
 
 def _fast_chunks(reader: Reader, guid: str, path: Path, slow_sql: str, dropped: list[int]) -> Iterator[pd.DataFrame]:
     session = _Session(reader, guid)
-    names = KernelNames()
+
+    def build(new: list[tuple]) -> tuple[pd.DataFrame, np.ndarray]:
+        frame, in_view = _config_frame(session, new, path)
+        return frame.drop(columns=["correlation_id"]), in_view
+
+    configs = Configs(build)
     for part in read_ranges(reader, "rocpd_kernel_dispatch", "guid = ?", (guid,), key="kernel_id",
                             series=list(_SERIES), config=list(_CONFIG), rowid="id", size=CHUNK_ROWS):
         if not part.exact:  # NULLs, text or reals somewhere in the range: the view, row by row
@@ -260,16 +264,8 @@ def _fast_chunks(reader: Reader, guid: str, path: Path, slow_sql: str, dropped: 
                                           chunksize=CHUNK_ROWS):
                 yield _to_frame(rows, path)
             continue
-        configs, in_view = _config_frame(session, part.configs, path)
-        assert part.config_of_row is not None
-        keep = in_view[part.config_of_row]
-        if not keep.all():
-            dropped[0] += int((~keep).sum())
-        of_row = part.config_of_row[keep]
-        codes = names.codes_of(list(configs["kernel"]))
-        # The names go by code: taking the strings themselves would copy a name per row.
-        frame = configs.drop(columns=["kernel", "correlation_id"]).take(of_row).reset_index(drop=True)
-        frame.insert(0, "kernel", names.column(codes[of_row]))
+        frame, keep = configs.expand(part)
+        dropped[0] += int((~keep).sum())
         for column, canonical in _SERIES.items():
             frame[canonical] = part.series[column][keep]
         yield frame

@@ -25,7 +25,7 @@ file are quoted with ``quote`` and never pasted into SQL as they are.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -303,3 +303,48 @@ def read_ranges(reader: Reader, source: str, where: str, params: Sequence[Any], 
                 continue
         yield Range(first, last, exact=True, series=dict(zip(series, arrays[1:])),
                     configs=configs, config_of_row=of_row)
+
+
+class Configs:
+    """The canonical columns of each distinct (kernel, launch configuration) of a file,
+    built once (``build`` turns new configuration tuples into canonical rows, with a
+    kernel name each and whether the dispatches with it are kept) and taken per
+    dispatch of each range. Names go by code (``KernelNames``): taking the strings
+    themselves would copy a name, up to kilobytes, per dispatch."""
+
+    def __init__(self, build: "Callable[[list[tuple]], tuple[pd.DataFrame, np.ndarray]]") -> None:
+        from perfcheck.ingest.dispatch import KernelNames
+
+        self._build = build
+        self._index: dict[tuple, int] = {}
+        self._parts: list["pd.DataFrame"] = []
+        self._frame: "pd.DataFrame | None" = None
+        self._codes = np.zeros(0, dtype=np.int64)
+        self._keep = np.zeros(0, dtype=bool)
+        self.names = KernelNames()
+
+    def expand(self, part: Range) -> tuple["pd.DataFrame", np.ndarray]:
+        """The dispatches of ``part`` as canonical rows (kernel first), and which of the
+        range's rows they are."""
+        import pandas as pd
+
+        assert part.config_of_row is not None
+        new = [c for c in dict.fromkeys(part.configs) if c not in self._index]
+        if new:
+            built, keep = self._build(new)
+            codes = self.names.codes_of(list(built["kernel"]))
+            base = len(self._index)
+            self._index.update((c, base + i) for i, c in enumerate(new))
+            self._parts.append(built.drop(columns=["kernel"]).reset_index(drop=True))
+            self._frame = pd.concat(self._parts, ignore_index=True) if len(self._parts) > 1 else self._parts[0]
+            self._parts = [self._frame]
+            self._codes = np.concatenate([self._codes, codes])
+            self._keep = np.concatenate([self._keep, np.asarray(keep, dtype=bool)])
+        assert self._frame is not None
+        ids = np.fromiter((self._index[c] for c in part.configs), dtype=np.int64, count=len(part.configs))
+        of_row = ids[part.config_of_row]
+        keep = self._keep[of_row]
+        of_row = of_row[keep]
+        frame = self._frame.take(of_row).reset_index(drop=True)
+        frame.insert(0, "kernel", self.names.column(self._codes[of_row]))
+        return frame, keep
