@@ -52,6 +52,7 @@ TOOL = "nsys"
 CHUNK_ROWS = 200_000
 KERNELS = "CUPTI_ACTIVITY_KIND_KERNEL"
 NO_KERNELS = "no kernel activity in this report (was it captured with CUDA tracing?)"
+UNTIMED = "dispatches without a start or end timestamp: counted in calls, no duration"
 
 # Kernel table column -> canonical column (taken when present).
 _COLUMNS = {
@@ -182,7 +183,7 @@ def _names_of(reader: Reader, ids: list[int], known: dict[int, str | None]) -> N
 
 
 def _fast_chunks(reader: Reader, path: Path, columns: list[str], name_id: str, devices: pd.DataFrame, want: Want,
-                 oddities: list[Oddity], slow_sql: str) -> Iterator[pd.DataFrame]:
+                 oddities: list[Oddity], slow_sql: str, untimed: list[int]) -> Iterator[pd.DataFrame]:
     series = [c for c in ("start", "end") if c in columns]
     if "correlation_id" in want and "correlationId" in columns:
         series.append("correlationId")
@@ -201,6 +202,7 @@ def _fast_chunks(reader: Reader, path: Path, columns: list[str], name_id: str, d
                             config=[quote(c) for c in config], rowid="rowid", size=CHUNK_ROWS):
         if not part.exact:  # NULLs, text or reals somewhere in the range: row by row
             for rows in pd.read_sql_query(slow_sql, reader.connection, params=(part.first, part.last), chunksize=CHUNK_ROWS):
+                untimed[0] += int((rows["start"].isna() | rows["end"].isna()).sum())
                 yield _frame(rows, devices, want, oddities, path)
             continue
         frame, _ = configs.expand(part)
@@ -257,9 +259,13 @@ def _scan(path: Path, want: Want) -> Scan:
     def chunks() -> Iterator[pd.DataFrame]:
         with Reader(path, _WHAT, _HINT) as reading:
             try:
-                yield from _fast_chunks(reading, path, columns, name_id, devices, want, oddities, slow_sql)
+                untimed = [0]
+                yield from _fast_chunks(reading, path, columns, name_id, devices, want, oddities, slow_sql, untimed)
             except (sqlite3.Error, MemoryError) as exc:
                 raise reading.error(exc, KERNELS) from None
+        if untimed[0]:
+            # The schema says NOT NULL, a damaged or hand-made export may not keep to it.
+            oddities.append(Oddity(str(path), UNTIMED, untimed[0]))
 
     return Scan(source=source, chunks=chunks(), oddities=oddities)
 

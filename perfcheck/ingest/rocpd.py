@@ -37,6 +37,8 @@ from perfcheck.schema import raw
 FORMAT = "rocpd"
 TOOL = "rocprofv3"
 CHUNK_ROWS = 200_000
+# The schema says NOT NULL; a damaged or hand-made database may not keep to it.
+UNTIMED = "dispatches without a start or end timestamp: counted in calls, no duration"
 MISSING_FROM_VIEW = "kernel dispatches missing from the 'kernels' view (no event, region name, symbol or agent)"
 
 # ``kernels`` view column -> canonical column.
@@ -249,7 +251,8 @@ def _config_frame(session: _Session, configs: list[tuple], path: Path) -> tuple[
     return _to_frame(rows, path), in_view
 
 
-def _fast_chunks(reader: Reader, guid: str, path: Path, slow_sql: str, dropped: list[int]) -> Iterator[pd.DataFrame]:
+def _fast_chunks(reader: Reader, guid: str, path: Path, slow_sql: str, dropped: list[int],
+                 untimed: list[int]) -> Iterator[pd.DataFrame]:
     session = _Session(reader, guid)
 
     def build(new: list[tuple]) -> tuple[pd.DataFrame, np.ndarray]:
@@ -262,6 +265,7 @@ def _fast_chunks(reader: Reader, guid: str, path: Path, slow_sql: str, dropped: 
         if not part.exact:  # NULLs, text or reals somewhere in the range: the view, row by row
             for rows in pd.read_sql_query(slow_sql, reader.connection, params=(guid, part.first, part.last),
                                           chunksize=CHUNK_ROWS):
+                untimed[0] += int((rows["start"].isna() | rows["end"].isna()).sum())
                 yield _to_frame(rows, path)
             continue
         frame, keep = configs.expand(part)
@@ -311,17 +315,23 @@ def _scan(path: Path, want: Want) -> Scan:
             try:
                 for guid in guids:
                     if fast:
-                        dropped = [0]
-                        yield from _fast_chunks(reading, guid, path, range_sql, dropped)
+                        dropped, untimed = [0], [0]
+                        yield from _fast_chunks(reading, guid, path, range_sql, dropped, untimed)
                         if dropped[0]:
                             oddities.append(Oddity(str(path), MISSING_FROM_VIEW, dropped[0]))
+                        if untimed[0]:
+                            oddities.append(Oddity(str(path), UNTIMED, untimed[0]))
                         continue
                     counters = _Counters(reading.connection, guid) if has_counters and want.raw else None
+                    untimed = [0]
                     for rows in pd.read_sql_query(session_sql, reading.connection, params=(guid,), chunksize=CHUNK_ROWS):
+                        untimed[0] += int((rows["start"].isna() | rows["end"].isna()).sum())
                         frame = _to_frame(rows, path)
                         if counters is not None:
                             frame = frame.join(counters.through(rows["id"]))
                         yield frame
+                    if untimed[0]:
+                        oddities.append(Oddity(str(path), UNTIMED, untimed[0]))
             except (sqlite3.Error, MemoryError) as exc:
                 raise reading.error(exc, "kernels") from None
 
