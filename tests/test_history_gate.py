@@ -168,8 +168,9 @@ def test_update_baseline_is_not_judged_on_history(stencil: Path, cli) -> None:  
 
 
 def test_a_change_point_at_a_run_without_a_commit_names_the_run(stencil: Path, cli) -> None:  # noqa: ANN001
-    # Runs added without a commit (a store fed by hand or by a CI without git) read back
-    # with a NaN commit; the reference since that change point names the run instead.
+    # Runs added without a commit (a store fed by hand or by a CI without git) before
+    # runs with one read back with a NaN commit (pandas' string column); the reference
+    # since a change point at such a run names the run instead.
     from perfcheck import baseline as baselines
     from perfcheck.analysis import analyse
     from perfcheck.history.store import machine_key
@@ -179,7 +180,9 @@ def test_a_change_point_at_a_run_without_a_commit_names_the_run(stencil: Path, c
     levels = [observed * 2] * 8 + [observed / 1.2] * 8
     with open_store(stencil / "perf-history.sqlite") as store:
         for i, value in enumerate(levels):
-            store.add(RunRecord(f"nocommit-{i}", T0 + i * 86400), [Result(machine, "after", EO, "duration", value, "s")])
+            commit = f"{i:07d}" if i >= 10 else None
+            store.add(RunRecord(f"nocommit-{i}", T0 + i * 86400, commit=commit),
+                      [Result(machine, "after", EO, "duration", value, "s")])
     Path("baselines/after").mkdir(parents=True)
     code, check = _duration_check(cli)
     assert code == 1 and check["outcome"] == "failed", check["message"]

@@ -8,9 +8,11 @@ gigabytes. Every connection opened here therefore has
 
 * a budget of SQLite virtual-machine steps proportional to the file's size
   (``STEPS_PER_BYTE``, at least ``MIN_STEPS``), counted over all its statements by a
-  progress handler: reading a real profile takes a few steps per byte (one pass
-  per query, a few dozen steps per row of ~100 bytes), so the budget leaves two
-  orders of magnitude of headroom and still ends a runaway view in minutes;
+  progress handler. Measured: ``inspect`` of a 10M-dispatch Nsight Systems or rocpd
+  file takes 0.6 steps per byte, reading rocpd's ``kernels`` view row by row (with
+  its eight joins) a few; the budget leaves a margin of 5-30x and still ends a
+  runaway view (about 15 million steps a second on a loaded machine: a minute per
+  50 MB of file);
 * limits on the length of a string or blob (``MAX_LENGTH``), the number of
   columns of a result (``MAX_COLUMNS``) and of terms of a compound SELECT
   (``MAX_COMPOUND``), through ``Connection.setlimit`` (Python >= 3.11). Older
@@ -38,8 +40,8 @@ from perfcheck.errors import InputError
 if TYPE_CHECKING:
     import pandas as pd
 
-STEPS_PER_BYTE = 200
-MIN_STEPS = 2_000_000_000
+STEPS_PER_BYTE = 20
+MIN_STEPS = 100_000_000
 # How many VM steps pass between two calls of the progress handler (cheap enough
 # not to show in a profile: a call per ~0.1 ms of work).
 _HANDLER_PERIOD = 100_000
