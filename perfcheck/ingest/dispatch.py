@@ -62,8 +62,21 @@ class KernelNames:
         return pd.Categorical.from_codes(local, pd.Index(pd.array(list(uniques), dtype="string")))
 
 
+# _KD_SUFFIX's alternatives: they end in different characters, so at most one applies.
+_KD_SUFFIXES = (" [clone .kd]", " (.kd)", ".kd")
+
+
 def _clean(names: pd.Series) -> pd.Series:
-    return names.astype("string").str.strip().str.replace(_KD_SUFFIX, "", regex=True)
+    names = names.astype("string").str.strip()
+    # _KD_SUFFIX without a regex: names run to kilobytes (composable_kernel), and a
+    # regex search tries every position of each; a suffix test looks at the end only.
+    out = names
+    for suffix in _KD_SUFFIXES:
+        has = names.str.endswith(suffix).fillna(False).to_numpy(dtype=bool)
+        if has.any():
+            out = out.copy() if out is names else out
+            out[has] = names[has].str.slice(0, -len(suffix))
+    return out
 
 
 # No input may hold more than a signed 64-bit counter or clock can (2**63), nor a
