@@ -201,7 +201,7 @@ def _fast_chunks(reader: Reader, path: Path, columns: list[str], name_id: str, d
     for part in read_ranges(reader, KERNELS, "", (), key=quote(name_id), series=[quote(c) for c in series],
                             config=[quote(c) for c in config], rowid="rowid", size=CHUNK_ROWS):
         if not part.exact:  # NULLs, text or reals somewhere in the range: row by row
-            for rows in pd.read_sql_query(slow_sql, reader.connection, params=(part.first, part.last), chunksize=CHUNK_ROWS):
+            for rows in reader.frames(KERNELS, slow_sql, (part.first, part.last), CHUNK_ROWS):
                 untimed[0] += int((rows["start"].isna() | rows["end"].isna()).sum())
                 yield _frame(rows, devices, want, oddities, path)
             continue

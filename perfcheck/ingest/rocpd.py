@@ -263,8 +263,7 @@ def _fast_chunks(reader: Reader, guid: str, path: Path, slow_sql: str, dropped: 
     for part in read_ranges(reader, "rocpd_kernel_dispatch", "guid = ?", (guid,), key="kernel_id",
                             series=list(_SERIES), config=list(_CONFIG), rowid="id", size=CHUNK_ROWS):
         if not part.exact:  # NULLs, text or reals somewhere in the range: the view, row by row
-            for rows in pd.read_sql_query(slow_sql, reader.connection, params=(guid, part.first, part.last),
-                                          chunksize=CHUNK_ROWS):
+            for rows in reader.frames("kernels", slow_sql, (guid, part.first, part.last), CHUNK_ROWS):
                 untimed[0] += int((rows["start"].isna() | rows["end"].isna()).sum())
                 yield _to_frame(rows, path)
             continue
@@ -324,7 +323,7 @@ def _scan(path: Path, want: Want) -> Scan:
                         continue
                     counters = _Counters(reading.connection, guid) if has_counters and want.raw else None
                     untimed = [0]
-                    for rows in pd.read_sql_query(session_sql, reading.connection, params=(guid,), chunksize=CHUNK_ROWS):
+                    for rows in reading.frames("kernels", session_sql, (guid,), CHUNK_ROWS):
                         untimed[0] += int((rows["start"].isna() | rows["end"].isna()).sum())
                         frame = _to_frame(rows, path)
                         if counters is not None:

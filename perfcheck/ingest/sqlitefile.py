@@ -198,6 +198,15 @@ class Reader:
             raise self.error(exc, source) from None
         return pd.DataFrame(rows, columns=[d[0] for d in cursor.description or ()])
 
+    def frames(self, source: str | None, sql: str, params: Sequence[Any] = (), size: int = 100_000) -> Iterator["pd.DataFrame"]:
+        """The rows of ``sql`` as DataFrames of at most ``size`` rows (what
+        ``pandas.read_sql_query(chunksize=)`` gives, with this reader's errors: pandas
+        turns SQLite's into its own DatabaseError, which names no table)."""
+        import pandas as pd
+
+        for batch, names in self.batches(source, sql, params, size):
+            yield pd.DataFrame.from_records(batch, columns=names, coerce_float=True)
+
     def tables(self) -> set[str]:
         return {name for (name,) in self.rows("sqlite_master", "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")}
 
