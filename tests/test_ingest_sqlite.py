@@ -18,7 +18,7 @@ import pytest
 from conftest import one_line_error, profile
 from perfcheck.ingest import nsys, open_profile, rocpd, sqlitefile
 from perfcheck.metrics.summary import metrics_want
-from perfcheck.schema import ALL
+from perfcheck.schema import ALL, COLUMNS, Want
 
 H200 = "nsys/nvidia-fuser-h200-nsys2025.1/report1.sqlite"
 ROCPD = "rocprofv3/batched_gemm-mi300x-rocpd/15_results.db"
@@ -43,19 +43,28 @@ def _table(path: Path, want) -> tuple[pd.DataFrame, list]:  # noqa: ANN001
     return pd.concat(frames, ignore_index=True), list(scan.oddities)
 
 
+# Every canonical column but the correlation id (which needs a join per row): the fast
+# read with all it can give.
+ALL_BUT_CORRELATION = Want(frozenset(COLUMNS) - {"correlation_id"})
+
+
 def _same_dispatches(path: Path) -> pd.DataFrame:
-    """The fast read (what inspect asks for) against the row-by-row one (everything)."""
-    fast, fast_odd = _table(path, metrics_want())
+    """The fast read (what inspect asks for, and all it can give) against the row-by-row
+    one (everything): the same rows and values in every column the fast read gives."""
     slow, slow_odd = _table(path, ALL)
-    assert len(fast) == len(slow)
-    assert [(o.what, o.count) for o in fast_odd] == [(o.what, o.count) for o in slow_odd]
-    for column in fast.columns:
-        assert column in slow.columns, column
-        a, b = fast[column], slow[column]
-        if column == "kernel":
-            a, b = a.astype("string"), b.astype("string")
-        pd.testing.assert_series_equal(a, b, check_dtype=False, check_categorical=False, obj=column)
-    return fast
+    for want in (metrics_want(), ALL_BUT_CORRELATION):
+        fast, fast_odd = _table(path, want)
+        assert len(fast) == len(slow)
+        assert [(o.what, o.count) for o in fast_odd] == [(o.what, o.count) for o in slow_odd]
+        assert {"kernel", "start_ns", "end_ns", "duration"} <= set(fast.columns)
+        for column in fast.columns:
+            assert column in slow.columns, column
+            a, b = fast[column], slow[column]
+            if column == "kernel":
+                a, b = a.astype("string"), b.astype("string")
+            pd.testing.assert_series_equal(a, b, check_dtype=False, check_categorical=False, obj=column)
+    assert set(fast.columns) == set(slow.columns) - {"correlation_id"} - {c for c in slow.columns if c.startswith("raw.")}
+    return slow
 
 
 def _grow_nsys(path: Path, copies: int) -> None:

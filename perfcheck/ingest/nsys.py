@@ -197,7 +197,7 @@ def _fast_chunks(reader: Reader, path: Path, columns: list[str], name_id: str, d
         rows["name"] = [strings.get(i) for i in rows["_name_id"]]
         return _frame(rows, devices, want, oddities, path), np.ones(len(new), dtype=bool)
 
-    configs = Configs(build)
+    configs = Configs(build, lambda column: column in want)
     for part in read_ranges(reader, KERNELS, "", (), key=quote(name_id), series=[quote(c) for c in series],
                             config=[quote(c) for c in config], rowid="rowid", size=CHUNK_ROWS):
         if not part.exact:  # NULLs, text or reals somewhere in the range: row by row
@@ -207,7 +207,8 @@ def _fast_chunks(reader: Reader, path: Path, columns: list[str], name_id: str, d
             continue
         frame, _ = configs.expand(part)
         for column in series:
-            frame[_PER_ROW[column]] = part.series[quote(column)]
+            if _PER_ROW[column] in want:
+                frame[_PER_ROW[column]] = part.series[quote(column)]
         yield frame
 
 

@@ -251,7 +251,7 @@ def _config_frame(session: _Session, configs: list[tuple], path: Path) -> tuple[
     return _to_frame(rows, path), in_view
 
 
-def _fast_chunks(reader: Reader, guid: str, path: Path, slow_sql: str, dropped: list[int],
+def _fast_chunks(reader: Reader, guid: str, path: Path, want: Want, slow_sql: str, dropped: list[int],
                  untimed: list[int]) -> Iterator[pd.DataFrame]:
     session = _Session(reader, guid)
 
@@ -259,7 +259,7 @@ def _fast_chunks(reader: Reader, guid: str, path: Path, slow_sql: str, dropped: 
         frame, in_view = _config_frame(session, new, path)
         return frame.drop(columns=["correlation_id"]), in_view
 
-    configs = Configs(build)
+    configs = Configs(build, lambda column: column in want)
     for part in read_ranges(reader, "rocpd_kernel_dispatch", "guid = ?", (guid,), key="kernel_id",
                             series=list(_SERIES), config=list(_CONFIG), rowid="id", size=CHUNK_ROWS):
         if not part.exact:  # NULLs, text or reals somewhere in the range: the view, row by row
@@ -270,7 +270,8 @@ def _fast_chunks(reader: Reader, guid: str, path: Path, slow_sql: str, dropped: 
         frame, keep = configs.expand(part)
         dropped[0] += int((~keep).sum())
         for column, canonical in _SERIES.items():
-            frame[canonical] = part.series[column][keep]
+            if canonical in want:
+                frame[canonical] = part.series[column][keep]
         yield frame
 
 
@@ -315,7 +316,7 @@ def _scan(path: Path, want: Want) -> Scan:
                 for guid in guids:
                     if fast:
                         dropped, untimed = [0], [0]
-                        yield from _fast_chunks(reading, guid, path, range_sql, dropped, untimed)
+                        yield from _fast_chunks(reading, guid, path, want, range_sql, dropped, untimed)
                         if dropped[0]:
                             oddities.append(Oddity(str(path), MISSING_FROM_VIEW, dropped[0]))
                         if untimed[0]:

@@ -323,10 +323,14 @@ class Configs:
     dispatch of each range. Names go by code (``KernelNames``): taking the strings
     themselves would copy a name, up to kilobytes, per dispatch."""
 
-    def __init__(self, build: "Callable[[list[tuple]], tuple[pd.DataFrame, np.ndarray]]") -> None:
+    def __init__(self, build: "Callable[[list[tuple]], tuple[pd.DataFrame, np.ndarray]]",
+                 wanted: "Callable[[str], bool]" = lambda column: True) -> None:
         from perfcheck.ingest.dispatch import KernelNames
 
         self._build = build
+        # Columns nobody asked for are not taken per dispatch (``inspect`` wants a dozen
+        # of the two dozen a dispatch has): each costs a copy and a check per row.
+        self._wanted = wanted
         self._index: dict[tuple, int] = {}
         self._parts: list["pd.DataFrame"] = []
         self._frame: "pd.DataFrame | None" = None
@@ -346,7 +350,8 @@ class Configs:
             codes = self.names.codes_of(list(built["kernel"]))
             base = len(self._index)
             self._index.update((c, base + i) for i, c in enumerate(new))
-            self._parts.append(built.drop(columns=["kernel"]).reset_index(drop=True))
+            kept = [c for c in built.columns if c != "kernel" and self._wanted(c)]
+            self._parts.append(built[kept].reset_index(drop=True))
             self._frame = pd.concat(self._parts, ignore_index=True) if len(self._parts) > 1 else self._parts[0]
             self._parts = [self._frame]
             self._codes = np.concatenate([self._codes, codes])
