@@ -261,7 +261,11 @@ def read_ranges(reader: Reader, source: str, where: str, params: Sequence[Any], 
     """``source`` (a table, or a view flattened onto one table) in ranges of ``size``
     rowids. ``where`` filters rows (with ``params``), ``key`` is the kernel column,
     ``series`` the per-row integer columns and ``config`` the others. Names are SQL
-    identifiers the caller chose (never taken from the file)."""
+    identifiers the caller chose (never taken from the file).
+
+    It relies on SQLite visiting a rowid range of a table in rowid order, which a
+    table and the rocpd views over one (``SELECT *``) give: group_concat has no
+    ORDER BY before SQLite 3.44."""
     filt = f"({where}) AND " if where else ""
     bounds = reader.one(source, f"SELECT min({rowid}), max({rowid}) FROM {source} WHERE {filt}1", params)
     if bounds is None or bounds[0] is None or not isinstance(bounds[0], int) or not isinstance(bounds[1], int):
@@ -290,28 +294,28 @@ def read_ranges(reader: Reader, source: str, where: str, params: Sequence[Any], 
             yield Range(first, last, exact=False)
             continue
         keys = arrays[0]
-        index = {c: i for i, c in enumerate(configs)}
         per_key: dict[int, list[int]] = {}
         for i, c in enumerate(configs):
             per_key.setdefault(c[0], []).append(i)
         uniques, inverse = np.unique(keys, return_inverse=True)
-        first_config = np.array([per_key[int(u)][0] if int(u) in per_key else -1 for u in uniques], dtype=np.int64)
-        of_row = first_config[inverse]
+        if any(int(u) not in per_key for u in uniques):  # the file changed between the two reads
+            yield Range(first, last, exact=False)
+            continue
+        of_row = np.array([per_key[int(u)][0] for u in uniques], dtype=np.int64)[inverse]
         several = [k for k, found in per_key.items() if len(found) > 1]
-        if several or (of_row < 0).any():
-            rows_of = np.isin(keys, np.array(several, dtype=np.int64)) if several else np.zeros(len(keys), bool)
-            if several:
-                marks = ", ".join("?" * len(several))
-                picked = reader.rows(source, f"SELECT {', '.join([key, *config])} FROM {source} WHERE {filt}{rowid} "
-                                             f"BETWEEN ? AND ? AND {key} IN ({marks}) ORDER BY {rowid}",
-                                     [*params, first, last, *several])
-                if len(picked) != int(rows_of.sum()) or (of_row < 0).any():
-                    yield Range(first, last, exact=False)  # the table changed under us, or a damaged page
-                    continue
-                of_row[rows_of] = np.fromiter((index[r] for r in picked), dtype=np.int64, count=len(picked))
-            else:
+        if several:
+            # Kernels launched with several configurations in this range: their rows'
+            # configurations row by row, in the same (rowid) order as the series.
+            rows_of = np.isin(keys, np.array(several, dtype=np.int64))
+            marks = ", ".join("?" * len(several))
+            picked = reader.rows(source, f"SELECT {', '.join([key, *config])} FROM {source} WHERE {filt}{rowid} "
+                                         f"BETWEEN ? AND ? AND {key} IN ({marks}) ORDER BY {rowid}",
+                                 [*params, first, last, *several])
+            index = {c: i for i, c in enumerate(configs)}
+            if len(picked) != int(rows_of.sum()) or any(r not in index for r in picked):
                 yield Range(first, last, exact=False)
                 continue
+            of_row[rows_of] = np.fromiter((index[r] for r in picked), dtype=np.int64, count=len(picked))
         yield Range(first, last, exact=True, series=dict(zip(series, arrays[1:])),
                     configs=configs, config_of_row=of_row)
 
