@@ -267,7 +267,9 @@ def read_ranges(reader: Reader, source: str, where: str, params: Sequence[Any], 
     table and the rocpd views over one (``SELECT *``) give: group_concat has no
     ORDER BY before SQLite 3.44."""
     filt = f"({where}) AND " if where else ""
-    bounds = reader.one(source, f"SELECT min({rowid}), max({rowid}) FROM {source} WHERE {filt}1", params)
+    # Bounds over all rows, not the filtered ones: on a table (or a view of one) min and
+    # max of the rowid are two b-tree lookups, with a WHERE they would be a whole pass.
+    bounds = reader.one(source, f"SELECT min({rowid}), max({rowid}) FROM {source}")
     if bounds is None or bounds[0] is None or not isinstance(bounds[0], int) or not isinstance(bounds[1], int):
         return
     low, high = bounds
