@@ -204,7 +204,7 @@ def _fast(want: Want, counters: bool) -> bool:
 
 class _Session:
     """Per session (guid): the small tables the ``kernels`` view joins, read once, and
-    the kernel names, read once per distinct kernel and cleaned once."""
+    the kernel symbols (names, registers), read once per distinct kernel."""
 
     def __init__(self, reader: Reader, guid: str) -> None:
         self.reader, self.guid = reader, guid
@@ -276,8 +276,7 @@ def _fast_chunks(reader: Reader, guid: str, path: Path, want: Want, slow_sql: st
 
 
 def _scan(path: Path, want: Want) -> Scan:
-    reader = Reader(path, "the rocpd database", _HINT)
-    try:
+    with Reader(path, "the rocpd database", _HINT) as reader:
         names = reader.tables()
         if "kernels" not in names:
             raise InputError(path, "rocpd database without the 'kernels' view",
@@ -294,10 +293,6 @@ def _scan(path: Path, want: Want) -> Scan:
             regions = reader.one("rocpd_region", "SELECT COUNT(*) FROM rocpd_region")[0]
             copies = reader.one("rocpd_memory_copy", "SELECT COUNT(*) FROM rocpd_memory_copy")[0]
         guids = [g for (g,) in reader.rows("rocpd_info_agent", "SELECT DISTINCT guid FROM rocpd_info_agent ORDER BY guid")]
-    except BaseException:
-        reader.close()
-        raise
-    reader.close()
     source = Source(path=str(path), format=FORMAT, tool=TOOL, device=device, arch=arch)
     oddities: list[Oddity] = []
     if in_table > in_view:
