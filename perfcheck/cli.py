@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from perfcheck import __version__
-from perfcheck.errors import PerfcheckError, UsageError
+from perfcheck.errors import OutOfMemory, PerfcheckError, UsageError
 
 if TYPE_CHECKING:
     from perfcheck.checking import Run
@@ -1114,6 +1114,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _COMMANDS[args.command](args)
     except PerfcheckError as exc:
         print(f"perfcheck: error: {exc}", file=sys.stderr)
+        return EXIT_INPUT
+    except MemoryError as exc:  # ArrowMemoryError too: a large input, not a bug
+        print(f"perfcheck: error: {OutOfMemory(exc, f'`perfcheck {args.command}`')}", file=sys.stderr)
         return EXIT_INPUT
     except BrokenPipeError:  # `perfcheck inspect ... | head`
         return EXIT_OK

@@ -246,10 +246,12 @@ class PerfConfigFile(pytest.File):
             yield PerfSuite.from_parent(self, name=name)
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:  # type: ignore[override]
-        from perfcheck.errors import PerfcheckError
+        from perfcheck.errors import OutOfMemory, PerfcheckError
 
         if isinstance(excinfo.value, PerfcheckError):
             return _one_line(excinfo.value)
+        if isinstance(excinfo.value, MemoryError):  # a large profile, not a bug
+            return _one_line(OutOfMemory(excinfo.value))
         return super().repr_failure(excinfo)  # type: ignore[return-value]
 
 
@@ -339,10 +341,12 @@ class PerfSuite(pytest.Collector):
                 yield item
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:  # type: ignore[override]
-        from perfcheck.errors import PerfcheckError
+        from perfcheck.errors import OutOfMemory, PerfcheckError
 
         if isinstance(excinfo.value, PerfcheckError):
             return _one_line(excinfo.value)
+        if isinstance(excinfo.value, MemoryError):  # a large profile, not a bug
+            return _one_line(OutOfMemory(excinfo.value))
         return super().repr_failure(excinfo)  # type: ignore[return-value]
 
 
@@ -725,6 +729,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             session.exitstatus = pytest.ExitCode.USAGE_ERROR
     except PerfcheckError as exc:
         state.errors.append(_one_line(exc))
+        session.exitstatus = pytest.ExitCode.USAGE_ERROR
+    except MemoryError as exc:  # ArrowMemoryError too: a large store or profile, not a bug
+        from perfcheck.errors import OutOfMemory
+
+        state.errors.append(_one_line(OutOfMemory(exc)))
         session.exitstatus = pytest.ExitCode.USAGE_ERROR
 
 

@@ -398,6 +398,100 @@ def sqlite_mutate(rng: random.Random, path: Path) -> str:
     return f"sqlite-{op.split('(')[0]}"
 
 
+# Hostile SQLite profiles (issue 16): what a file can make its reader execute. Each
+# takes a copy of a real database and the name of a table or view the reader reads.
+
+
+def _rows_view(db: sqlite3.Connection, name: str) -> str:
+    """Move ``name``'s rows aside (a table renamed, a view recreated under another
+    name) so that a hostile view can take its name; returns where the rows are."""
+    kind, sql = db.execute("SELECT type, sql FROM sqlite_master WHERE name = ?", (name,)).fetchone()
+    if kind == "table":
+        db.execute(f'ALTER TABLE "{name}" RENAME TO "{name}_rows"')
+    else:
+        db.execute(f'DROP VIEW "{name}"')
+        db.execute(f'CREATE VIEW "{name}_rows" AS {sql[sql.upper().index(" AS") + 3:]}')
+    return f"{name}_rows"
+
+
+def h_runaway(db: sqlite3.Connection, name: str) -> None:
+    """Its rows, repeated by a recursive counter without end."""
+    rows = _rows_view(db, name)
+    db.execute(f'CREATE VIEW "{name}" AS WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r) '
+               f'SELECT "{rows}".* FROM r, "{rows}"')
+
+
+def h_huge_strings(db: sqlite3.Connection, name: str) -> None:
+    """Every text column 80 MB long (beyond the readers' 64 MiB limit)."""
+    columns = [(r[1], r[2]) for r in db.execute(f'SELECT * FROM pragma_table_info("{name}")')]
+    rows = _rows_view(db, name)
+    select = ", ".join(f'hex(zeroblob(40000000)) AS "{c}"' if (t or "").upper() == "TEXT" else f'"{c}"' for c, t in columns)
+    db.execute(f'CREATE VIEW "{name}" AS SELECT {select} FROM "{rows}"')
+
+
+def h_wide(db: sqlite3.Connection, name: str) -> None:
+    """1,500 more columns (beyond the readers' 1,000)."""
+    rows = _rows_view(db, name)
+    extra = ", ".join(f"{i} AS c{i}" for i in range(1500))
+    db.execute(f'CREATE VIEW "{name}" AS SELECT *, {extra} FROM "{rows}"')
+
+
+def h_quote_column(db: sqlite3.Connection, name: str) -> None:
+    """A column whose name holds a double quote."""
+    if db.execute("SELECT type FROM sqlite_master WHERE name = ?", (name,)).fetchone()[0] == "table":
+        db.execute(f'ALTER TABLE "{name}" ADD COLUMN "x"" FROM sqlite_master; --" INTEGER DEFAULT 1')
+
+
+def h_null_values(db: sqlite3.Connection, name: str) -> None:
+    """NULL in every column of every other row (NOT NULL constraints lifted)."""
+    if db.execute("SELECT type FROM sqlite_master WHERE name = ?", (name,)).fetchone()[0] != "table":
+        return
+    db.execute("PRAGMA writable_schema = ON")
+    db.execute("UPDATE sqlite_master SET sql = replace(sql, 'NOT NULL', '') WHERE name = ?", (name,))
+    db.commit()
+    db.execute("PRAGMA writable_schema = OFF")
+
+
+def h_null_values_rows(db: sqlite3.Connection, name: str) -> None:
+    if db.execute("SELECT type FROM sqlite_master WHERE name = ?", (name,)).fetchone()[0] != "table":
+        return
+    for column in [r[1] for r in db.execute(f'SELECT * FROM pragma_table_info("{name}")') if not r[5]]:
+        db.execute(f'UPDATE "{name}" SET "{column}" = NULL WHERE rowid % 2 = 0')
+
+
+HOSTILE_SQLITE: dict[str, Callable[[sqlite3.Connection, str], None]] = {
+    "runaway": h_runaway,
+    "huge-strings": h_huge_strings,
+    "wide": h_wide,
+    "quote-column": h_quote_column,
+}
+
+# The tables and views each SQLite reader reads, per real file.
+SQLITE_SOURCES = {
+    "nsys/nvidia-fuser-h200-nsys2025.1/report1.sqlite":
+        ["META_DATA_EXPORT", "CUPTI_ACTIVITY_KIND_KERNEL", "StringIds", "TARGET_INFO_GPU", "TARGET_INFO_CUDA_DEVICE"],
+    "rocprofv3/batched_gemm-mi300x-rocpd/15_results.db":
+        ["kernels", "rocpd_kernel_dispatch", "rocpd_info_agent", "rocpd_info_kernel_symbol", "rocpd_info_queue",
+         "rocpd_info_thread", "rocpd_pmc_event"],
+    "rocprof-v1/batched_gemm-mi300x/results.db": ["OPS", "KERN", "HIP"],
+}
+
+
+def hostile_sqlite(path: Path, operation: str, name: str) -> None:
+    """Apply ``HOSTILE_SQLITE[operation]`` to ``name`` in the database at ``path``
+    (``null`` nulls every nullable-made column of every other row)."""
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        if operation == "null":
+            h_null_values(db, name)
+        else:
+            HOSTILE_SQLITE[operation](db, name)
+        db.commit()
+    if operation == "null":
+        with contextlib.closing(sqlite3.connect(path)) as db:
+            h_null_values_rows(db, name)
+            db.commit()
+
+
 def mutate(rng: random.Random, root: Path, kind: str = "profile") -> list[str]:
     """Mutate the copy at ``root`` (a file or a directory) in place; returns the
     names of the operators applied. ``kind``: the target's kind (the JSON and store

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 import warnings
 from pathlib import Path
 
@@ -17,6 +18,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+import fuzzing
 from conftest import one_line_error, profile
 from perfcheck.ingest.tabular import split_csv_line
 
@@ -322,3 +324,31 @@ def test_mixbench_figure_overflowing_to_inf_is_left_out(cli, tmp_path: Path) -> 
     doc = strict(result.out)
     assert all(0 < v < 1e300 for v in doc["peaks"].values())
     warned(result, path, "not positive and finite")
+
+
+# --- hostile SQLite profiles (issue 16) ----------------------------------------------
+
+
+@pytest.mark.parametrize("operation", [*fuzzing.HOSTILE_SQLITE, "null"])
+@pytest.mark.parametrize("relative", list(fuzzing.SQLITE_SOURCES))
+def test_hostile_sqlite_profiles_end_in_a_result_or_a_clean_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                  relative: str, operation: str) -> None:
+    """Every table or view a reader reads, made hostile one at a time: a view that never
+    ends, 80 MB strings, 1,500 extra columns, a column named with a quote, NULLs.
+    Each ends in exit 0 with possible values or in one line naming the file."""
+    from perfcheck.ingest import sqlitefile
+
+    # The step budget scaled down so that a runaway view ends in about a second (the
+    # real one takes a few on these 2 MB files): what is tested is that it ends.
+    monkeypatch.setattr(sqlitefile, "MIN_STEPS", 10_000_000)
+    monkeypatch.setattr(sqlitefile, "STEPS_PER_BYTE", 1)
+    outcomes = {}
+    for name in fuzzing.SQLITE_SOURCES[relative]:
+        path = tmp_path / name / Path(relative).name
+        path.parent.mkdir()
+        shutil.copyfile(profile(relative), path)
+        path.chmod(0o644)
+        fuzzing.hostile_sqlite(path, operation, name)
+        outcome = fuzzing.run_cli(["inspect", "--json", str(path)], named=path, judge=fuzzing._judge_inspect, bound=60.0)
+        outcomes[name] = (outcome.outcome, outcome.detail)
+    assert all(o in ("ok", "error") for o, _ in outcomes.values()), outcomes

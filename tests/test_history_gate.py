@@ -230,3 +230,25 @@ def test_with_too_few_runs_before_an_open_regression_the_file_decides_and_names_
     (check,) = rejudge([_duration_check_record(1.3e-3, 1e-3, "failed")], {(EO, "duration"): ref}, None, {})
     assert check.outcome == "failed" and check.message.startswith("open regression since night-03")
     assert "[baseline file: history has 3 comparable runs on this machine, needs 5]" in check.message
+
+
+def test_a_change_point_at_a_run_without_a_commit_names_the_run(stencil: Path, cli, history_at) -> None:  # noqa: ANN001
+    # Runs added without a commit (a store fed by hand or by a CI without git) before
+    # runs with one read back with a NaN commit (pandas' string column); the reference
+    # since a change point at such a run names the run instead.
+    from perfcheck import baseline as baselines
+    from perfcheck.analysis import analyse
+    from perfcheck.history.store import machine_key
+
+    observed = _observed()
+    machine = machine_key(baselines.fingerprint(analyse([EXAMPLE / "results-after.csv"], arch="mi100")))
+    levels = [observed * 2] * 8 + [observed / 1.2] * 8
+    with open_store(history_at) as store:
+        for i, value in enumerate(levels):
+            commit = f"{i:07d}" if i >= 10 else None
+            store.add(RunRecord(f"nocommit-{i}", T0 + i * 86400, commit=commit),
+                      [Result(machine, "after", EO, "duration", value, "s")])
+    Path("baselines/after").mkdir(parents=True)
+    code, check = _duration_check(cli)
+    assert code == 1 and check["outcome"] == "failed", check["message"]
+    assert "since the change point at nocommit-8 (" in check["message"]

@@ -581,7 +581,7 @@ def test_db_truncated_or_garbage(cli, tmp_path: Path) -> None:
     garbage.write_bytes(b"SQLite format 3\x00" + b"garbage" * 20)
     one_line_error(cli("inspect", garbage), garbage)
     line = one_line_error(cli("inspect", "--format", "rocprof-db", garbage), garbage)
-    assert "cannot be read as a rocprof database" in line
+    assert "cannot read the rocprof database" in line
 
 
 def test_sysinfo_not_rocminfo(cli, tmp_path: Path) -> None:

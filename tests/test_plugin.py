@@ -310,3 +310,20 @@ def test_real_profiles_suite(pytester) -> None:
         "*::mixbench-mi200::void benchmark_func<float, 256, 8u, 0u>(float, float[*])[[]hbm_bw >= 1.3 TB/s[]] PASSED*",
         "*::gemm-ncu::void gemm_v0<float>(T1[*], T1[*], T1[*], int, int, int)[[]flop_rate >= 1.5 TFLOP/s[]] PASSED*",
     ])
+
+
+def test_running_out_of_memory_is_one_line_not_an_internal_error(pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A store or profile too large for the machine: the session's end (reports,
+    history) says what ran out in one line and exits as a usage error, not pytest's
+    INTERNALERROR (exit 3)."""
+    import perfcheck.checking
+
+    def exhausted(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        raise MemoryError()
+
+    monkeypatch.setattr(perfcheck.checking, "finish", exhausted)
+    pytester.makefile(".toml", perfcheck=SUITES)
+    result = pytester.runpytest("--perf", "--perf-suite", "before", "--perf-baseline-dir", str(pytester.path / "b"))
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stdout.fnmatch_lines(["perfcheck: error: ran out of memory*--since*"])
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()

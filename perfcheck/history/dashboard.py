@@ -460,7 +460,7 @@ def suite_html(view: HistoryView, suite: str) -> str:
     runs = mine["run"].nunique() if (mine["run"] != "").any() else mine["time"].nunique()
     body = [
         "<header>",
-        f'<p><a href="index.html">&larr; all suites</a></p>',
+        '<p><a href="index.html">&larr; all suites</a></p>',
         f"<h1>Suite {escape(suite)}</h1>",
         f'<p class="meta">{runs} runs, {_when(mine["time"].min())} to {_when(mine["time"].max())} UTC'
         + (f"; machines: {escape(', '.join(m for m in machines if m))}" if any(machines) else "")

@@ -232,7 +232,10 @@ def references(store_path: "str | Path | StoreURL", machine: str, suite: str, wa
         if ref.usable and ref.since_index > 0:
             row = group.iloc[ref.since_index]
             stamp = row["time"]
-            ref = replace(ref, since_run=str(row["run_id"]), since_commit=row["commit"] or None,
+            # A run stored without a commit reads back as NaN (pandas' missing value),
+            # which is truthy: only a non-empty string is a commit.
+            commit = row["commit"]
+            ref = replace(ref, since_run=str(row["run_id"]), since_commit=commit if isinstance(commit, str) and commit else None,
                           since_time=float(stamp.timestamp()) if hasattr(stamp, "timestamp") else float(stamp))
         out[(str(kernel), str(metric))] = ref
     return out

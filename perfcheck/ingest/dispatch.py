@@ -4,6 +4,7 @@ from timestamps, oddity counting, canonical dtypes."""
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
@@ -32,8 +33,51 @@ def clean_kernel_names(names: pd.Series) -> pd.Series:
     return _clean(names)
 
 
+class KernelNames:
+    """Kernel names as one dictionary for readers that get names by id (SQLite string
+    tables): each distinct name is cleaned once (``clean_kernel_names``), dispatches
+    carry codes into it, and each chunk gets a categorical of the names it uses."""
+
+    def __init__(self) -> None:
+        self.codes: dict[str, int] = {}
+        self.names: list[str] = []
+
+    def codes_of(self, names: Sequence[object]) -> np.ndarray:
+        """Codes of ``names`` (-1 for a missing one); new names are cleaned in one go."""
+        texts = [None if n is None or (isinstance(n, float) and np.isnan(n)) else str(n) for n in names]
+        new = list(dict.fromkeys(t for t in texts if t is not None and t not in self.codes))
+        if new:
+            base = len(self.names)
+            self.codes.update((t, base + i) for i, t in enumerate(new))
+            self.names.extend(str(c) for c in clean_kernel_names(pd.Series(new, dtype="string")))
+        return np.array([-1 if t is None else self.codes[t] for t in texts], dtype=np.int64)
+
+    def column(self, codes: np.ndarray) -> pd.Categorical:
+        """Codes of one chunk -> a categorical holding only the names it uses (cleaned
+        names that coincide, "k" and "k.kd", become one category)."""
+        present = np.unique(codes[codes >= 0])
+        merged, uniques = pd.factorize(pd.Series([self.names[i] for i in present], dtype=object))
+        remap = np.full(len(self.names) + 1, -1, dtype=np.int64)
+        remap[present] = merged
+        local = remap[np.where(codes >= 0, codes, len(self.names))]
+        return pd.Categorical.from_codes(local, pd.Index(pd.array(list(uniques), dtype="string")))
+
+
+# _KD_SUFFIX's alternatives: they end in different characters, so at most one applies.
+_KD_SUFFIXES = (" [clone .kd]", " (.kd)", ".kd")
+
+
 def _clean(names: pd.Series) -> pd.Series:
-    return names.astype("string").str.strip().str.replace(_KD_SUFFIX, "", regex=True)
+    names = names.astype("string").str.strip()
+    # _KD_SUFFIX without a regex: names run to kilobytes (composable_kernel), and a
+    # regex search tries every position of each; a suffix test looks at the end only.
+    out = names
+    for suffix in _KD_SUFFIXES:
+        has = names.str.endswith(suffix).fillna(False).to_numpy(dtype=bool)
+        if has.any():
+            out = out.copy() if out is names else out
+            out[has] = names[has].str.slice(0, -len(suffix))
+    return out
 
 
 # GPU packets and operations that AMD tools list among the dispatches but that run no
