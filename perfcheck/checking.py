@@ -708,6 +708,8 @@ def write_comparison(comparison: "Comparison", *, roofline: Path | None = None, 
     from perfcheck.report.roofline import plot_comparison
 
     written: dict[str, list[Path]] = {}
+    # An unwritable path is the user's to fix; the error names the option's path (an
+    # atomic write's failure names its temporary file, which the user never gave).
     try:
         if roofline is not None:
             images = plot_comparison(comparison.before.analysis, comparison.after.analysis, Path(roofline) / "compare",
@@ -716,6 +718,9 @@ def write_comparison(comparison: "Comparison", *, roofline: Path | None = None, 
                                       Path(roofline) / "compare-instructions", instructions=True,
                                       title=f"{comparison.before.label} \u2192 {comparison.after.label}")
             written["roofline"] = images
+    except OSError as exc:
+        raise UsageError(f"cannot write the comparison's roofline in {roofline}: {exc.strerror or exc}") from None
+    try:
         if markdown is not None:
             from perfcheck.atomicfile import write_atomic
 
@@ -723,5 +728,5 @@ def write_comparison(comparison: "Comparison", *, roofline: Path | None = None, 
             text = comparison_markdown(comparison, images=[os.path.relpath(p, Path(markdown).parent) for p in pngs])
             written["markdown"] = [write_atomic(markdown, text)]
     except OSError as exc:
-        raise UsageError(f"cannot write the comparison: {exc.strerror or exc}: {exc.filename or ''}") from None
+        raise UsageError(f"cannot write the comparison's Markdown {markdown}: {exc.strerror or exc}") from None
     return written
