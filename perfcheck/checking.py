@@ -663,6 +663,20 @@ def run_suites(settings: Settings) -> Run:
 
 # --- perfcheck compare ---------------------------------------------------------------------------
 
+def _json_profile(spec: str) -> bool:
+    """Whether ``spec`` names a profile written as JSON (a Kineto trace, a rocprof
+    results.json) rather than a results file: those end in .json too."""
+    from perfcheck.errors import PerfcheckError
+    from perfcheck.ingest import detect
+
+    if not Path(spec).is_file():
+        return False
+    try:
+        return detect(Path(spec), "profile") is not None
+    except PerfcheckError:
+        return False
+
+
 def comparison_side(spec: str, options: Mapping[str, object]) -> "Side":
     """One side of ``perfcheck compare``: a results file (``FILE.json``, or
     ``FILE.json:SUITE`` for one of several suites) read as written, a suite of the
@@ -673,7 +687,7 @@ def comparison_side(spec: str, options: Mapping[str, object]) -> "Side":
     from perfcheck.config import resolver
 
     path, _, suite = spec.rpartition(":") if spec.rpartition(":")[0].lower().endswith(".json") else (spec, "", "")
-    if path.lower().endswith(".json"):
+    if path.lower().endswith(".json") and not _json_profile(spec):
         name, analysis = results_analysis(path, suite or None)
         return Side(f"{Path(path).name}" + (f" (suite {name})" if suite else ""), analysis)
     resolved = resolver(cli=options)
