@@ -454,3 +454,26 @@ def test_every_json_and_toml_decoder_call_is_bounded() -> None:
                 if not any(f"{relative}:{call}".startswith(own) for own in _OWN_DATA):
                     unbounded.append(f"{relative}:{node.lineno}: {call[:60]}")
     assert not unbounded, "decode through perfcheck.documents:\n" + "\n".join(unbounded)
+
+
+def test_timeline_times_outside_a_clock_are_left_out_with_a_warning(cli, tmp_path: Path) -> None:
+    """-1e308 as a copy's start and end (the fuzzer's number-line edit): cast to int64 it
+    was a garbage time and a numpy RuntimeWarning on stderr; now the row is left out,
+    counted, like a missing time."""
+    relative = "rocprofv3/rocprofiler-sdk-docs-2024/memory_copy_trace.csv"
+    path = edited(tmp_path, relative, "14955952733485,14955953315285", "-1e308,-1e308")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a numpy warning fails the test
+        result = cli("inspect", "--timeline", "--json", path)
+    assert result.code == 0, result.err
+    warned(result, path, "missing or impossible time", "left out")
+    for device in strict(result.out)["devices"]:
+        assert all(v is None or 0 <= v < 1e12 for k, v in device["metrics"].items() if k.endswith("_time"))
+
+
+def test_unusable_times_are_the_ones_no_clock_reads() -> None:
+    from perfcheck.ingest.timeline import unusable_times
+
+    start = pd.Series([0, 5, np.nan, -1, 1e308, 2.0**63, 5, 9])
+    end = pd.Series([1, 5, 3, 2, 1e308, 2.0**63, 4, np.inf])
+    assert unusable_times(start, end).tolist() == [False, False, True, True, True, True, True, True]
