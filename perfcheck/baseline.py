@@ -84,6 +84,7 @@ import numpy as np
 
 from perfcheck import __version__
 from perfcheck.atomicfile import clean_stale_temps, write_atomic
+from perfcheck.documents import json_loads
 from perfcheck.errors import InputError, UsageError
 from perfcheck.kernelkey import KernelMap
 from perfcheck.schema import metric_unit
@@ -708,7 +709,7 @@ def load(path: str | Path) -> Baseline | None:
     if not text.strip():
         raise InputError(path, "is empty, not a baseline", line=1, hint="delete it and record a new baseline")
     try:
-        data = json.loads(text)
+        data = json_loads(text, path, hint="delete it and record a new baseline")
     except json.JSONDecodeError as exc:
         raise InputError(
             path, f"is not valid JSON ({exc.msg}, column {exc.colno})", line=exc.lineno,

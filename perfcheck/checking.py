@@ -663,6 +663,20 @@ def run_suites(settings: Settings) -> Run:
 
 # --- perfcheck compare ---------------------------------------------------------------------------
 
+def _json_profile(spec: str) -> bool:
+    """Whether ``spec`` names a profile written as JSON (a Kineto trace, a rocprof
+    results.json) rather than a results file: those end in .json too."""
+    from perfcheck.errors import PerfcheckError
+    from perfcheck.ingest import detect
+
+    if not Path(spec).is_file():
+        return False
+    try:
+        return detect(Path(spec), "profile") is not None
+    except PerfcheckError:
+        return False
+
+
 def comparison_side(spec: str, options: Mapping[str, object]) -> "Side":
     """One side of ``perfcheck compare``: a results file (``FILE.json``, or
     ``FILE.json:SUITE`` for one of several suites) read as written, a suite of the
@@ -673,7 +687,7 @@ def comparison_side(spec: str, options: Mapping[str, object]) -> "Side":
     from perfcheck.config import resolver
 
     path, _, suite = spec.rpartition(":") if spec.rpartition(":")[0].lower().endswith(".json") else (spec, "", "")
-    if path.lower().endswith(".json"):
+    if path.lower().endswith(".json") and not _json_profile(spec):
         name, analysis = results_analysis(path, suite or None)
         return Side(f"{Path(path).name}" + (f" (suite {name})" if suite else ""), analysis)
     resolved = resolver(cli=options)
@@ -708,6 +722,8 @@ def write_comparison(comparison: "Comparison", *, roofline: Path | None = None, 
     from perfcheck.report.roofline import plot_comparison
 
     written: dict[str, list[Path]] = {}
+    # An unwritable path is the user's to fix; the error names the option's path (an
+    # atomic write's failure names its temporary file, which the user never gave).
     try:
         if roofline is not None:
             images = plot_comparison(comparison.before.analysis, comparison.after.analysis, Path(roofline) / "compare",
@@ -716,6 +732,9 @@ def write_comparison(comparison: "Comparison", *, roofline: Path | None = None, 
                                       Path(roofline) / "compare-instructions", instructions=True,
                                       title=f"{comparison.before.label} \u2192 {comparison.after.label}")
             written["roofline"] = images
+    except OSError as exc:
+        raise UsageError(f"cannot write the comparison's roofline in {roofline}: {exc.strerror or exc}") from None
+    try:
         if markdown is not None:
             from perfcheck.atomicfile import write_atomic
 
@@ -723,5 +742,5 @@ def write_comparison(comparison: "Comparison", *, roofline: Path | None = None, 
             text = comparison_markdown(comparison, images=[os.path.relpath(p, Path(markdown).parent) for p in pngs])
             written["markdown"] = [write_atomic(markdown, text)]
     except OSError as exc:
-        raise UsageError(f"cannot write the comparison: {exc.strerror or exc}: {exc.filename or ''}") from None
+        raise UsageError(f"cannot write the comparison's Markdown {markdown}: {exc.strerror or exc}") from None
     return written

@@ -63,7 +63,7 @@ def _parser() -> argparse.ArgumentParser:
     inspect.add_argument("--plot", metavar="STEM", type=Path,
                          help="with --timeline: draw each step's compute, communication, copies and idle time "
                          "per rank and GPU (ProfilerStep ranges, or --step NAME) to STEM.png and STEM.svg")
-    inspect.add_argument("--step", metavar="NAME", default="ProfilerStep",
+    inspect.add_argument("--step", metavar="NAME",
                          help="with --plot: the range that is one step (default: ProfilerStep)")
     inspect.add_argument("--baseline-trace", metavar="PATH", nargs="+", type=Path,
                          help="with --plot: the baseline's traces, drawn beside the current steps")
@@ -685,6 +685,11 @@ def _inspect_timeline(args: argparse.Namespace) -> int:
     from perfcheck.metrics.timeline import timeline_metrics
     from perfcheck.report.timeline import timeline_document, timeline_text
 
+    if args.plot is None and (args.step is not None or args.baseline_trace):
+        raise UsageError("--step and --baseline-trace say what --plot draws: add --plot STEM")
+    if args.plot is not None and not args.plot.name:
+        raise UsageError(f"--plot {str(args.plot)!r}: give a file stem (STEM.png and STEM.svg are written), e.g. out/steps")
+    step = "ProfilerStep" if args.step is None else args.step
     timeline = read_timeline(args.paths, format=args.format)
     _warn(timeline.oddities)
     metrics = timeline_metrics(timeline)
@@ -692,13 +697,19 @@ def _inspect_timeline(args: argparse.Namespace) -> int:
         from perfcheck.metrics.timeline import step_breakdown
         from perfcheck.report.stepchart import step_chart
 
-        steps = step_breakdown(timeline, args.step)
+        steps = step_breakdown(timeline, step)
         if steps.empty:
-            raise UsageError(f"--plot: no {args.step!r} ranges in the timeline; name the step's range with --step")
+            raise UsageError(f"--plot: no {step!r} ranges in the timeline; name the step's range with --step")
         base = None
         if args.baseline_trace:
-            base = step_breakdown(read_timeline(args.baseline_trace, format=args.format), args.step)
-        written = step_chart(steps, args.plot, baseline=base, title=f"time per {args.step}")
+            base = step_breakdown(read_timeline(args.baseline_trace, format=args.format), step)
+            if base.empty:  # else the chart would show the current steps alone, as if nothing were compared
+                raise UsageError(f"--baseline-trace: no {step!r} ranges in the baseline's timeline; "
+                                 "give traces of the same program (the same --step)")
+        try:
+            written = step_chart(steps, args.plot, baseline=base, title=f"time per {step}")
+        except OSError as exc:  # a directory named STEM.png, a file where a folder belongs: the user's to fix
+            raise UsageError(f"cannot write the step chart {args.plot}: {exc.strerror or exc}") from None
         print(f"perfcheck: step chart: {', '.join(str(p) for p in written)}", file=sys.stderr)
     if args.json:
         json.dump(timeline_document(metrics, timeline.sources), sys.stdout, indent=2, allow_nan=False)
@@ -712,8 +723,8 @@ def _inspect_timeline(args: argparse.Namespace) -> int:
 def _inspect(args: argparse.Namespace) -> int:
     if args.timeline:
         return _inspect_timeline(args)
-    if args.plot is not None or args.baseline_trace:
-        raise UsageError("--plot and --baseline-trace draw the timeline: add --timeline")
+    if args.plot is not None or args.baseline_trace or args.step is not None:
+        raise UsageError("--plot, --step and --baseline-trace draw the timeline: add --timeline")
     from perfcheck.analysis import analyse
     from perfcheck.ingest import read_peaks
     from perfcheck.report.jsonreport import inspect_document

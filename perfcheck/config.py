@@ -43,7 +43,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from perfcheck.errors import UsageError
+from perfcheck.documents import toml_loads
+from perfcheck.errors import InputError, UsageError
 from perfcheck.storeurl import StoreLocation, StoreURL, is_url, store_location
 
 if sys.version_info >= (3, 11):
@@ -520,7 +521,7 @@ def read_config(path: str | Path) -> ConfigFile:
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(shown, f"cannot be read ({getattr(exc, 'strerror', None) or exc})") from None
     try:
-        doc = tomllib.loads(text)
+        doc = toml_loads(text, shown)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(shown, f"not valid TOML: {exc}") from None
     tool = doc.get("tool", {})
@@ -546,8 +547,8 @@ def has_perfcheck_table(path: Path) -> bool:
     except (OSError, UnicodeDecodeError):
         return False
     try:
-        doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError:
+        doc = toml_loads(text, path)
+    except (tomllib.TOMLDecodeError, InputError):
         # broken, but meant for perfcheck: let read_config say what is wrong
         return "[tool.perfcheck" in text
     tool = doc.get("tool")

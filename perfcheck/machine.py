@@ -51,6 +51,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from perfcheck.atomicfile import write_atomic
+from perfcheck.documents import toml_loads
 from perfcheck.errors import InputError, UsageError
 from perfcheck.model import PeakDetail, Peaks, Source
 from perfcheck.schema import PEAK_UNITS
@@ -308,7 +309,7 @@ def read_machine(path: str | Path) -> Machine:
         line = raw[: exc.start].count(b"\n") + 1
         raise InputError(path, "not UTF-8 text (a binary file?); a machine file is TOML", line=line) from None
     try:
-        doc = tomllib.loads(text)
+        doc = toml_loads(text, path, hint="write it with `perfcheck peaks FILE... --save PATH`")
     except tomllib.TOMLDecodeError as exc:
         raise _syntax_error(path, text, exc) from None
     if not text.endswith("\n"):

@@ -5,7 +5,11 @@ tool output directory) into a scratch directory, mutates it with one to three
 operators drawn from a seeded generator, and drives it through the CLI's own entry
 point in-process, the way a user would:
 
-* a profile: ``perfcheck inspect --json PATH``;
+* a profile: ``perfcheck inspect --json PATH``; a trace with a timeline (Kineto,
+  Nsight Systems, rocpd, rocprof results.db, rocprofv3 CSV traces), half the time
+  ``perfcheck inspect --timeline --json PATH`` as well, whose figures must be finite,
+  non-negative and, as percentages, at most 100; JSON profiles and peaks and TOML
+  machine files get the results files' hostile JSON values now and then;
 * a peaks file (BabelStream, mixbench, ERT, STREAM, likwid, roofline.csv, a
   machine file): ``perfcheck peaks --json PATH`` and
   ``perfcheck inspect --json PROFILE --peaks PATH``;
@@ -512,6 +516,9 @@ def mutate(rng: random.Random, root: Path, kind: str = "profile") -> list[str]:
     is_sqlite = path.read_bytes()[:16] == b"SQLite format 3\x00"
     is_store = is_sqlite and kind == "store"
     is_results = kind == "results"
+    # JSON profiles and peaks (Kineto, Proton, rocprof results.json, ERT) and TOML machine
+    # files get the hostile JSON values too, less often than results files
+    is_document = not is_sqlite and (path.suffix in (".json", ".hatchet", ".toml"))
     for _ in range(rng.choice([1, 1, 1, 2, 3])):
         if is_store:
             try:
@@ -519,7 +526,7 @@ def mutate(rng: random.Random, root: Path, kind: str = "profile") -> list[str]:
             except sqlite3.Error:
                 applied.append("store-failed")
             continue
-        if is_results and rng.random() < 0.7:
+        if (is_results and rng.random() < 0.7) or (is_document and rng.random() < 0.3):
             name = rng.choice(sorted(JSON_OPERATORS))
             path.write_bytes(JSON_OPERATORS[name](rng, path.read_bytes()))
             applied.append(name)
@@ -558,7 +565,8 @@ def m_json_surrogate(rng: random.Random, data: bytes) -> bytes:
 
 
 def m_json_deep(rng: random.Random, data: bytes) -> bytes:
-    values = list(re.finditer(rb'(?<=: )(?:-?\d[^,\n}]*|"[^"\n]*"|null|true|false)', data))
+    # a JSON member's value (": ") or a TOML key's ("= "): both decoders recurse per level
+    values = list(re.finditer(rb'(?<=: |= )(?:-?\d[^,\n}]*|"[^"\n]*"|null|true|false)', data))
     if not values:
         return data
     match = rng.choice(values)
@@ -796,6 +804,10 @@ def run_case(targets: list[Target], index: int, seed: int, workdir: Path, *, bou
         outcomes += _history_case(target, copy, case_dir, bound)
     elif target.kind == "profile":
         outcomes.append(run_cli(["inspect", "--json", str(copy), *arch], named=copy, judge=_judge_inspect, bound=bound))
+        if _has_timeline(target) and rng.random() < 0.5:
+            operators.append("timeline")
+            outcomes.append(run_cli(["inspect", "--timeline", "--json", str(copy)], named=copy, judge=_judge_timeline,
+                                    bound=bound))
     else:
         outcomes.append(run_cli(["peaks", "--json", str(copy)], named=copy, judge=_judge_peaks, bound=bound))
         profile = profiles / PEAKS_PROFILE
@@ -803,6 +815,39 @@ def run_case(targets: list[Target], index: int, seed: int, workdir: Path, *, bou
             outcomes.append(run_cli(["inspect", "--json", str(profile), "--peaks", str(copy)], named=copy,
                                     judge=_judge_inspect, bound=bound))
     return Case(index, target, operators, outcomes, time.perf_counter() - started)
+
+
+def _has_timeline(target: Target) -> bool:
+    """Whether the unmodified target is read by a timeline reader (inspect --timeline)."""
+    from perfcheck.errors import PerfcheckError
+    from perfcheck.ingest import detect
+    from perfcheck.ingest.timeline import timeline_formats
+
+    try:
+        return detect(target.source, "profile").name in timeline_formats()
+    except PerfcheckError:
+        return False
+
+
+def _judge_timeline(doc: dict) -> list[str]:
+    """Every figure of the timeline is a finite, non-negative number (times, counts,
+    bytes, rates), a percentage at most 100."""
+    problems = []
+    figures = [(d.get("metrics", {}), "device") for d in doc.get("devices", [])]
+    figures += [(r.get("metrics", {}), f"range {r.get('range')!r}") for r in doc.get("ranges", [])]
+    figures += [({f"{name}.{k}": v for k, v in spread.items() if k in ("min", "median", "max")}, "ranks")
+                for name, spread in doc.get("ranks", {}).items() if isinstance(spread, dict)]
+    for metrics, where in figures:
+        for name, value in metrics.items():
+            if value is None:
+                continue
+            if not isinstance(value, (int, float)) or not math.isfinite(value):
+                problems.append(f"{where} {name} = {value!r}")
+            elif value < 0:
+                problems.append(f"negative {name}")
+            elif name.split(".")[0].endswith("_pct") and value > 100 + 1e-6:
+                problems.append(f"{name} over 100%")
+    return problems
 
 
 def _judge_listing(doc: dict) -> list[str]:

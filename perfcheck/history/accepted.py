@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from perfcheck.documents import toml_loads
 from perfcheck.errors import InputError
 
 try:
@@ -94,7 +95,7 @@ def read(path: str | Path) -> list[Acceptance]:
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(path, f"cannot be read ({getattr(exc, 'strerror', None) or exc})") from None
     try:
-        doc = tomllib.loads(text)
+        doc = toml_loads(text, path, hint="fix the file or restore it from version control")
     except tomllib.TOMLDecodeError as exc:
         raise InputError(path, f"not valid TOML: {exc}", hint="fix the file or restore it from version control") from None
     entries = doc.get("accepted", [])

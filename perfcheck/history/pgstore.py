@@ -30,6 +30,7 @@ import time as _time
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from perfcheck.documents import json_loads
 from perfcheck.errors import InputError, UsageError
 from perfcheck.history.store import RUN_COLUMNS, SERIES_COLUMNS, AddResult, Machine, Result, RunRecord, finite
 from perfcheck.storeurl import StoreURL, masked_in
@@ -295,7 +296,8 @@ class PostgresStore:
 
     def machines(self) -> dict[str, dict[str, str]]:
         """machine slug -> its fingerprint (device, arch, tool, tool_version)."""
-        return {m: json.loads(fp) for m, fp in self._rows("SELECT machine, fingerprint FROM machines ORDER BY machine")}
+        return {m: json_loads(fp, self.url, hint="restore the store from a copy")
+                for m, fp in self._rows("SELECT machine, fingerprint FROM machines ORDER BY machine")}
 
     def runs(self, *, since: float | None = None, limit: int | None = None) -> "pd.DataFrame":
         """As ``Store.runs``: one row per run, oldest first (RUN_COLUMNS)."""

@@ -27,13 +27,13 @@ import os
 import secrets
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from perfcheck.documents import json_loads
 from perfcheck.errors import InputError
 from perfcheck.history.store import MAX_TIME, MIN_TIME, Machine, Result, RunRecord, finite, machine_key
 
@@ -170,7 +170,8 @@ def read_results(path: str | Path) -> ImportedRun:
     except OSError as exc:
         raise InputError(path, f"cannot be read ({exc.strerror})") from None
     try:
-        doc = json.loads(raw.decode("utf-8"), parse_constant=_no_constant)
+        doc = json_loads(raw.decode("utf-8"), path, parse_constant=_no_constant,
+                         hint="a results file is written by `perfcheck check --json`")
     except UnicodeDecodeError:
         raise InputError(path, "is not UTF-8 text, not a results file") from None
     except json.JSONDecodeError as exc:
@@ -178,9 +179,6 @@ def read_results(path: str | Path) -> ImportedRun:
                          hint="a results file is written by `perfcheck check --json`") from None
     except ValueError as exc:  # NaN / Infinity: never written by perfcheck (allow_nan=False)
         raise InputError(path, f"is not strict JSON ({exc})", hint="a results file is written by `perfcheck check --json`") from None
-    except RecursionError:
-        raise InputError(path, f"nests JSON deeper than Python can read (over {sys.getrecursionlimit()} levels)",
-                         hint="a results file is written by `perfcheck check --json`") from None
     if not isinstance(doc, dict) or "suites" not in doc or not isinstance(doc.get("suites"), dict):
         raise InputError(path, "is JSON but not a perfcheck results file (no 'suites')", line=1,
                          hint="a results file is written by `perfcheck check --json`")

@@ -178,6 +178,22 @@ def finite(value: object) -> float | None:
     return number if math.isfinite(number) else None
 
 
+# SQLite's file header (https://www.sqlite.org/fileformat.html, 1.3: "SQLite format 3\000").
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def _foreign_file(path: Path) -> bool:
+    """A file with content that does not start as an SQLite database does. SQLite itself
+    takes a file shorter than its header for an empty database and writes a store over it
+    (a 1-byte file given as --history was lost); longer ones it refuses on first read."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(len(_SQLITE_MAGIC))
+    except OSError:  # absent, unreadable: opening says so
+        return False
+    return bool(head) and head != _SQLITE_MAGIC  # an empty file is a new store (or refused as empty when reading)
+
+
 class Store:
     """An open history store. Use as a context manager or call ``close``."""
 
@@ -187,6 +203,9 @@ class Store:
             raise InputError(self.path, "no such history store", hint="name an existing store, or run `perfcheck check --history PATH` to create one")
         if self.path.is_dir():
             raise InputError(self.path, "is a directory, not a history store", hint="name a file, e.g. perf-history.sqlite")
+        if _foreign_file(self.path):
+            raise InputError(self.path, "is not a perfcheck history store (not an SQLite database)",
+                             hint="name another file for --history")
         # Reading commands open an existing file without creating it, read-only where
         # the file or its folder cannot be written (an archived store on a read-only
         # file system: WAL then needs immutable=1, as no -shm file can be made).

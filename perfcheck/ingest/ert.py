@@ -40,6 +40,7 @@ from collections.abc import Iterable, Sequence
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
+from perfcheck.documents import json_loads
 from perfcheck.errors import InputError
 from perfcheck.ingest import jsonsniff
 from perfcheck.ingest.formats import Format, Sniff
@@ -259,7 +260,7 @@ def _read_json(path: Path) -> Peaks:
     if not text.strip():
         raise InputError(path, "file is empty", hint="was the ERT run cut off before it wrote roofline.json?")
     try:
-        doc = json.loads(text, parse_float=Decimal)
+        doc = json_loads(text, path, parse_float=Decimal, hint="is this ERT's roofline.json?")
     except json.JSONDecodeError as exc:
         # ERT's json.dump output ends with the closing brace; anything else was cut off.
         cut = not text.rstrip().endswith("}")

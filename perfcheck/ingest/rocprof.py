@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from perfcheck.documents import json_loads
 from perfcheck.errors import InputError
 from perfcheck.ingest.formats import Format, Scan, Sniff, Want, single_chunk
 from perfcheck.ingest.sqlitefile import Reader, quote, sniffed_tables
@@ -404,7 +405,8 @@ def _arch_from_other_data(doc: dict) -> str | None:
 def _scan_json(path: Path, want: Want) -> Scan:
     _check_binary(path, "a rocprof JSON trace")
     try:
-        doc = json.loads(path.read_text(encoding="utf-8", errors="replace"))
+        doc = json_loads(path.read_text(encoding="utf-8", errors="replace"), path,
+                         hint="is this a rocprof results.json?")
     except json.JSONDecodeError as exc:
         raise InputError(path, f"malformed JSON ({exc.msg})", line=exc.lineno,
                          hint="was the file cut off?") from None

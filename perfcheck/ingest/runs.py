@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 import pandas as pd
 
+from perfcheck.documents import json_loads
 from perfcheck.errors import InputError
 from perfcheck.ingest.formats import Format, Scan, Sniff, Want
 from perfcheck.model import Oddity, Source
@@ -75,7 +76,8 @@ def rank_dir(run_dir: Path, rank: int | str) -> Path:
 def read_manifest(directory: Path) -> dict[str, object]:
     path = directory / MANIFEST
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = json_loads(path.read_text(encoding="utf-8"), path,
+                         hint="the run directory is damaged; run the command again")
     except FileNotFoundError:
         raise InputError(directory, f"not a perfcheck run directory (no {MANIFEST})") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:

@@ -110,7 +110,7 @@ def _json_record(line: str) -> bool:
         return False
     try:
         return isinstance(json.loads(line), dict)
-    except ValueError:
+    except (ValueError, RecursionError):  # nested past Python's limit: no job record either
         return False
 
 

@@ -67,6 +67,19 @@ class Timeline:
     oddities: tuple[Oddity, ...] = ()
 
 
+# Tools count time in ns in a signed 64-bit integer from some zero (boot, epoch, session
+# start): a time outside [0, 2**63) (-1e308, inf, a 20-digit number in a damaged file) is
+# none, and casting it to int64 gave a garbage time and a numpy RuntimeWarning.
+_CLOCK_END = 2.0**63
+
+
+def unusable_times(start: "pd.Series", end: "pd.Series") -> "pd.Series":
+    """Rows (numeric ``start``/``end``, NaN where missing) that are no interval on a
+    clock: a time missing or outside the clock's range, or an end before the start."""
+    inside = start.ge(0) & start.lt(_CLOCK_END) & end.ge(0) & end.lt(_CLOCK_END)
+    return ~inside | (end < start)
+
+
 def activity_frame(columns: dict[str, object], size: int) -> "pd.DataFrame":
     """An activities frame with every column of ACTIVITY_COLUMNS in its dtype;
     ``columns`` gives those a reader knows (arrays or scalars)."""

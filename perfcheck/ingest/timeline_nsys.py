@@ -30,7 +30,8 @@ from perfcheck.errors import InputError
 from perfcheck.ingest.names import gnu_style
 from perfcheck.ingest.nsys import FORMAT, TOOL
 from perfcheck.ingest.sqlitefile import connect_read_only, table_names
-from perfcheck.ingest.timeline import (HOST, KERNEL, MEMCPY, MEMSET, TraceTimeline, activity_frame, range_frame)
+from perfcheck.ingest.timeline import (HOST, KERNEL, MEMCPY, MEMSET, TraceTimeline, activity_frame, range_frame,
+                                       unusable_times)
 from perfcheck.model import Oddity, Source
 
 __all__ = ["FORMAT", "read"]
@@ -104,9 +105,9 @@ def read(path: Path) -> TraceTimeline:
     rows = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["kind", "start", "end", "device", "stream"])
     start = pd.to_numeric(rows["start"], errors="coerce")
     end = pd.to_numeric(rows["end"], errors="coerce")
-    bad = start.isna() | end.isna() | (end < start)
+    bad = unusable_times(start, end)
     if bad.any():
-        oddities.append(Oddity(str(path), "activity with a missing time or an end before its start left out",
+        oddities.append(Oddity(str(path), "activity with a missing or impossible time, or an end before its start, left out",
                                int(bad.sum())))
         rows, start, end = rows[~bad].reset_index(drop=True), start[~bad], end[~bad]
     activities = activity_frame({

@@ -27,7 +27,7 @@ import pandas as pd
 from perfcheck.errors import InputError
 from perfcheck.ingest.rocpd import FORMAT, TOOL
 from perfcheck.ingest.sqlitefile import connect_read_only, table_names
-from perfcheck.ingest.timeline import HOST, KERNEL, MEMCPY, TraceTimeline, activity_frame, range_frame
+from perfcheck.ingest.timeline import HOST, KERNEL, MEMCPY, TraceTimeline, activity_frame, range_frame, unusable_times
 from perfcheck.model import Oddity, Source
 
 __all__ = ["FORMAT", "read"]
@@ -87,10 +87,10 @@ def read(path: Path) -> TraceTimeline:
     kernels = kernels.assign(kind=KERNEL, bytes=np.nan, direction=pd.NA)
     rows = pd.concat([kernels, copies[kernels.columns]], ignore_index=True)
     start, end = pd.to_numeric(rows["start"], errors="coerce"), pd.to_numeric(rows["end"], errors="coerce")
-    bad = start.isna() | end.isna() | (end < start)
+    bad = unusable_times(start, end)
     oddities = []
     if bad.any():
-        oddities.append(Oddity(str(path), "activity with a missing time or an end before its start left out",
+        oddities.append(Oddity(str(path), "activity with a missing or impossible time, or an end before its start, left out",
                                int(bad.sum())))
         rows, start, end = rows[~bad].reset_index(drop=True), start[~bad], end[~bad]
     if rows.empty:

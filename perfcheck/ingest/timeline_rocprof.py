@@ -27,7 +27,7 @@ import pandas as pd
 from perfcheck.errors import InputError
 from perfcheck.ingest.rocprof import TOOL, UNKNOWN_PACKET
 from perfcheck.ingest.sqlitefile import connect_read_only, table_names
-from perfcheck.ingest.timeline import HOST, KERNEL, MEMCPY, MEMSET, TraceTimeline, activity_frame, range_frame
+from perfcheck.ingest.timeline import HOST, KERNEL, MEMCPY, MEMSET, TraceTimeline, activity_frame, range_frame, unusable_times
 from perfcheck.model import Oddity, Source
 
 FORMAT = "rocprof-db"
@@ -91,9 +91,9 @@ def read(path: Path) -> TraceTimeline:
                                    direction=copies["name"].map(lambda n: _COPIES[n][1])))
     rows = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["name", "start", "end", "kind"])
     start, end = pd.to_numeric(rows["start"], errors="coerce"), pd.to_numeric(rows["end"], errors="coerce")
-    bad = start.isna() | end.isna() | (end < start)
+    bad = unusable_times(start, end)
     if bad.any():
-        oddities.append(Oddity(str(path), "row with a missing time or an end before its start left out",
+        oddities.append(Oddity(str(path), "row with a missing or impossible time, or an end before its start, left out",
                                int(bad.sum())))
         rows, start, end = rows[~bad].reset_index(drop=True), start[~bad], end[~bad]
     if rows.empty:
@@ -107,7 +107,7 @@ def read(path: Path) -> TraceTimeline:
     }, len(rows))
     marks = marks if marks is not None else pd.DataFrame(columns=["name", "start", "end", "thread"])
     m_start, m_end = pd.to_numeric(marks["start"], errors="coerce"), pd.to_numeric(marks["end"], errors="coerce")
-    fine = m_start.notna() & m_end.notna() & (m_end >= m_start)
+    fine = ~unusable_times(m_start, m_end)
     marks, m_start, m_end = marks[fine], m_start[fine], m_end[fine]
     ranges = range_frame({
         "name": marks["name"].astype("string").str.strip('"').to_numpy(), "on": HOST,

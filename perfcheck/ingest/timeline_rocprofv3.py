@@ -24,7 +24,7 @@ import pandas as pd
 
 from perfcheck.ingest.rocprofv3 import TOOL
 from perfcheck.ingest.tabular import read_csv, require_columns
-from perfcheck.ingest.timeline import KERNEL, MEMCPY, TraceTimeline, activity_frame, range_frame
+from perfcheck.ingest.timeline import KERNEL, MEMCPY, TraceTimeline, activity_frame, range_frame, unusable_times
 from perfcheck.model import Oddity, Source
 
 KERNEL_TRACE, COPY_TRACE = "rocprofv3-kernel-trace", "rocprofv3-memory-copy-trace"
@@ -42,7 +42,7 @@ def _agent(values: pd.Series) -> pd.Series:
 def _times(frame: pd.DataFrame) -> tuple[pd.Series, pd.Series, pd.Series]:
     start = pd.to_numeric(frame["Start_Timestamp"], errors="coerce")
     end = pd.to_numeric(frame["End_Timestamp"], errors="coerce")
-    bad = start.isna() | end.isna() | (end < start)
+    bad = unusable_times(start, end)
     return start, end, bad
 
 
@@ -55,7 +55,7 @@ def read(path: Path) -> TraceTimeline:
     start, end, bad = _times(table)
     oddities = []
     if bad.any():
-        oddities.append(Oddity(str(path), "row with a missing time or an end before its start left out",
+        oddities.append(Oddity(str(path), "row with a missing or impossible time, or an end before its start, left out",
                                int(bad.sum())))
     table, start, end = table[~bad], start[~bad], end[~bad]
     if copies:

@@ -336,8 +336,8 @@ def pull_request_number(environ: Mapping[str, str] | None = None) -> int | None:
             number = (event.get("pull_request") or {}).get("number")
             if number is not None:
                 return int(number)
-        except (OSError, ValueError, AttributeError, TypeError):
-            pass
+        except (OSError, ValueError, AttributeError, TypeError, RecursionError):
+            pass  # no readable event: the GITHUB_REF fallback below
     ref = env.get("GITHUB_REF", "")
     parts = ref.split("/")
     if len(parts) >= 3 and parts[:2] == ["refs", "pull"] and parts[2].isdigit():
