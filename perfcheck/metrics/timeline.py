@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 from perfcheck.ingest.timeline import DIRECTIONS, KERNEL, MEMCPY, MEMSET, Timeline
-from perfcheck.schema import RANK_SPREAD_OF, TIMELINE_METRICS
+from perfcheck.schema import PER_STEP_OF, RANK_SPREAD_OF, TIMELINE_METRICS
 
 # A range's metrics take the names of a kernel's: calls, duration (the median),
 # duration_p90, duration_total.
@@ -118,6 +118,26 @@ def _device(frame: pd.DataFrame) -> dict[str, float]:
     return out
 
 
+STEP_GROUP = "ProfilerStep"  # the range group torch.profiler writes per step (ProfilerStep#N)
+
+
+def _per_step(table: pd.DataFrame, timeline: Timeline) -> pd.DataFrame:
+    """``table`` (one row per rank, device) with ``steps`` (the host ProfilerStep ranges
+    of its rank; a trace without ranks counts all of them) and each PER_STEP_OF metric
+    over them; missing where the rank recorded no step."""
+    r = timeline.ranges
+    steps = r[(r["group"] == STEP_GROUP) & (r["on"] == "host")]
+    per_rank = steps.groupby(steps["rank"].fillna(-1), sort=False).size()
+    ranks = pd.Series(table.index.get_level_values("rank"), index=table.index).fillna(-1)
+    count = ranks.map(per_rank).astype("float64")
+    table = table.copy()
+    table["steps"] = count
+    divisor = count.where(count > 0)
+    for name in PER_STEP_OF:
+        table[f"{name}_per_step"] = table[name] / divisor
+    return table
+
+
 def device_metrics(timeline: Timeline) -> pd.DataFrame:
     """One row per (rank, device) of the timeline's activities."""
     a = timeline.activities
@@ -131,7 +151,8 @@ def device_metrics(timeline: Timeline) -> pd.DataFrame:
     names = list(DEVICE_METRICS)
     if not rows:
         return pd.DataFrame(columns=names, index=pd.MultiIndex.from_tuples([], names=keys))
-    return pd.DataFrame(rows, index=pd.MultiIndex.from_tuples(index, names=keys))[names]
+    table = pd.DataFrame(rows, index=pd.MultiIndex.from_tuples(index, names=keys))
+    return _per_step(table, timeline)[names]
 
 
 def range_metrics(timeline: Timeline) -> pd.DataFrame:
@@ -156,7 +177,8 @@ def rank_spread(devices: pd.DataFrame) -> pd.DataFrame:
     if devices.empty:
         return pd.DataFrame(columns=[*SPREAD, "straggler"])
     ranks = devices.index.get_level_values("rank")
-    additive = [m for m, (unit, _) in DEVICE_METRICS.items() if unit in ("s", "B", "count")]
+    # a rank's devices share its steps: the count is not summed over them
+    additive = [m for m, (unit, _) in DEVICE_METRICS.items() if unit in ("s", "B", "count") and m != "steps"]
     averaged = [m for m in DEVICE_METRICS if m not in additive]
     per_rank = pd.concat([devices[additive].groupby(ranks, dropna=False).sum(min_count=1),
                           devices[averaged].groupby(ranks, dropna=False).mean()], axis=1)[list(DEVICE_METRICS)]
