@@ -216,3 +216,32 @@ def test_rocprof_v1_database_copies_fills_and_roctx():
     r = t.ranges.sort_values("start_ns")
     # rocTX names are stored quoted: "Kokkos::View::initialization [V]"
     assert list(zip(r["name"], r["end_ns"] - r["start_ns"])) == [(n.strip('"'), d) for n, d in marks]
+
+
+def _nsys_copy(tmp_path: Path, name: str, *sql: str) -> Path:
+    """A copy of the real FUSER export, with ``sql`` run on it (an MPI rank table, a
+    launcher's environment): what nsys writes under mpirun."""
+    import shutil
+
+    path = tmp_path / name
+    shutil.copyfile(profile(FUSER), path)
+    path.chmod(0o644)
+    with sqlite3.connect(path) as db:
+        for statement in sql:
+            db.execute(statement)
+    return path
+
+
+def test_nsys_rank_from_the_exports_own_tables(tmp_path: Path):
+    # the real export ran alone: no MPI_RANKS, no rank variable in DeviceEnvironment
+    assert read_timeline(profile(FUSER)).sources[0].rank is None
+    env = ("UPDATE TARGET_INFO_SYSTEM_ENV SET value = value || ';OMPI_COMM_WORLD_RANK=3;OMPI_COMM_WORLD_SIZE=4' "
+           "WHERE name = 'DeviceEnvironment'")
+    t = read_timeline(_nsys_copy(tmp_path, "report1.sqlite", env))  # the file's name says nothing
+    assert t.sources[0].rank == 3 and set(t.activities["rank"]) == {3} and set(t.ranges["rank"]) == {3}
+    mpi = ["CREATE TABLE MPI_RANKS (globalTid INTEGER NOT NULL, rank INTEGER NOT NULL)",
+           "INSERT INTO MPI_RANKS VALUES (282332292448257, 2)"]
+    assert read_timeline(_nsys_copy(tmp_path, "mpi.sqlite", env, *mpi)).sources[0].rank == 2  # MPI_RANKS first
+    several = _nsys_copy(tmp_path, "all.sqlite", *mpi, "INSERT INTO MPI_RANKS VALUES (282332292448258, 5)")
+    t = read_timeline(several)
+    assert t.sources[0].rank is None and any("several ranks" in o.what for o in t.oddities)
