@@ -245,3 +245,34 @@ def test_nsys_rank_from_the_exports_own_tables(tmp_path: Path):
     several = _nsys_copy(tmp_path, "all.sqlite", *mpi, "INSERT INTO MPI_RANKS VALUES (282332292448258, 5)")
     t = read_timeline(several)
     assert t.sources[0].rank is None and any("several ranks" in o.what for o in t.oddities)
+
+
+# A --marker-trace file in rocprofv3's documented layout (rocprofiler-sdk docs,
+# using-rocprofv3 "Marker trace"): ROCTx calls, control rows, a mark (start == end)
+# and ranges whose Function is the message; the 7.x domain spelling on one row.
+MARKER_TRACE = '''"Domain","Function","Process_Id","Thread_Id","Correlation_Id","Start_Timestamp","End_Timestamp"
+"MARKER_CORE_API","roctxGetThreadId",4100,4100,1,1000,1200
+"MARKER_CONTROL_API","roctxProfilerPause",4100,4100,2,1300,1400
+"MARKER_CORE_API","step start",4100,4100,3,1500,1500
+"MARKER_CORE_API","train/step#0",4100,4100,4,2000,9000
+"MARKER_CORE_RANGE_API","train/step#1",4100,4101,5,9000,17000
+"MARKER_CORE_API","halo exchange",4100,4101,6,10000,10000x
+'''
+
+
+def test_rocprofv3_marker_trace_ranges(tmp_path: Path):
+    path = tmp_path / "4100_marker_api_trace.csv"
+    path.write_text(MARKER_TRACE)
+    t = read_timeline(path)
+    r = t.ranges
+    assert t.sources[0].format == "rocprofv3-api-trace" and t.activities.empty
+    assert list(r["name"]) == ["train/step#0", "train/step#1"] and set(r["group"]) == {"train/step"}
+    assert list(r["end_ns"] - r["start_ns"]) == [7000, 8000] and list(r["thread"]) == [4100, 4101]
+    assert [o.what for o in t.oddities] == ["ROCTx row with a missing time or an end before its start left out"]
+
+
+def test_rocprofv3_api_trace_without_markers_is_empty_with_a_warning():
+    # the real rocpd CSV export of a HIP API trace (Guid column first): no ROCTx rows
+    t = read_timeline(profile("rocprofv3/rocprofiler-sdk-docs-2025/rocpd-to-csv.csv"))
+    assert t.ranges.empty and t.activities.empty
+    assert [o.what for o in t.oddities] == ["no ROCTx ranges (not a --marker-trace file)"]
