@@ -276,3 +276,32 @@ def test_rocprofv3_api_trace_without_markers_is_empty_with_a_warning():
     t = read_timeline(profile("rocprofv3/rocprofiler-sdk-docs-2025/rocpd-to-csv.csv"))
     assert t.ranges.empty and t.activities.empty
     assert [o.what for o in t.oddities] == ["no ROCTx ranges (not a --marker-trace file)"]
+
+
+def test_rocprof_v1_json_reads_as_its_database():
+    # results.json and results.db of the same Kokkos run: the same lanes, row for row
+    folder = "rocprof-v1/kokkos-gfx906/"
+    from_json, from_db = read_timeline(profile(folder + "results.json")), read_timeline(profile(folder + "results.db"))
+    assert from_json.sources[0].format == "rocprof-json"
+    assert from_json.activities["kind"].value_counts().to_dict() == {"memcpy": 24, "kernel": 8, "memset": 6}
+
+    def rows(frame):
+        return frame.sort_values(["start_ns", "end_ns", "name"]).reset_index(drop=True)
+
+    import pandas as pd
+
+    pd.testing.assert_frame_equal(rows(from_json.activities), rows(from_db.activities))
+    pd.testing.assert_frame_equal(rows(from_json.ranges), rows(from_db.ranges))
+    # {"ph":"X","name":"Kokkos::View::initialization [V]","pid":"0","tid":"216796",
+    #  "args":{"BeginNs":"84118800570944","EndNs":"84118802676312", ...}}
+    view = from_json.ranges[from_json.ranges["name"] == "Kokkos::View::initialization [V]"].iloc[0]
+    assert view["end_ns"] - view["start_ns"] == 84118802676312 - 84118800570944 and view["thread"] == 216796
+    assert [o.what for o in from_json.oddities] == ["'Unknown command type' GPU packets left out (not kernels)"]
+
+
+def test_rocprof_v1_json_cut_short_is_a_located_error(tmp_path: Path):
+    text = profile("rocprof-v1/kokkos-gfx906/results.json").read_text()
+    path = tmp_path / "results.json"
+    path.write_text(text[: len(text) // 2])
+    with pytest.raises(InputError, match="malformed JSON"):
+        read_timeline(path, format="rocprof-json")

@@ -125,6 +125,7 @@ def _readers() -> dict[str, TimelineReader]:
 
     return {timeline_kineto.FORMAT: timeline_kineto.read, timeline_nsys.FORMAT: timeline_nsys.read,
             timeline_rocpd.FORMAT: timeline_rocpd.read, timeline_rocprof.FORMAT: timeline_rocprof.read,
+            timeline_rocprof.JSON_FORMAT: timeline_rocprof.read_json,
             **dict.fromkeys(timeline_rocprofv3.FORMATS, timeline_rocprofv3.read)}
 
 
