@@ -187,6 +187,32 @@ def test_history_keeps_the_timeline_series(cli, tmp_path: Path):
 
 
 @pytest.mark.usefixtures("local_run")
+def test_pr_comment_and_dashboard_show_the_timeline_rows(cli, tmp_path: Path):
+    store = tmp_path / "history.sqlite"
+    config = _config(tmp_path, training_trace(20))
+    assert cli("check", "--config", config, "--history", store).code == 0
+    _config(tmp_path, training_trace(20, extra_sync=True, extra_copy=True))
+    summary = tmp_path / "summary.md"
+    assert cli("check", "--config", config, "--history", store, "--markdown", summary).code == 1
+    rows = {line.split(" | ")[2]: line for line in summary.read_text().splitlines() if line.startswith("| ❌")}
+    # beside a timeline number: its share of the span, per step, a range's calls: never "of peak"
+    assert rows["`idle <= baseline + 3%`"].endswith("| 13.3% of span |")
+    assert rows["`memcpy_h2d_calls <= baseline`"].endswith("| 2 per step |")
+    assert rows["`duration <= baseline + 3%`"].endswith("| 20 calls, p90 503.5 us |")
+    assert "Why `range:ProfilerStep` changed: duration \\+7.1%: H2D copies 1 -\\> 2 per step" in summary.read_text()
+
+    site = tmp_path / "site"
+    assert cli("history", "report", "--history", store, "--html", site).code == 0
+    page = next(site.glob("suite-train*.html")).read_text()
+    # the run and its ranges under their own heading, before the kernels
+    timeline, kernels = page.index("<h2>Timeline: the run and its ranges</h2>"), page.index("<h2>Kernels</h2>")
+    assert timeline < page.index(">@run<") < page.index(">range:ProfilerStep<") < kernels < page.index("gemm_0")
+    index = (site / "index.html").read_text()
+    # 5 kernels (4 gemm, the all-reduce): @run and the range are not kernels
+    assert 'data-label="kernels">5</td>' in index
+
+
+@pytest.mark.usefixtures("local_run")
 def test_junit_and_markdown_name_the_timeline_subjects(cli, tmp_path: Path):
     config = _config(tmp_path, training_trace(10))
     result = cli("check", "--config", config, "--junit", tmp_path / "junit.xml", "--markdown", tmp_path / "summary.md")
