@@ -64,60 +64,92 @@ def _numbers(values: list[Any]) -> pd.Series:
     return coerce_numbers(series.astype("object"))
 
 
-def _frame(events: list[dict[str, Any]]) -> pd.DataFrame:
-    args = [e["args"] if isinstance(e.get("args"), dict) else {} for e in events]
-    frame = pd.DataFrame({
-        "cat": pd.Series([str(e.get("cat", "")).lower() for e in events], dtype="object"),
-        "name": pd.Series([e.get("name") for e in events], dtype="object").astype("string"),
-        "ts": _numbers([e.get("ts") for e in events]),
-        "dur": _numbers([e.get("dur") for e in events]),
-        "device": _numbers([a.get("device") for a in args]),
-        "stream": _numbers([a.get("stream") for a in args]),
-        "bytes": _numbers([a.get("bytes") for a in args]),
-        "kind": pd.Series([k if isinstance(k := a.get("kind"), str) else None for a in args], dtype="object"),
-        "pid": _numbers([e.get("pid") for e in events]),
-        "tid": _numbers([e.get("tid") for e in events]),
-    })
-    frame["start_ns"] = _ns(frame["ts"])
-    frame["end_ns"] = frame["start_ns"] + _ns(frame["dur"]).where(frame["dur"] >= 0)
-    return frame
-
-
-# The text columns of the event frame, kept as codes into one dictionary per column
-# while the trace streams by: a 1 GB trace repeats a few hundred names millions of times.
+_NUMERIC = ("ts", "dur", "device", "stream", "bytes", "pid", "tid")
+# The text columns, kept as codes into one dictionary per column while the trace
+# streams by: a 1 GB trace repeats a few hundred names millions of times.
 _CODED = ("cat", "name", "kind")
 
 
+def _columns(events: list[dict[str, Any]]) -> dict[str, Any]:
+    """One batch of events as columns: the numbers as float64 arrays (what is not a
+    number is NaN), the text as lists."""
+    args = [e["args"] if isinstance(e.get("args"), dict) else {} for e in events]
+    numbers = {
+        "ts": [e.get("ts") for e in events], "dur": [e.get("dur") for e in events],
+        "device": [a.get("device") for a in args], "stream": [a.get("stream") for a in args],
+        "bytes": [a.get("bytes") for a in args],
+        "pid": [e.get("pid") for e in events], "tid": [e.get("tid") for e in events],
+    }
+    out: dict[str, Any] = {name: _numbers(values).astype("float64").to_numpy() for name, values in numbers.items()}
+    out["cat"] = [str(e.get("cat", "")).lower() for e in events]
+    out["name"] = [n if isinstance(n := e.get("name"), str) else None if n is None else str(n) for e in events]
+    out["kind"] = [k if isinstance(k := a.get("kind"), str) else None for a in args]
+    return out
+
+
+class _Growing:
+    """Columns appended batch by batch into arrays that double when full. Why not a
+    list of per-batch frames: each would keep a few small objects alive among the
+    batch's freed dicts, and the allocator cannot give those pages back (a 171 MB
+    trace held 750 MB that way)."""
+
+    def __init__(self) -> None:
+        self.arrays: dict[str, np.ndarray] = {}
+        self.size = 0
+
+    def add(self, columns: dict[str, np.ndarray]) -> None:
+        n = len(next(iter(columns.values())))
+        capacity = len(next(iter(self.arrays.values()))) if self.arrays else 0
+        if self.size + n > capacity:
+            grown = max(2 * capacity, self.size + n, 1 << 16)
+            for name, values in columns.items():
+                bigger = np.empty(grown, dtype=values.dtype)
+                if name in self.arrays:
+                    bigger[: self.size] = self.arrays[name][: self.size]
+                self.arrays[name] = bigger
+        for name, values in columns.items():
+            self.arrays[name][self.size: self.size + n] = values
+        self.size += n
+
+    def frame(self) -> pd.DataFrame:
+        return pd.DataFrame({name: values[: self.size] for name, values in self.arrays.items()})
+
+
 def _events(path: Path) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """The timeline's events of the trace (``_frame`` columns) and its other top-level
-    keys, read in bounded memory (``perfcheck.ingest.jsonstream``): each batch of
-    events is filtered and reduced to its columns before the next is decoded."""
+    """The timeline's events of the trace and its other top-level keys, read in
+    bounded memory (``perfcheck.ingest.jsonstream``): each batch of events is filtered
+    and reduced to numbers and codes before the next is decoded. Columns: cat, name,
+    kind (categorical), ts, dur, device, stream, bytes, pid, tid, start_ns, end_ns."""
     stream = ArrayStream(path, "traceEvents", cut_hint="is the trace complete? a cut-off trace lacks its "
                                                        "closing brackets", kind_hint="is this a Kineto trace?")
     wanted = set(_ACTIVITY) | set(_RANGES)
     codes: dict[str, dict[str, int]] = {column: {} for column in _CODED}
-    parts = []
+    kept = _Growing()
     for batch in stream.batches():
         events = [e for e in batch
                   if isinstance(e, dict) and e.get("ph", "X") == "X" and str(e.get("cat", "")).lower() in wanted]
         if not events:
             continue
-        frame = _frame(events)
+        columns = _columns(events)
         for column in _CODED:
-            local, uniques = pd.factorize(frame[column], use_na_sentinel=True)
+            local, uniques = pd.factorize(pd.Series(columns[column], dtype="object"), use_na_sentinel=True)
             known = codes[column]
             to_global = np.array([known.setdefault(str(u), len(known)) for u in uniques] + [-1], dtype="int32")
-            frame[column] = to_global[local]
-        parts.append(frame)
+            columns[column] = to_global[local]
+        kept.add(columns)
     if not stream.found:
         raise InputError(path, "no 'traceEvents' list", hint="is this a torch.profiler trace (export_chrome_trace)?")
-    frame = pd.concat(parts, ignore_index=True) if parts else _frame([])
+    if not kept.size:
+        kept.add({**{c: np.zeros(0) for c in _NUMERIC}, **{c: np.zeros(0, dtype="int32") for c in _CODED}})
+    frame = kept.frame()
+    del kept  # the arrays with their spare capacity: the frame has its own copy
     for column in _CODED:
-        values = frame[column].to_numpy(dtype="int32") if parts else np.zeros(0, dtype="int32")
-        frame[column] = pd.Categorical.from_codes(values, categories=list(codes[column]))
+        frame[column] = pd.Categorical.from_codes(frame[column].to_numpy(), categories=list(codes[column]))
     # names as text (each row refers to its category's one string object)
     frame["name"] = frame["name"].astype("string")
-    return frame, stream.doc
+    frame["start_ns"] = _ns(frame["ts"])
+    frame["end_ns"] = frame["start_ns"] + _ns(frame["dur"]).where(frame["dur"] >= 0)
+    return frame.drop(columns=["ts", "dur"]), stream.doc
 
 
 def read(path: Path) -> TraceTimeline:
@@ -130,6 +162,8 @@ def read(path: Path) -> TraceTimeline:
         frame = frame[~bad]
 
     device = frame[frame["cat"].isin(list(_ACTIVITY))]
+    spans = frame[frame["cat"].isin(list(_RANGES))]
+    del frame  # a 1 GB trace: one copy of its events at a time
     is_copy = device["cat"] == "gpu_memcpy"
     copies = device[is_copy]
     copy_kind = copies["name"].str.extract(_COPY_KIND, expand=False).fillna(
@@ -148,7 +182,6 @@ def read(path: Path) -> TraceTimeline:
         "direction": direction.to_numpy(),
     }, len(device))
 
-    spans = frame[frame["cat"].isin(list(_RANGES))]
     on = spans["cat"].map(_RANGES)
     # gpu_user_annotation: pid is the device, tid the stream; user_annotation: tid is the thread.
     pid = coerce_integers(spans["pid"].reset_index(drop=True))[0]
