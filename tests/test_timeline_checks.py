@@ -250,3 +250,19 @@ def test_rank_spread_needs_ranks():
     assert check.outcome == ERROR and "needs the timelines of several ranks" in check.message
     check = evaluate("s", {"@run": ["span_imbalance <= 1.1"]}, analysis)[0]
     assert check.outcome == ERROR and 'declare it under "@ranks"' in check.message
+
+
+def test_timeline_diagnosis_without_steps_and_when_nothing_moved():
+    from perfcheck.diagnosis import TIMELINE_UNCHANGED, diagnose
+
+    run = {"span": 1.0, "idle": 0.10, "idle_gap_max": 0.01, "memcpy_h2d_calls": 50.0, "memcpy_h2d_bytes": 5e7,
+           "comm_time": 0.2}
+    # no ProfilerStep ranges: the changes over the whole run
+    slower = {**run, "idle": 0.15, "memcpy_h2d_calls": 100.0, "memcpy_h2d_bytes": 1e8}
+    found = diagnose(run, slower, subject="idle")
+    assert found.text() == "idle +50.0%: H2D copies 50 -> 100 (47.68 MiB -> 95.37 MiB)"  # the subject: not again
+    assert diagnose(run, slower, subject="memcpy_h2d_calls").reason() == "H2D bytes 47.68 MiB -> 95.37 MiB; idle +50 ms"
+    # a range row whose device did the same: the step's time went elsewhere
+    step = {**run, "calls": 20.0, "duration": 0.05}
+    same = diagnose(step, {**step, "duration": 0.06}, subject="duration")
+    assert same.time_only and same.text() == f"duration +20.0%: {TIMELINE_UNCHANGED}"
