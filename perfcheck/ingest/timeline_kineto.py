@@ -111,15 +111,33 @@ class _Growing:
             self.arrays[name][self.size: self.size + n] = values
         self.size += n
 
-    def frame(self) -> pd.DataFrame:
-        return pd.DataFrame({name: values[: self.size] for name, values in self.arrays.items()})
+    def trimmed(self) -> dict[str, np.ndarray]:
+        """The columns without their spare room (one column copied at a time)."""
+        for name in list(self.arrays):
+            self.arrays[name] = self.arrays[name][: self.size].copy()
+        return self.arrays
 
 
-def _events(path: Path) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """The timeline's events of the trace and its other top-level keys, read in
-    bounded memory (``perfcheck.ingest.jsonstream``): each batch of events is filtered
-    and reduced to numbers and codes before the next is decoded. Columns: cat, name,
-    kind (categorical), ts, dur, device, stream, bytes, pid, tid, start_ns, end_ns."""
+_MISSING = np.iinfo("int64").min  # an event time that is not a finite number
+
+
+def _times(columns: dict[str, Any]) -> None:
+    """A batch's ``ts``/``dur`` (µs) -> ``start_ns``/``end_ns`` (int64, ``_MISSING``
+    where not finite or the duration is negative), computed per batch so that the
+    whole trace never holds its µs floats and their temporaries at once."""
+    ts, dur = pd.Series(columns.pop("ts")), pd.Series(columns.pop("dur"))
+    start = _ns(ts)
+    end = start + _ns(dur).where(dur >= 0)
+    columns["start_ns"] = start.to_numpy(dtype="int64", na_value=_MISSING)
+    columns["end_ns"] = end.to_numpy(dtype="int64", na_value=_MISSING)
+
+
+def _events(path: Path) -> tuple[dict[str, np.ndarray], dict[str, list[str]], dict[str, Any]]:
+    """The timeline's events of the trace as columns (numbers; ``cat``, ``name`` and
+    ``kind`` as int32 codes into the second value's lists, -1 missing), and the
+    trace's other top-level keys; read in bounded memory (``perfcheck.ingest.
+    jsonstream``): each batch of events is filtered and reduced to numbers and codes
+    before the next is decoded."""
     stream = ArrayStream(path, "traceEvents", cut_hint="is the trace complete? a cut-off trace lacks its "
                                                        "closing brackets", kind_hint="is this a Kineto trace?")
     wanted = set(_ACTIVITY) | set(_RANGES)
@@ -136,65 +154,67 @@ def _events(path: Path) -> tuple[pd.DataFrame, dict[str, Any]]:
             known = codes[column]
             to_global = np.array([known.setdefault(str(u), len(known)) for u in uniques] + [-1], dtype="int32")
             columns[column] = to_global[local]
+        _times(columns)
         kept.add(columns)
     if not stream.found:
         raise InputError(path, "no 'traceEvents' list", hint="is this a torch.profiler trace (export_chrome_trace)?")
     if not kept.size:
-        kept.add({**{c: np.zeros(0) for c in _NUMERIC}, **{c: np.zeros(0, dtype="int32") for c in _CODED}})
-    frame = kept.frame()
-    del kept  # the arrays with their spare capacity: the frame has its own copy
-    for column in _CODED:
-        frame[column] = pd.Categorical.from_codes(frame[column].to_numpy(), categories=list(codes[column]))
-    # names as text (each row refers to its category's one string object)
-    frame["name"] = frame["name"].astype("string")
-    frame["start_ns"] = _ns(frame["ts"])
-    frame["end_ns"] = frame["start_ns"] + _ns(frame["dur"]).where(frame["dur"] >= 0)
-    return frame.drop(columns=["ts", "dur"]), stream.doc
+        kept.add({**{c: np.zeros(0) for c in _NUMERIC if c not in ("ts", "dur")},
+                  **{c: np.zeros(0, dtype="int32") for c in _CODED},
+                  **{c: np.zeros(0, dtype="int64") for c in ("start_ns", "end_ns")}})
+    return kept.trimmed(), {c: list(codes[c]) for c in _CODED}, stream.doc
 
 
 def read(path: Path) -> TraceTimeline:
-    frame, doc = _events(path)
+    columns, categories, doc = _events(path)
     oddities: list[Oddity] = []
-    bad = frame["start_ns"].isna() | frame["end_ns"].isna()
+    bad = (columns["start_ns"] == _MISSING) | (columns["end_ns"] == _MISSING)
     if bad.any():
         oddities.append(Oddity(str(path), "event without a finite 'ts' or a non-negative 'dur' left out of the "
                                           "timeline", int(bad.sum())))
-        frame = frame[~bad]
+    cats = np.array(categories["cat"] + [""], dtype=object)[columns["cat"]]  # code -1: the last, ""
+    on_device = np.isin(cats, list(_ACTIVITY)) & ~bad
+    in_range = np.isin(cats, list(_RANGES)) & ~bad
 
-    device = frame[frame["cat"].isin(list(_ACTIVITY))]
-    spans = frame[frame["cat"].isin(list(_RANGES))]
-    del frame  # a 1 GB trace: one copy of its events at a time
-    is_copy = device["cat"] == "gpu_memcpy"
-    copies = device[is_copy]
-    copy_kind = copies["name"].str.extract(_COPY_KIND, expand=False).fillna(
-        copies["kind"].astype("string").str.extract(_COPY_KIND, expand=False))
-    direction = copy_kind.map(_DIRECTION).reindex(device.index)
-    is_kernel = device["cat"] == "kernel"
-    names = device["name"].where(~is_kernel, gnu_style(device["name"]))
+    # per distinct name (a few hundred), not per event: the GNU spelling of kernels and
+    # the copy kind a copy's name says ("Memcpy HtoD (Pageable -> Device)")
+    names = pd.Series(categories["name"], dtype="string")
+    spelled = np.array(list(gnu_style(names).to_numpy(dtype=object, na_value=None)) + [None], dtype=object)
+    plain = np.array(categories["name"] + [None], dtype=object)
+    by_name = np.array(list(names.str.extract(_COPY_KIND, expand=False).map(_DIRECTION)
+                            .to_numpy(dtype=object, na_value=None)) + [None], dtype=object)
+    kinds = pd.Series(categories["kind"], dtype="string")
+    by_kind = np.array(list(kinds.str.extract(_COPY_KIND, expand=False).map(_DIRECTION)
+                            .to_numpy(dtype=object, na_value=None)) + [None], dtype=object)
+
+    device_cat = cats[on_device]
+    name_code = columns["name"][on_device]
+    is_kernel, is_copy = device_cat == "kernel", device_cat == "gpu_memcpy"
+    direction = np.where(is_copy, by_name[name_code], None)
+    direction = np.where(is_copy & (direction == None), by_kind[columns["kind"][on_device]], direction)  # noqa: E711
     activities = activity_frame({
-        "kind": device["cat"].map(_ACTIVITY).to_numpy(),
-        "name": names.to_numpy(),
-        "device_id": coerce_integers(device["device"].reset_index(drop=True))[0].to_numpy(),
-        "stream_id": coerce_integers(device["stream"].reset_index(drop=True))[0].to_numpy(),
-        "start_ns": device["start_ns"].to_numpy(dtype="int64"),
-        "end_ns": device["end_ns"].to_numpy(dtype="int64"),
-        "bytes": coerce_numbers(device["bytes"].reset_index(drop=True)).astype("float64").to_numpy(),
-        "direction": direction.to_numpy(),
-    }, len(device))
+        "kind": np.where(is_kernel, KERNEL, np.where(is_copy, MEMCPY, MEMSET)).astype(object),
+        "name": np.where(is_kernel, spelled[name_code], plain[name_code]),
+        "device_id": coerce_integers(pd.Series(columns["device"][on_device]))[0].to_numpy(),
+        "stream_id": coerce_integers(pd.Series(columns["stream"][on_device]))[0].to_numpy(),
+        "start_ns": columns["start_ns"][on_device],
+        "end_ns": columns["end_ns"][on_device],
+        "bytes": columns["bytes"][on_device],
+        "direction": direction,
+    }, int(on_device.sum()))
 
-    on = spans["cat"].map(_RANGES)
+    on = np.where(cats[in_range] == "gpu_user_annotation", DEVICE, HOST)
     # gpu_user_annotation: pid is the device, tid the stream; user_annotation: tid is the thread.
-    pid = coerce_integers(spans["pid"].reset_index(drop=True))[0]
-    tid = coerce_integers(spans["tid"].reset_index(drop=True))[0]
-    on_device = (on == DEVICE).to_numpy()
+    pid = coerce_integers(pd.Series(columns["pid"][in_range]))[0]
+    tid = coerce_integers(pd.Series(columns["tid"][in_range]))[0]
     ranges = range_frame({
-        "name": spans["name"].to_numpy(),
-        "on": on.to_numpy(),
-        "device_id": pid.where(on_device).to_numpy(),
-        "thread": tid.where(~on_device).to_numpy(),
-        "start_ns": spans["start_ns"].to_numpy(dtype="int64"),
-        "end_ns": spans["end_ns"].to_numpy(dtype="int64"),
-    }, len(spans))
+        "name": plain[columns["name"][in_range]],
+        "on": on,
+        "device_id": pid.where(on == DEVICE).to_numpy(),
+        "thread": tid.where(on == HOST).to_numpy(),
+        "start_ns": columns["start_ns"][in_range],
+        "end_ns": columns["end_ns"][in_range],
+    }, int(in_range.sum()))
 
     info = doc.get("distributedInfo")
     rank = info.get("rank") if isinstance(info, dict) else None
