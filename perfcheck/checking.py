@@ -286,6 +286,11 @@ def _history_gate(run: SuiteRun, checks: list[Check]) -> tuple[list[Check], dict
              if c.outcome == FAILED and (c.kernel, c.metric) in refs and refs[(c.kernel, c.metric)].usable}
     if run.store_error is not None:
         return judged, {}
+    from perfcheck.metrics.timeline import RANGE_PREFIX, RUN
+
+    steps = [t for k, t in since.items() if k.startswith(RANGE_PREFIX)]
+    if steps and RUN not in since:  # a step's diagnosis reads the run's timeline row beside it
+        since[RUN] = None if None in steps else min(t for t in steps if t is not None)
     try:
         return judged, gate.recent_values(run.settings.history, machine, run.name, since)
     except PerfcheckError as exc:
@@ -301,7 +306,7 @@ def _explained(run: SuiteRun, checks: list[Check], history: Mapping[str, Mapping
     if not failed or run.analysis is None:
         return checks
     from perfcheck.baseline import is_exact
-    from perfcheck.diagnosis import LABELS, diagnose, whole_run
+    from perfcheck.diagnosis import LABELS, diagnose, whole_run, with_run
     from perfcheck.history.runs import duration_samples, measurements
 
     now = measurements(run.analysis)
@@ -317,10 +322,11 @@ def _explained(run: SuiteRun, checks: list[Check], history: Mapping[str, Mapping
     spread = duration_samples(run.analysis)
     arch = run.analysis.target.arch.name if run.analysis.target is not None else None
     out = []
+    stored_rows = {k: b.metrics for k, b in stored_kernels.items()}
     for check in checks:
-        stored = run.baseline.kernels.get(check.kernel) if run.baseline is not None else None
-        before = history.get(check.kernel) or (stored.metrics if stored is not None else None)
-        after = now.get(check.kernel)
+        # a range row (a step) is read with the run's timeline row beside it
+        before = with_run(check.kernel, history) or with_run(check.kernel, stored_rows)
+        after = with_run(check.kernel, now)
         if id(check) not in failed or not before or not after:
             out.append(check)
             continue

@@ -154,6 +154,17 @@ for _direction in ("H2D", "D2H", "D2D", "P2P", "H2H"):  # perfcheck.ingest.timel
         f"memcpy_{_low}_bw": ("B/s", f"{_direction} bytes over the summed {_direction} copy durations"),
     })
 del _direction, _low
+# Per training step (the host range "ProfilerStep#N" that torch.profiler writes for each
+# step): the device's total over the profiled window divided by the rank's number of
+# steps, so that a regression reads "idle +12 ms per step; H2D copies 2 -> 5 per step".
+# Missing when the trace has no ProfilerStep ranges. (Totals over steps, not activities
+# inside each host range: a kernel launched in a step often runs after its host range ends.)
+TIMELINE_METRICS["steps"] = ("count", "host ProfilerStep ranges of the device's rank (the per-step divisor)")
+for _name in ("idle", "busy", "compute_time", "comm_time", "memcpy_time", "memcpy_calls", "memcpy_bytes",
+              *(f"memcpy_{d}_{q}" for d in ("h2d", "d2h", "d2d", "p2p", "h2h") for q in ("calls", "bytes"))):
+    TIMELINE_METRICS[f"{_name}_per_step"] = (TIMELINE_METRICS[_name][0], f"{_name} per ProfilerStep (total / steps)")
+del _name
+PER_STEP_OF = tuple(m[: -len("_per_step")] for m in TIMELINE_METRICS if m.endswith("_per_step"))
 
 # The spread over ranks of some device metrics, checked under "@ranks": <metric>_min,
 # _median, _max (the metric's unit) and _imbalance (max / mean over the ranks).

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from conftest import profile
@@ -89,10 +90,46 @@ def test_planted_regression_fails_the_timeline_gate_not_the_kernels(cli, tmp_pat
     assert failed, result.err
     assert not any("gemm_" in line for line in failed)  # no kernel got slower
     if plant == "extra_copy":  # 10 µs more per 470 µs step: within the step's 3%, but one copy more per step
-        assert any("@run" in line and "memcpy_h2d_calls 100 (+100.0%)" in line for line in failed), failed
+        line = next(line for line in failed if "@run" in line)
+        assert "memcpy_h2d_calls 100 (+100.0%)" in line
+        # the diagnosis names the change per step, with the bytes
+        assert line.endswith("why: memcpy_h2d_calls +100.0%: H2D copies 1 -> 2 per step (976.6 KiB -> 1.907 MiB)")
     else:  # a 5% wait per step: the step time and the idle time both exceed their allowance
-        assert any("range:ProfilerStep" in line and "duration" in line for line in failed), failed
-        assert any("@run" in line and "idle" in line for line in failed), failed
+        step = next(line for line in failed if "range:ProfilerStep" in line and "duration" in line)
+        idle = next(line for line in failed if "@run" in line and "idle" in line)
+        # a wait of 5% of 470 µs per step: the step's diagnosis reads the run's timeline row
+        assert step.endswith("why: duration +5.0%: idle +23.5 us per step; largest idle gap 10 us -> 23.5 us"), step
+        assert "why: idle +53.7%: idle +23.5 us per step" in idle, idle
+
+
+def test_per_step_metrics_of_the_synthetic_trace(tmp_path: Path):
+    from perfcheck.ingest.timeline import read_timeline
+    from perfcheck.metrics.timeline import timeline_metrics
+
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps(training_trace(10, extra_copy=True)))
+    row = timeline_metrics(read_timeline([path])).devices.iloc[0]
+    assert row["steps"] == 10 and row["memcpy_h2d_calls_per_step"] == 2.0 and row["memcpy_d2h_calls_per_step"] == 0
+    assert row["memcpy_h2d_bytes_per_step"] == 2_000_000 and row["idle_per_step"] == pytest.approx(row["idle"] / 10)
+    no_steps = training_trace(3)
+    no_steps["traceEvents"] = [e for e in no_steps["traceEvents"] if e["cat"] != "user_annotation"]
+    path.write_text(json.dumps(no_steps))
+    row = timeline_metrics(read_timeline([path])).devices.iloc[0]
+    assert pd.isna(row["steps"]) and pd.isna(row["idle_per_step"])  # no steps: missing, not 0
+
+
+@pytest.mark.usefixtures("local_run")
+def test_history_detect_names_the_timeline_change(cli, tmp_path: Path):
+    store = tmp_path / "history.sqlite"
+    for night in range(14):  # 8 nights as before, then a host wait and an extra copy per step
+        regressed = night >= 8
+        config = _config(tmp_path, training_trace(20, extra_sync=regressed, extra_copy=regressed))
+        assert cli("check", "--config", config, "--history", store).code == (1 if regressed else 0)
+    result = cli("history", "detect", "--history", store, "--json")
+    found = {(f["kernel"], f["metric"]): f["diagnosis"]["text"] for f in json.loads(result.out)["findings"]}
+    assert found[("range:ProfilerStep", "duration")] == (
+        "duration +7.1%: H2D copies 1 -> 2 per step (976.6 KiB -> 1.907 MiB); idle +23.5 us per step; "
+        "largest idle gap 10 us -> 23.5 us")
 
 
 def test_absolute_expectations_on_a_real_trace():
@@ -150,6 +187,32 @@ def test_history_keeps_the_timeline_series(cli, tmp_path: Path):
 
 
 @pytest.mark.usefixtures("local_run")
+def test_pr_comment_and_dashboard_show_the_timeline_rows(cli, tmp_path: Path):
+    store = tmp_path / "history.sqlite"
+    config = _config(tmp_path, training_trace(20))
+    assert cli("check", "--config", config, "--history", store).code == 0
+    _config(tmp_path, training_trace(20, extra_sync=True, extra_copy=True))
+    summary = tmp_path / "summary.md"
+    assert cli("check", "--config", config, "--history", store, "--markdown", summary).code == 1
+    rows = {line.split(" | ")[2]: line for line in summary.read_text().splitlines() if line.startswith("| ❌")}
+    # beside a timeline number: its share of the span, per step, a range's calls: never "of peak"
+    assert rows["`idle <= baseline + 3%`"].endswith("| 13.3% of span |")
+    assert rows["`memcpy_h2d_calls <= baseline`"].endswith("| 2 per step |")
+    assert rows["`duration <= baseline + 3%`"].endswith("| 20 calls, p90 503.5 us |")
+    assert "Why `range:ProfilerStep` changed: duration \\+7.1%: H2D copies 1 -\\> 2 per step" in summary.read_text()
+
+    site = tmp_path / "site"
+    assert cli("history", "report", "--history", store, "--html", site).code == 0
+    page = next(site.glob("suite-train*.html")).read_text()
+    # the run and its ranges under their own heading, before the kernels
+    timeline, kernels = page.index("<h2>Timeline: the run and its ranges</h2>"), page.index("<h2>Kernels</h2>")
+    assert timeline < page.index(">@run<") < page.index(">range:ProfilerStep<") < kernels < page.index("gemm_0")
+    index = (site / "index.html").read_text()
+    # 5 kernels (4 gemm, the all-reduce): @run and the range are not kernels
+    assert 'data-label="kernels">5</td>' in index
+
+
+@pytest.mark.usefixtures("local_run")
 def test_junit_and_markdown_name_the_timeline_subjects(cli, tmp_path: Path):
     config = _config(tmp_path, training_trace(10))
     result = cli("check", "--config", config, "--junit", tmp_path / "junit.xml", "--markdown", tmp_path / "summary.md")
@@ -187,3 +250,19 @@ def test_rank_spread_needs_ranks():
     assert check.outcome == ERROR and "needs the timelines of several ranks" in check.message
     check = evaluate("s", {"@run": ["span_imbalance <= 1.1"]}, analysis)[0]
     assert check.outcome == ERROR and 'declare it under "@ranks"' in check.message
+
+
+def test_timeline_diagnosis_without_steps_and_when_nothing_moved():
+    from perfcheck.diagnosis import TIMELINE_UNCHANGED, diagnose
+
+    run = {"span": 1.0, "idle": 0.10, "idle_gap_max": 0.01, "memcpy_h2d_calls": 50.0, "memcpy_h2d_bytes": 5e7,
+           "comm_time": 0.2}
+    # no ProfilerStep ranges: the changes over the whole run
+    slower = {**run, "idle": 0.15, "memcpy_h2d_calls": 100.0, "memcpy_h2d_bytes": 1e8}
+    found = diagnose(run, slower, subject="idle")
+    assert found.text() == "idle +50.0%: H2D copies 50 -> 100 (47.68 MiB -> 95.37 MiB)"  # the subject: not again
+    assert diagnose(run, slower, subject="memcpy_h2d_calls").reason() == "H2D bytes 47.68 MiB -> 95.37 MiB; idle +50 ms"
+    # a range row whose device did the same: the step's time went elsewhere
+    step = {**run, "calls": 20.0, "duration": 0.05}
+    same = diagnose(step, {**step, "duration": 0.06}, subject="duration")
+    assert same.time_only and same.text() == f"duration +20.0%: {TIMELINE_UNCHANGED}"

@@ -216,3 +216,92 @@ def test_rocprof_v1_database_copies_fills_and_roctx():
     r = t.ranges.sort_values("start_ns")
     # rocTX names are stored quoted: "Kokkos::View::initialization [V]"
     assert list(zip(r["name"], r["end_ns"] - r["start_ns"])) == [(n.strip('"'), d) for n, d in marks]
+
+
+def _nsys_copy(tmp_path: Path, name: str, *sql: str) -> Path:
+    """A copy of the real FUSER export, with ``sql`` run on it (an MPI rank table, a
+    launcher's environment): what nsys writes under mpirun."""
+    import shutil
+
+    path = tmp_path / name
+    shutil.copyfile(profile(FUSER), path)
+    path.chmod(0o644)
+    with sqlite3.connect(path) as db:
+        for statement in sql:
+            db.execute(statement)
+    return path
+
+
+def test_nsys_rank_from_the_exports_own_tables(tmp_path: Path):
+    # the real export ran alone: no MPI_RANKS, no rank variable in DeviceEnvironment
+    assert read_timeline(profile(FUSER)).sources[0].rank is None
+    env = ("UPDATE TARGET_INFO_SYSTEM_ENV SET value = value || ';OMPI_COMM_WORLD_RANK=3;OMPI_COMM_WORLD_SIZE=4' "
+           "WHERE name = 'DeviceEnvironment'")
+    t = read_timeline(_nsys_copy(tmp_path, "report1.sqlite", env))  # the file's name says nothing
+    assert t.sources[0].rank == 3 and set(t.activities["rank"]) == {3} and set(t.ranges["rank"]) == {3}
+    mpi = ["CREATE TABLE MPI_RANKS (globalTid INTEGER NOT NULL, rank INTEGER NOT NULL)",
+           "INSERT INTO MPI_RANKS VALUES (282332292448257, 2)"]
+    assert read_timeline(_nsys_copy(tmp_path, "mpi.sqlite", env, *mpi)).sources[0].rank == 2  # MPI_RANKS first
+    several = _nsys_copy(tmp_path, "all.sqlite", *mpi, "INSERT INTO MPI_RANKS VALUES (282332292448258, 5)")
+    t = read_timeline(several)
+    assert t.sources[0].rank is None and any("several ranks" in o.what for o in t.oddities)
+
+
+# A --marker-trace file in rocprofv3's documented layout (rocprofiler-sdk docs,
+# using-rocprofv3 "Marker trace"): ROCTx calls, control rows, a mark (start == end)
+# and ranges whose Function is the message; the 7.x domain spelling on one row.
+MARKER_TRACE = '''"Domain","Function","Process_Id","Thread_Id","Correlation_Id","Start_Timestamp","End_Timestamp"
+"MARKER_CORE_API","roctxGetThreadId",4100,4100,1,1000,1200
+"MARKER_CONTROL_API","roctxProfilerPause",4100,4100,2,1300,1400
+"MARKER_CORE_API","step start",4100,4100,3,1500,1500
+"MARKER_CORE_API","train/step#0",4100,4100,4,2000,9000
+"MARKER_CORE_RANGE_API","train/step#1",4100,4101,5,9000,17000
+"MARKER_CORE_API","halo exchange",4100,4101,6,10000,10000x
+'''
+
+
+def test_rocprofv3_marker_trace_ranges(tmp_path: Path):
+    path = tmp_path / "4100_marker_api_trace.csv"
+    path.write_text(MARKER_TRACE)
+    t = read_timeline(path)
+    r = t.ranges
+    assert t.sources[0].format == "rocprofv3-api-trace" and t.activities.empty
+    assert list(r["name"]) == ["train/step#0", "train/step#1"] and set(r["group"]) == {"train/step"}
+    assert list(r["end_ns"] - r["start_ns"]) == [7000, 8000] and list(r["thread"]) == [4100, 4101]
+    assert [o.what for o in t.oddities] == ["ROCTx row with a missing time or an end before its start left out"]
+
+
+def test_rocprofv3_api_trace_without_markers_is_empty_with_a_warning():
+    # the real rocpd CSV export of a HIP API trace (Guid column first): no ROCTx rows
+    t = read_timeline(profile("rocprofv3/rocprofiler-sdk-docs-2025/rocpd-to-csv.csv"))
+    assert t.ranges.empty and t.activities.empty
+    assert [o.what for o in t.oddities] == ["no ROCTx ranges (not a --marker-trace file)"]
+
+
+def test_rocprof_v1_json_reads_as_its_database():
+    # results.json and results.db of the same Kokkos run: the same lanes, row for row
+    folder = "rocprof-v1/kokkos-gfx906/"
+    from_json, from_db = read_timeline(profile(folder + "results.json")), read_timeline(profile(folder + "results.db"))
+    assert from_json.sources[0].format == "rocprof-json"
+    assert from_json.activities["kind"].value_counts().to_dict() == {"memcpy": 24, "kernel": 8, "memset": 6}
+
+    def rows(frame):
+        return frame.sort_values(["start_ns", "end_ns", "name"]).reset_index(drop=True)
+
+    import pandas as pd
+
+    pd.testing.assert_frame_equal(rows(from_json.activities), rows(from_db.activities))
+    pd.testing.assert_frame_equal(rows(from_json.ranges), rows(from_db.ranges))
+    # {"ph":"X","name":"Kokkos::View::initialization [V]","pid":"0","tid":"216796",
+    #  "args":{"BeginNs":"84118800570944","EndNs":"84118802676312", ...}}
+    view = from_json.ranges[from_json.ranges["name"] == "Kokkos::View::initialization [V]"].iloc[0]
+    assert view["end_ns"] - view["start_ns"] == 84118802676312 - 84118800570944 and view["thread"] == 216796
+    assert [o.what for o in from_json.oddities] == ["'Unknown command type' GPU packets left out (not kernels)"]
+
+
+def test_rocprof_v1_json_cut_short_is_a_located_error(tmp_path: Path):
+    text = profile("rocprof-v1/kokkos-gfx906/results.json").read_text()
+    path = tmp_path / "results.json"
+    path.write_text(text[: len(text) // 2])
+    with pytest.raises(InputError, match="malformed JSON"):
+        read_timeline(path, format="rocprof-json")

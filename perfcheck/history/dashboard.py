@@ -35,6 +35,7 @@ import pandas as pd
 from perfcheck import __version__
 from perfcheck.atomicfile import write_atomic
 from perfcheck.history.chart import legend_svg, trend_svg
+from perfcheck.metrics.timeline import is_timeline_name
 from perfcheck.report import mdescape
 from perfcheck.units import format_value
 
@@ -469,16 +470,29 @@ def suite_html(view: HistoryView, suite: str) -> str:
         "<main>",
         "<h2>Open regressions</h2>",
         _regressions_section(open_regressions(HistoryView(mine, my_changes)), _units(mine), with_suite=False),
-        "<h2>Kernels</h2>",
-        legend_svg(),
     ]
-    groups = list(mine.groupby(["machine", "kernel"], sort=True))
+    # The program's timeline ("@run", "@ranks", "range:NAME") first, under its own
+    # heading: it is the run's picture, not one kernel among the others.
+    every = list(mine.groupby(["machine", "kernel"], sort=True))
+    timeline = [g for g in every if is_timeline_name(str(g[0][1]))]
+    kernels = [g for g in every if not is_timeline_name(str(g[0][1]))]
+    legend = [legend_svg()]  # once, under the first heading
+    for title, groups in (("Timeline: the run and its ranges", timeline), ("Kernels", kernels)):
+        if groups or title == "Kernels" and not timeline:
+            body += [f"<h2>{title}</h2>", *legend, *_sections(groups, my_changes, machines)]
+            legend = []
+    body.append("</main>")
+    return _page(f"{suite} - {view.title}", body)
+
+
+def _sections(groups: list, my_changes: pd.DataFrame, machines: list[str]) -> list[str]:
+    """A table of contents and one section per (machine, kernel) of ``groups``."""
     toc = "".join(
         f'<li><a class="kernel" href="#{kernel_anchor(machine, kernel)}">{escape(kernel)}</a>'
         + (f" ({escape(machine)})" if len(machines) > 1 else "") + "</li>"
         for (machine, kernel), _ in groups
     )
-    body.append(f'<nav class="toc"><ul>{toc}</ul></nav>')
+    body = [f'<nav class="toc"><ul>{toc}</ul></nav>']
     for (machine, kernel), rows in groups:
         heading = escape(kernel) + (f' <span class="sub">on {escape(machine)}</span>' if len(machines) > 1 else "")
         figures: dict[bool, list[str]] = {True: [], False: []}
@@ -516,8 +530,7 @@ def suite_html(view: HistoryView, suite: str) -> str:
                         f'</summary>{same}<div class="charts">{"".join(figures[False])}</div></details>')
         body.append(f'<section id="{kernel_anchor(machine, kernel)}"><h2 class="kernel">{heading}</h2>'
                     f"{section}</section>")
-    body.append("</main>")
-    return _page(f"{suite} - {view.title}", body)
+    return body
 
 
 def index_html(view: HistoryView) -> str:
@@ -534,7 +547,8 @@ def index_html(view: HistoryView) -> str:
         newest_row = mine.loc[mine["time"].idxmax()]
         rows.append([
             f'<a href="{escape(suite_file(str(suite)))}">{escape(str(suite))}</a>',
-            str(mine[["machine", "kernel"]].drop_duplicates().shape[0]),
+            str(mine.loc[~mine["kernel"].astype(str).map(is_timeline_name), ["machine", "kernel"]]
+                .drop_duplicates().shape[0]),
             str(len(last)),
             str(mine["run"].nunique() if (mine["run"] != "").any() else mine["time"].nunique()),
             f"{_when(newest_row['time'])} {_commit(newest_row['commit'])}",

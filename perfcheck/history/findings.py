@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from perfcheck.diagnosis import Diagnosis, diagnose, whole_run
+from perfcheck.diagnosis import Diagnosis, diagnose, whole_run, with_run
 from perfcheck.history.changepoints import KEY, RUN_WIDE, ChangePoint
 
 if TYPE_CHECKING:
@@ -241,7 +241,8 @@ def _diagnose(head: ChangePoint, frame: "pd.DataFrame", positions: Mapping[tuple
     change (as many as the change point compared) against the runs after it."""
     if frame is None or not len(frame):
         return None
-    mine = frame[(frame["machine"] == head.machine) & (frame["suite"] == head.suite) & (frame["kernel"] == head.kernel)]
+    suite = frame[(frame["machine"] == head.machine) & (frame["suite"] == head.suite)]
+    mine = suite[suite["kernel"] == head.kernel]
     where = positions.get((head.machine, head.suite), {})
     start = where.get(head.run_id)
     if start is None or not len(mine):
@@ -249,10 +250,16 @@ def _diagnose(head: ChangePoint, frame: "pd.DataFrame", positions: Mapping[tuple
     runs = sorted({r for r in mine["run_id"].astype(str) if r in where}, key=lambda r: where[r])
     before_runs = [r for r in runs if where[r] < start][-max(head.runs_before, 1):]
     after_runs = [r for r in runs if where[r] >= start][:max(head.runs_after, 1)]
+    # a range row (a step) is read with the run's timeline rows beside it (``with_run``)
+    kernels = suite["kernel"].astype(str)
+    near = suite[(kernels == head.kernel) | (head.kernel.startswith("range:") & kernels.str.startswith("@run"))]
 
-    def side(runs: list[str]) -> dict[str, np.ndarray]:
-        rows = mine[mine["run_id"].astype(str).isin(runs)]
-        return {str(m): g["value"].to_numpy(dtype="float64") for m, g in rows.groupby("metric", sort=False)}
+    def side(runs: list[str]) -> Mapping[str, np.ndarray]:
+        rows = near[near["run_id"].astype(str).isin(runs)]
+        values: dict[str, dict[str, np.ndarray]] = {}
+        for (kernel, metric), g in rows.groupby(["kernel", "metric"], sort=False):
+            values.setdefault(str(kernel), {})[str(metric)] = g["value"].to_numpy(dtype="float64")
+        return with_run(head.kernel, values) or {}
 
     return diagnose(side(before_runs), side(after_runs), subject=head.metric, arch=arch, whole_run_pct=whole_run)
 

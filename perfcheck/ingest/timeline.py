@@ -138,6 +138,7 @@ def _readers() -> dict[str, TimelineReader]:
 
     return {timeline_kineto.FORMAT: timeline_kineto.read, timeline_nsys.FORMAT: timeline_nsys.read,
             timeline_rocpd.FORMAT: timeline_rocpd.read, timeline_rocprof.FORMAT: timeline_rocprof.read,
+            timeline_rocprof.JSON_FORMAT: timeline_rocprof.read_json,
             **dict.fromkeys(timeline_rocprofv3.FORMATS, timeline_rocprofv3.read)}
 
 
@@ -186,8 +187,10 @@ def read_timeline(paths: str | Path | Sequence[str | Path], format: str | None =
         sources.append(replace(trace.source, rank=rank))
         oddities.extend(trace.oddities)
     _same_clock(paths, activities)
-    return Timeline(activities=pd.concat(activities, ignore_index=True),
-                    ranges=pd.concat(ranges, ignore_index=True),
+    def joined(frames: "list[pd.DataFrame]") -> "pd.DataFrame":  # one file's frame is not copied
+        return frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
+
+    return Timeline(activities=joined(activities), ranges=joined(ranges),
                     sources=tuple(sources), oddities=tuple(oddities))
 
 

@@ -15,10 +15,18 @@ Seen in real exports (Nsight Systems 2025.1, export schema 3.17.1, H200):
   (``textId`` into ``StringIds``). ``globalTid`` is the thread.
 * A report captured without CUDA tracing has no ``CUPTI_ACTIVITY_KIND_*`` tables
   (4x A100, 2026.1): its timeline is empty, with a warning.
+* The rank of the report, before its file name (``report.rank3.sqlite``):
+  ``MPI_RANKS`` (globalTid -> MPI rank, written with ``--trace=mpi``) when it holds
+  one rank, else the launcher's rank variable in the environment nsys ran in
+  (``TARGET_INFO_SYSTEM_ENV``, name ``DeviceEnvironment``: ``NAME=value`` pairs
+  separated by ``;``; under ``mpirun nsys profile ...`` each report's nsys has its
+  rank's variables). ``PROCESSES`` names processes (pid, name) but no rank. A report
+  holding several ranks (``nsys profile mpirun ...``) gets none: a warning says so.
 """
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from contextlib import closing
 from pathlib import Path
@@ -48,6 +56,29 @@ _KERNEL_SQL = (f"SELECT k.start, k.end, k.deviceId, k.streamId, s.value FROM {KE
                "LEFT JOIN StringIds AS s ON s.id = k.demangledName")
 _COPY_SQL = f"SELECT start, end, deviceId, streamId, bytes, copyKind FROM {MEMCPYS}"
 _SET_SQL = f"SELECT start, end, deviceId, streamId, bytes FROM {MEMSETS}"
+
+
+# The rank variables of MPI launchers and torchrun: Open MPI, MPICH/Intel MPI (PMI),
+# PMIx, Slurm, MVAPICH2, HPE PALS (Cray), torch.distributed.
+_RANK_ENV = re.compile(r"(?:^|;)(?:OMPI_COMM_WORLD_RANK|PMI_RANK|PMIX_RANK|SLURM_PROCID|MV2_COMM_WORLD_RANK|"
+                       r"PALS_RANKID|RANK)=(\d+)(?=;|$)")
+
+
+def _rank(connection: sqlite3.Connection, tables: set[str]) -> tuple[int | None, str | None]:
+    """The report's rank from its own tables, and a note when it holds several."""
+    if "MPI_RANKS" in tables:
+        ranks = [int(r) for (r,) in connection.execute("SELECT DISTINCT rank FROM MPI_RANKS LIMIT 2")]
+        if len(ranks) == 1:
+            return ranks[0], None
+        if len(ranks) > 1:
+            return None, "MPI_RANKS holds several ranks: one report of several processes is read as one rank"
+    if "TARGET_INFO_SYSTEM_ENV" in tables:
+        rows = connection.execute("SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'DeviceEnvironment'")
+        for (value,) in rows:
+            found = _RANK_ENV.search(str(value))
+            if found:
+                return int(found.group(1)), None
+    return None, None
 
 
 def _range_types(connection: sqlite3.Connection, tables: set[str]) -> list[int]:
@@ -83,10 +114,11 @@ def read(path: Path) -> TraceTimeline:
                 else None
             nvtx = (_query(connection, _nvtx_sql(_range_types(connection, tables), tables),
                            ["start", "end", "thread", "name"]) if NVTX in tables else None)
+            rank, several = _rank(connection, tables)
     except sqlite3.Error as exc:
         raise InputError(path, f"cannot read the timeline tables ({exc})",
                          hint="is the export complete? re-run `nsys export --type sqlite`") from None
-    oddities: list[Oddity] = []
+    oddities: list[Oddity] = [Oddity(str(path), several)] if several else []
     parts: list[pd.DataFrame] = []
     if kernels is not None:
         kernels["kind"] = KERNEL
@@ -130,5 +162,5 @@ def read(path: Path) -> TraceTimeline:
         "start_ns": nvtx["start"].to_numpy(dtype="int64"),
         "end_ns": nvtx["end"].to_numpy(dtype="int64"),
     }, len(nvtx))
-    source = Source(path=str(path), format=FORMAT, tool=TOOL)
+    source = Source(path=str(path), format=FORMAT, tool=TOOL, rank=rank)
     return TraceTimeline(activities=activities, ranges=ranges, source=source, oddities=tuple(oddities))

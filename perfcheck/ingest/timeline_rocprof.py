@@ -13,24 +13,35 @@ Seen in real databases (ROCm 4.0 on gfx906, Feb 2021; ROCm 6.x on MI300X):
 * ``rocTX``: ROCTx ranges, the names written with their double quotes
   (``"Kokkos::View::initialization [V]"``), which are stripped.
 * Times are ``BeginNs``/``EndNs``, integer ns (stored as text in some versions).
+
+``results.json`` (the same run as a Chrome trace; format ``rocprof-json``) holds the
+same lanes as processes named by ``process_name`` metadata: ``GPU<n>`` (the OPS
+packets), ``COPY`` and ``Markers and Ranges`` (rocTX), each event's ``args``
+carrying the database row (``BeginNs``, ``EndNs``, ``dev-id``, ``queue-id``,
+``Name``) as text; metadata pids are numbers, event pids text. Both files of the
+Kokkos run read to the same timeline.
 """
 
 from __future__ import annotations
 
+import json
+import re
 import sqlite3
+from collections.abc import Callable
 from contextlib import closing
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from perfcheck.documents import json_loads
 from perfcheck.errors import InputError
 from perfcheck.ingest.rocprof import TOOL, UNKNOWN_PACKET
 from perfcheck.ingest.sqlitefile import connect_read_only, table_names
 from perfcheck.ingest.timeline import HOST, KERNEL, MEMCPY, MEMSET, TraceTimeline, activity_frame, range_frame, unusable_times
 from perfcheck.model import Oddity, Source
 
-FORMAT = "rocprof-db"
+FORMAT, JSON_FORMAT = "rocprof-db", "rocprof-json"
 _COPIES = {"CopyHostToDevice": (MEMCPY, "H2D"), "CopyDeviceToHost": (MEMCPY, "D2H"),
            "CopyDeviceToDevice": (MEMCPY, "D2D"), "CopyHostToHost": (MEMCPY, "H2H"), "FillBuffer": (MEMSET, None)}
 
@@ -59,6 +70,47 @@ def _kernel_table(connection: sqlite3.Connection, tables: set[str]) -> pd.DataFr
     return None
 
 
+def _json_lanes(path: Path) -> tuple[pd.DataFrame, pd.Series, dict[str, str]]:
+    """The complete events of a results.json (one row each, ``args`` flattened), their
+    pids as text, and each lane's pid -> its process name."""
+    try:
+        doc = json_loads(path.read_text(encoding="utf-8", errors="replace"), path)
+    except json.JSONDecodeError as exc:
+        raise InputError(path, f"malformed JSON ({exc.msg})", line=exc.lineno, hint="was the file cut off?") from None
+    events = doc.get("traceEvents") if isinstance(doc, dict) else None
+    if not isinstance(events, list):
+        raise InputError(path, "no 'traceEvents' list", hint="is this a rocprof results.json?")
+    table = pd.json_normalize([e for e in events if isinstance(e, dict)], max_level=1)
+    for column in ("ph", "name", "pid", "args.name"):
+        if column not in table:
+            table[column] = pd.NA
+    pids = table["pid"].astype("string")
+    meta = (table["ph"] == "M") & (table["name"] == "process_name")
+    lanes = dict(zip(pids[meta].astype(str), table.loc[meta, "args.name"].astype(str)))
+    complete = table["ph"] == "X"
+    return table[complete], pids[complete], lanes
+
+
+def read_json(path: Path) -> TraceTimeline:
+    """The timeline of a rocprof v1 ``results.json``."""
+    events, pids, lanes = _json_lanes(path)
+
+    def lane(wanted_lane: "Callable[[str], bool]", wanted: dict[str, str]) -> pd.DataFrame | None:
+        chosen = {pid for pid, name in lanes.items() if wanted_lane(name)}
+        if not chosen:
+            return None
+        rows = events[pids.isin(chosen)]
+        present = {f"args.{c}": wanted[c] for c in wanted if f"args.{c}" in rows}
+        return rows[list(present)].rename(columns=present).reset_index(drop=True)
+
+    place = {"Name": "name", "BeginNs": "start", "EndNs": "end", "dev-id": "device", "queue-id": "stream"}
+    kernels = lane(lambda name: re.fullmatch(r"GPU\d+", name) is not None, place)
+    copies = lane(lambda name: name == "COPY", place)
+    marks = lane(lambda name: name == "Markers and Ranges", {"Name": "name", "BeginNs": "start", "EndNs": "end",
+                                                             "tid": "thread"})
+    return _timeline(path, JSON_FORMAT, kernels, copies, marks)
+
+
 def read(path: Path) -> TraceTimeline:
     try:
         with closing(connect_read_only(path)) as connection:
@@ -72,6 +124,13 @@ def read(path: Path) -> TraceTimeline:
     except sqlite3.Error as exc:
         raise InputError(path, f"cannot read the trace tables ({exc})",
                          hint="is the database complete? rocprof writes it when the run ends") from None
+    return _timeline(path, FORMAT, kernels, copies, marks)
+
+
+def _timeline(path: Path, format_name: str, kernels: pd.DataFrame | None, copies: pd.DataFrame | None,
+              marks: pd.DataFrame | None) -> TraceTimeline:
+    """Kernels, copies (columns name, start, end, device, stream) and rocTX ranges
+    (name, start, end, thread) of either file, as a timeline."""
     oddities: list[Oddity] = []
     parts = []
     if kernels is not None:
@@ -114,5 +173,5 @@ def read(path: Path) -> TraceTimeline:
         "thread": pd.to_numeric(marks["thread"], errors="coerce").to_numpy() if "thread" in marks else pd.NA,
         "start_ns": m_start.to_numpy(dtype="int64"), "end_ns": m_end.to_numpy(dtype="int64"),
     }, len(marks))
-    return TraceTimeline(activities=activities, ranges=ranges, source=Source(path=str(path), format=FORMAT, tool=TOOL),
-                         oddities=tuple(oddities))
+    return TraceTimeline(activities=activities, ranges=ranges,
+                         source=Source(path=str(path), format=format_name, tool=TOOL), oddities=tuple(oddities))

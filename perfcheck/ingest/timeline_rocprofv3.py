@@ -13,6 +13,24 @@ Seen in real files (rocprofiler-sdk documentation, 2024 and 2025):
   agent of a copy to a device, else the source agent. The files hold no byte
   counts (``bytes`` is missing) and no stream for kernels before 2025 (``Queue_Id``
   is used then: a queue is where a dispatch waits, the nearest thing to a stream).
+
+``marker_api_trace.csv`` (``--marker-trace``) holds the ROCTx ranges. Its columns
+are those of every API trace (``Domain``, ``Function``, ``Process_Id``,
+``Thread_Id``, ``Correlation_Id``, ``Start_Timestamp``, ``End_Timestamp``; format
+``rocprofv3-api-trace``); per the rocprofiler-sdk documentation (using-rocprofv3,
+"Marker trace", 2024-2025):
+
+* a range (``roctxRangePush``/``Pop``, ``roctxRangeStart``/``Stop``) is one row whose
+  ``Function`` is the range's message, from its start to its end;
+* a mark (``roctxMark``) is a row whose start equals its end: an instant, not a range;
+* ROCTx's own calls appear under their function names (``roctxGetThreadId``) and
+  ``MARKER_CONTROL_API`` / ``MARKER_NAME_API`` rows are profiler control and thread
+  naming: none is a range;
+* the domain of ranges is ``MARKER_CORE_API`` (ROCm 6.x) or ``MARKER_CORE_RANGE_API``
+  (ROCm 7.x): any ``MARKER_CORE*`` domain counts.
+
+Other API traces (``hip_api_trace.csv``) have no ROCTx rows: an empty timeline, with
+a warning.
 """
 
 from __future__ import annotations
@@ -24,11 +42,13 @@ import pandas as pd
 
 from perfcheck.ingest.rocprofv3 import TOOL
 from perfcheck.ingest.tabular import read_csv, require_columns
-from perfcheck.ingest.timeline import KERNEL, MEMCPY, TraceTimeline, activity_frame, range_frame, unusable_times
+from perfcheck.ingest.timeline import HOST, KERNEL, MEMCPY, TraceTimeline, activity_frame, range_frame, unusable_times
 from perfcheck.model import Oddity, Source
 
-KERNEL_TRACE, COPY_TRACE = "rocprofv3-kernel-trace", "rocprofv3-memory-copy-trace"
-FORMATS = (KERNEL_TRACE, COPY_TRACE)
+KERNEL_TRACE, COPY_TRACE, API_TRACE = "rocprofv3-kernel-trace", "rocprofv3-memory-copy-trace", "rocprofv3-api-trace"
+FORMATS = (KERNEL_TRACE, COPY_TRACE, API_TRACE)
+# ROCTx's own API functions ("roctxGetThreadId", "roctxRangePushA"): calls, not messages.
+_ROCTX_CALL = r"^roctx[A-Z]\w*$"
 _DIRECTION = {"MEMORY_COPY_HOST_TO_DEVICE": "H2D", "MEMORY_COPY_DEVICE_TO_HOST": "D2H",
               "MEMORY_COPY_DEVICE_TO_DEVICE": "D2D", "MEMORY_COPY_HOST_TO_HOST": "H2H"}
 _TIMES = ("Start_Timestamp", "End_Timestamp")
@@ -46,9 +66,39 @@ def _times(frame: pd.DataFrame) -> tuple[pd.Series, pd.Series, pd.Series]:
     return start, end, bad
 
 
+def _markers(path: Path, table: pd.DataFrame) -> TraceTimeline:
+    """The ROCTx ranges of a marker (or any API) trace."""
+    require_columns(path, list(table.columns), (*_TIMES, "Domain", "Function"), line=1)
+    start, end, bad = _times(table)
+    domain = table["Domain"].astype("string").str.strip()
+    function = table["Function"].astype("string")
+    marker = domain.str.startswith("MARKER_CORE").fillna(False).astype(bool)
+    calls = function.str.fullmatch(_ROCTX_CALL).fillna(False).astype(bool)
+    keep = marker & ~calls & ~bad & (end > start)
+    oddities = []
+    if (marker & bad).any():
+        oddities.append(Oddity(str(path), "ROCTx row with a missing time or an end before its start left out",
+                               int((marker & bad).sum())))
+    if not keep.any():
+        what = "marks only, no ROCTx ranges" if marker.any() else "no ROCTx ranges (not a --marker-trace file)"
+        oddities.append(Oddity(str(path), what))
+    rows = table[keep]
+    thread = pd.to_numeric(rows["Thread_Id"], errors="coerce") if "Thread_Id" in rows else pd.NA
+    ranges = range_frame({
+        "name": function[keep].to_numpy(), "on": HOST,
+        "thread": thread.to_numpy() if isinstance(thread, pd.Series) else thread,
+        "start_ns": start[keep].to_numpy(dtype="int64"), "end_ns": end[keep].to_numpy(dtype="int64"),
+    }, int(keep.sum()))
+    activities = activity_frame({"kind": KERNEL, "start_ns": [], "end_ns": []}, 0)
+    return TraceTimeline(activities=activities, ranges=ranges,
+                         source=Source(path=str(path), format=API_TRACE, tool=TOOL), oddities=tuple(oddities))
+
+
 def read(path: Path) -> TraceTimeline:
     table = read_csv(path)
     header = list(table.columns)
+    if "Domain" in header and "Function" in header:
+        return _markers(path, table)
     copies = "Direction" in header
     require_columns(path, header, (*_TIMES, "Direction", "Source_Agent_Id", "Destination_Agent_Id") if copies
                     else (*_TIMES, "Agent_Id", "Kernel_Name"), line=1)

@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 from perfcheck.ingest.timeline import DIRECTIONS, KERNEL, MEMCPY, MEMSET, Timeline
-from perfcheck.schema import RANK_SPREAD_OF, TIMELINE_METRICS
+from perfcheck.schema import PER_STEP_OF, RANK_SPREAD_OF, TIMELINE_METRICS
 
 # A range's metrics take the names of a kernel's: calls, duration (the median),
 # duration_p90, duration_total.
@@ -76,46 +76,71 @@ def union_length(starts: np.ndarray, ends: np.ndarray) -> int:
     return int((e - s).sum())
 
 
-def _union(frame: pd.DataFrame) -> int:
-    return union_length(frame["start_ns"].to_numpy(), frame["end_ns"].to_numpy())
-
-
-def _device(frame: pd.DataFrame) -> dict[str, float]:
-    starts, ends = frame["start_ns"].to_numpy(), frame["end_ns"].to_numpy()
-    merged_s, merged_e = merge(starts, ends)
+def _device(start: np.ndarray, end: np.ndarray, kind: np.ndarray, comm: np.ndarray, size: np.ndarray,
+            direction: np.ndarray) -> dict[str, float]:
+    """The device metrics of one device's activities, given as arrays (masks select
+    the kinds: a 1 GB trace's activities are not copied once per kind)."""
+    merged_s, merged_e = merge(start, end)
     span = int(merged_e[-1] - merged_s[0]) if len(merged_s) else 0
     busy = int((merged_e - merged_s).sum())
     gaps = merged_s[1:] - merged_e[:-1]
-    kernels = frame[frame["kind"] == KERNEL]
-    compute = kernels[~kernels["comm"]]
-    comm = kernels[kernels["comm"]]
-    copies = frame[frame["kind"] == MEMCPY]
-    compute_ns, comm_ns = _union(compute), _union(comm)
-    hidden = compute_ns + comm_ns - _union(pd.concat([compute, comm]))
+    kernels = kind == KERNEL
+    compute, communication = kernels & ~comm, kernels & comm
+
+    def union(mask: np.ndarray) -> int:
+        return union_length(start[mask], end[mask])
+
+    kernel_ns, compute_ns, comm_ns = union(kernels), union(compute), union(communication)
+    hidden = compute_ns + comm_ns - kernel_ns  # compute and communication together are the kernels
     pct = (lambda ns: 100.0 * ns / span) if span > 0 else (lambda ns: np.nan)
-    copy_bytes = copies["bytes"].sum(min_count=1)
-    copy_dur = float((copies["end_ns"] - copies["start_ns"]).sum()) * _NS
+    copies = kind == MEMCPY
+    took = (end - start).astype("float64") * _NS
+
+    def moved(mask: np.ndarray) -> float:
+        picked = size[mask]
+        return float(np.nansum(picked)) if np.isfinite(picked).any() else np.nan
+
+    copy_bytes, copy_dur = moved(copies), float(took[copies].sum())
     out: dict[str, float] = {
         "span": span * _NS, "busy": busy * _NS, "gpu_busy_pct": pct(busy), "idle": (span - busy) * _NS,
         "idle_pct": pct(span - busy), "idle_gap_max": float(gaps.max()) * _NS if len(gaps) else 0.0,
-        "kernel_time": _union(kernels) * _NS, "compute_time": compute_ns * _NS, "compute_pct": pct(compute_ns),
-        "non_compute_pct": pct(busy - compute_ns), "kernels": float(len(kernels)),
-        "memcpy_time": _union(copies) * _NS, "memcpy_calls": float(len(copies)), "memcpy_bytes": copy_bytes,
+        "kernel_time": kernel_ns * _NS, "compute_time": compute_ns * _NS, "compute_pct": pct(compute_ns),
+        "non_compute_pct": pct(busy - compute_ns), "kernels": float(kernels.sum()),
+        "memcpy_time": union(copies) * _NS, "memcpy_calls": float(copies.sum()), "memcpy_bytes": copy_bytes,
         "memcpy_bw": copy_bytes / copy_dur if copy_dur > 0 else np.nan,
-        "memset_time": _union(frame[frame["kind"] == MEMSET]) * _NS,
+        "memset_time": union(kind == MEMSET) * _NS,
         "comm_time": comm_ns * _NS, "comm_share_pct": pct(comm_ns),
         "comm_overlap_pct": 100.0 * hidden / comm_ns if comm_ns > 0 else np.nan,
     }
-    for direction in DIRECTIONS:
-        low = direction.lower()
-        these = copies[copies["direction"] == direction]
-        moved = these["bytes"].sum(min_count=1)
-        took = float((these["end_ns"] - these["start_ns"]).sum()) * _NS
-        out[f"memcpy_{low}_time"] = _union(these) * _NS
-        out[f"memcpy_{low}_calls"] = float(len(these))
-        out[f"memcpy_{low}_bytes"] = moved
-        out[f"memcpy_{low}_bw"] = moved / took if took > 0 else np.nan
+    for name in DIRECTIONS:
+        low = name.lower()
+        these = copies & (direction == name)
+        bytes_moved, seconds = moved(these), float(took[these].sum())
+        out[f"memcpy_{low}_time"] = union(these) * _NS
+        out[f"memcpy_{low}_calls"] = float(these.sum())
+        out[f"memcpy_{low}_bytes"] = bytes_moved
+        out[f"memcpy_{low}_bw"] = bytes_moved / seconds if seconds > 0 else np.nan
     return out
+
+
+STEP_GROUP = "ProfilerStep"  # the range group torch.profiler writes per step (ProfilerStep#N)
+
+
+def _per_step(table: pd.DataFrame, timeline: Timeline) -> pd.DataFrame:
+    """``table`` (one row per rank, device) with ``steps`` (the host ProfilerStep ranges
+    of its rank; a trace without ranks counts all of them) and each PER_STEP_OF metric
+    over them; missing where the rank recorded no step."""
+    r = timeline.ranges
+    steps = r[(r["group"] == STEP_GROUP) & (r["on"] == "host")]
+    per_rank = steps.groupby(steps["rank"].fillna(-1), sort=False).size()
+    ranks = pd.Series(table.index.get_level_values("rank"), index=table.index).fillna(-1)
+    count = ranks.map(per_rank).astype("float64")
+    table = table.copy()
+    table["steps"] = count
+    divisor = count.where(count > 0)
+    for name in PER_STEP_OF:
+        table[f"{name}_per_step"] = table[name] / divisor
+    return table
 
 
 def device_metrics(timeline: Timeline) -> pd.DataFrame:
@@ -124,14 +149,20 @@ def device_metrics(timeline: Timeline) -> pd.DataFrame:
     keys = ["rank", "device_id"]
     rows = []
     index = []
+    start, end = a["start_ns"].to_numpy(dtype="int64"), a["end_ns"].to_numpy(dtype="int64")
+    kind = a["kind"].to_numpy(dtype=object, na_value="")
+    comm = a["comm"].to_numpy(dtype=bool)
+    size = a["bytes"].to_numpy(dtype="float64")
+    direction = a["direction"].to_numpy(dtype=object, na_value="")
     # one group per device of a rank: a handful, each computed with array operations
-    for key, frame in a.groupby(keys, dropna=False, sort=True):
+    for key, at in a.groupby(keys, dropna=False, sort=True).indices.items():
         index.append(key)
-        rows.append(_device(frame))
+        rows.append(_device(start[at], end[at], kind[at], comm[at], size[at], direction[at]))
     names = list(DEVICE_METRICS)
     if not rows:
         return pd.DataFrame(columns=names, index=pd.MultiIndex.from_tuples([], names=keys))
-    return pd.DataFrame(rows, index=pd.MultiIndex.from_tuples(index, names=keys))[names]
+    table = pd.DataFrame(rows, index=pd.MultiIndex.from_tuples(index, names=keys))
+    return _per_step(table, timeline)[names]
 
 
 def range_metrics(timeline: Timeline) -> pd.DataFrame:
@@ -156,7 +187,8 @@ def rank_spread(devices: pd.DataFrame) -> pd.DataFrame:
     if devices.empty:
         return pd.DataFrame(columns=[*SPREAD, "straggler"])
     ranks = devices.index.get_level_values("rank")
-    additive = [m for m, (unit, _) in DEVICE_METRICS.items() if unit in ("s", "B", "count")]
+    # a rank's devices share its steps: the count is not summed over them
+    additive = [m for m, (unit, _) in DEVICE_METRICS.items() if unit in ("s", "B", "count") and m != "steps"]
     averaged = [m for m in DEVICE_METRICS if m not in additive]
     per_rank = pd.concat([devices[additive].groupby(ranks, dropna=False).sum(min_count=1),
                           devices[averaged].groupby(ranks, dropna=False).mean()], axis=1)[list(DEVICE_METRICS)]

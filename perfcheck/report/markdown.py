@@ -140,10 +140,40 @@ def _number(value: object) -> float | None:
     return None if number != number else number
 
 
+# A timeline time -> its share of the device's span (perfcheck.metrics.timeline).
+_SHARE_OF_SPAN = {"idle": "idle_pct", "busy": "gpu_busy_pct", "compute_time": "compute_pct",
+                  "comm_time": "comm_share_pct"}
+
+
+def _timeline_cell(check: Check, row: Mapping[str, object]) -> str:
+    """The last column of a timeline row: what a reviewer reads beside the number. A
+    range: its calls and p90 ("50 calls, p90 493.5 us"); the run: a time's share of
+    the span ("13.3% of span"), a whole-run count or size per training step
+    ("2 per step"); no peak: a timeline has none."""
+    from perfcheck.metrics.timeline import RANGE_PREFIX
+
+    if check.kernel.startswith(RANGE_PREFIX):
+        calls, p90 = _number(row.get("calls")), _number(row.get("duration_p90"))
+        parts = ([f"{format_value(calls, 'count')} calls"] if calls is not None else []) + (
+            [f"p90 {format_value(p90, 's')}"] if p90 is not None and check.metric.startswith("duration") else [])
+        return _cell(", ".join(parts)) if parts else "-"
+    share = _number(row.get(_SHARE_OF_SPAN.get(check.metric, "")))
+    if share is not None:
+        return f"{share:.1f}% of span"
+    per_step = _number(row.get(f"{check.metric}_per_step"))
+    if per_step is not None:
+        return _cell(f"{format_value(per_step, check.unit or 'count')} per step")
+    return "-"
+
+
 def _peak_cell(check: Check, row: Mapping[str, object] | None, analysis: "Analysis | None") -> str:
     """"44.9% of empirical 1.075 TB/s", "limited by lds", or "-"."""
     if row is None:
         return "-"
+    from perfcheck.metrics.timeline import is_timeline_name
+
+    if is_timeline_name(check.kernel):
+        return _timeline_cell(check, row)
     metric = check.metric
     # Occupancy and the launch resources that set it; scratch (spills) does not limit it.
     if metric in ("occupancy_pct", "achieved_occupancy_pct", "vgpr", "agpr", "sgpr", "registers",
