@@ -2,9 +2,10 @@
 the timeline metrics: its temporal breakdown, communication-computation overlap and
 GPU kernel breakdown of one Kineto trace, unrounded, in percent.
 
-HTA is not a test dependency (it pulls in JupyterLab): the figures it gave are
-recorded in tests/test_timeline_metrics.py, and the test that runs it live skips
-where it is not installed. Run this file to print them again:
+HTA is in the ``test`` extra (the brief's oracle for timeline breakdowns; it pulls in
+JupyterLab, which costs CI about a minute of install). The figures it gave are also
+recorded in tests/test_timeline_metrics.py, so the comparison holds where it is not
+installed; the live tests skip there. Run this file to print them again:
 
     python tests/hta_oracle.py TRACE.json[.gz] ...
 

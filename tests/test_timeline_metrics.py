@@ -159,6 +159,20 @@ def test_live_hta_agrees(tmp_path: Path):
         assert abs(row[metric] - figures[metric]) < 0.1, metric
 
 
+@pytest.mark.parametrize("trace", list(HTA))
+def test_live_hta_agrees_on_the_real_traces(trace: str):
+    """HTA itself, run now on each real trace (the recorded figures above came from it):
+    span, idle / compute / non-compute within 0.1 percentage points."""
+    pytest.importorskip("hta")
+    from hta_oracle import hta_figures
+
+    figures = hta_figures(profile(trace))
+    row = timeline_metrics(read_timeline(profile(trace))).devices.iloc[0]
+    assert row["span"] * 1e6 == pytest.approx(figures["span_us"], abs=1e-3)
+    for metric in ("idle_pct", "compute_pct", "non_compute_pct"):
+        assert abs(row[metric] - figures[metric]) < 0.1, metric
+
+
 def test_metrics_are_listed_with_units(cli):
     from perfcheck.ingest.timeline import DIRECTIONS
     from perfcheck.schema import TIMELINE_METRICS
