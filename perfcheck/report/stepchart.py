@@ -58,6 +58,10 @@ def step_chart(current: "pd.DataFrame", stem: Path, *, baseline: "pd.DataFrame |
         ax.set_ylabel("ms")
         ax.set_title(_label(rank, device) or "the run", fontsize=10, loc="left")
         ax.margins(x=0.01)
+        # steps are whole numbers: a tick at each (at most ~20 labelled), never at -0.25
+        from matplotlib.ticker import MaxNLocator
+
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=20, integer=True))
     axes[-1].set_xlabel("step")
     if not shown:
         axes[0].text(0.5, 0.5, "no steps in this timeline", ha="center", va="center", transform=axes[0].transAxes)
