@@ -27,6 +27,7 @@ file are quoted with ``quote`` and never pasted into SQL as they are.
 from __future__ import annotations
 
 import sqlite3
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import closing
 from dataclasses import dataclass, field
@@ -245,14 +246,22 @@ class Range:
 
 
 def _parse_integers(text: str | None, count: int) -> np.ndarray | None:
+    """The ``count`` integers group_concat wrote into ``text`` from a column of numbers
+    and NULLs (``read_ranges`` checked that), or None when it holds anything else:
+    exactly ``count - 1`` commas (a NULL leaves one out), and numpy's C parser reading
+    all of it as integers (a real is written with a '.' or an exponent, Inf as 'Inf':
+    each stops the parse)."""
     if count == 0:
         return np.zeros(0, dtype=np.int64)
-    if not text:
+    if not text or text.count(",") != count - 1:
         return None
-    try:
-        values = np.fromstring(text, dtype=np.int64, sep=",")  # C parser; SQLite wrote plain integers
-    except ValueError:
-        return None
+    with warnings.catch_warnings():
+        # numpy < 2.x warns (DeprecationWarning) where 2.x raises on an unparsed tail.
+        warnings.simplefilter("error")
+        try:
+            values = np.fromstring(text, dtype=np.int64, sep=",")  # C parser
+        except (ValueError, DeprecationWarning):
+            return None
     return values if len(values) == count else None
 
 
@@ -274,9 +283,13 @@ def read_ranges(reader: Reader, source: str, where: str, params: Sequence[Any], 
         return
     low, high = bounds
     columns = [key, *series]
-    guard = " OR ".join(f"typeof({c}) <> 'integer'" for c in columns)
+    # typeof(max(c)) per column, not a typeof per cell (which costs as much as the
+    # concatenation): SQLite orders text and blobs after every number, so the maximum is
+    # a number only in a column of numbers and NULLs. group_concat skips NULLs and writes
+    # a real with a '.' or an exponent: _parse_integers catches both in the text.
+    types = ", ".join(f"typeof(max({c}))" for c in columns)
     concat = ", ".join(f"group_concat({c})" for c in columns)
-    q_series = f"SELECT count(*), total({guard}), {concat} FROM {source} WHERE {filt}{rowid} BETWEEN ? AND ?"
+    q_series = f"SELECT count(*), {types}, {concat} FROM {source} WHERE {filt}{rowid} BETWEEN ? AND ?"
     q_configs = f"SELECT DISTINCT {', '.join([key, *config])} FROM {source} WHERE {filt}{rowid} BETWEEN ? AND ?"
     for first in range(low, high + 1, size):
         last = min(first + size - 1, high)
@@ -284,10 +297,11 @@ def read_ranges(reader: Reader, source: str, where: str, params: Sequence[Any], 
         count = int(head[0]) if head else 0
         if not count:
             continue
-        if head[1]:
+        width = len(columns)
+        if any(t not in ("integer", "real") for t in head[1:1 + width]):  # text or blobs
             yield Range(first, last, exact=False)
             continue
-        arrays = [_parse_integers(text, count) for text in head[2:]]
+        arrays = [_parse_integers(text, count) for text in head[1 + width:]]
         if any(a is None for a in arrays):
             yield Range(first, last, exact=False)
             continue
