@@ -310,3 +310,30 @@ def test_running_out_of_memory_is_a_one_line_error(cli, monkeypatch: pytest.Monk
     line = one_line_error(result, None, "ran out of", "--since")
     assert "internal error" not in line
     assert ("pyarrow's memory pool" in line) == (error == "arrow")
+
+
+def test_a_read_stopped_early_leaves_no_worker_nor_connection(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ranges are read one ahead on a worker thread with its own connection: a
+    caller that stops after the first chunk ends both (no thread left running)."""
+    import threading
+
+    path = _copy(H200, tmp_path)
+    _grow_nsys(path, 40)
+    monkeypatch.setattr(nsys, "CHUNK_ROWS", 50)
+    opened: list[sqlitefile.Reader] = []
+    real_init = sqlitefile.Reader.__init__
+
+    def tracked(self, *args, **kwargs) -> None:  # noqa: ANN001, ANN002, ANN003
+        real_init(self, *args, **kwargs)
+        opened.append(self)
+
+    monkeypatch.setattr(sqlitefile.Reader, "__init__", tracked)
+    chunks = open_profile(path, None, metrics_want()).chunks
+    assert len(next(chunks)) > 0
+    assert any(t.name.startswith("perfcheck-sqlite") for t in threading.enumerate())
+    chunks.close()
+    assert not any(t.name.startswith("perfcheck-sqlite") for t in threading.enumerate())
+    assert len(opened) >= 3  # the scan's, the chunks', the worker's
+    for reader in opened:
+        with pytest.raises(sqlite3.ProgrammingError):  # closed
+            reader.connection.execute("SELECT 1")
