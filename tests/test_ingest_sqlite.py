@@ -337,3 +337,12 @@ def test_a_read_stopped_early_leaves_no_worker_nor_connection(tmp_path: Path, mo
     for reader in opened:
         with pytest.raises(sqlite3.ProgrammingError):  # closed
             reader.connection.execute("SELECT 1")
+
+
+@pytest.mark.parametrize("text, count", [("1,2,3.5", 3), ("1,2,1.0e+20", 3), ("1,Inf,2", 3), ("-Inf", 1), ("1,2,", 3),
+                                         ("1,,3", 3), ("1,2", 3), ("", 1)])
+def test_group_concat_text_that_is_not_integers_is_refused(text: str, count: int) -> None:
+    # SQLite writes reals with a '.' (its "%!.15g") or as Inf; older numpy would parse
+    # "3.5" as 3 with a warning, so the text is checked before numpy sees it.
+    assert sqlitefile._parse_integers(text, count) is None
+    assert list(sqlitefile._parse_integers("12,-3,0", 3)) == [12, -3, 0]

@@ -27,7 +27,6 @@ file are quoted with ``quote`` and never pasted into SQL as they are.
 from __future__ import annotations
 
 import sqlite3
-import warnings
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import closing
@@ -249,20 +248,19 @@ class Range:
 def _parse_integers(text: str | None, count: int) -> np.ndarray | None:
     """The ``count`` integers group_concat wrote into ``text`` from a column of numbers
     and NULLs (``read_ranges`` checked that), or None when it holds anything else:
-    exactly ``count - 1`` commas (a NULL leaves one out), and numpy's C parser reading
-    all of it as integers (a real is written with a '.' or an exponent, Inf as 'Inf':
-    each stops the parse)."""
+    exactly ``count - 1`` commas (a NULL leaves one out) and no real, which SQLite
+    writes with a '.' (1.0e+20 too: its "%!.15g") or as 'Inf'. Checked on the text
+    before parsing: older numpy stops at a '.' with a warning and returns the
+    integers before it, and a warnings filter would be process-wide (this runs on
+    the reading thread)."""
     if count == 0:
         return np.zeros(0, dtype=np.int64)
-    if not text or text.count(",") != count - 1:
+    if not text or text.count(",") != count - 1 or "." in text or "I" in text:
         return None
-    with warnings.catch_warnings():
-        # numpy < 2.x warns (DeprecationWarning) where 2.x raises on an unparsed tail.
-        warnings.simplefilter("error")
-        try:
-            values = np.fromstring(text, dtype=np.int64, sep=",")  # C parser
-        except (ValueError, DeprecationWarning):
-            return None
+    try:
+        values = np.fromstring(text, dtype=np.int64, sep=",")  # C parser
+    except ValueError:
+        return None
     return values if len(values) == count else None
 
 
