@@ -119,6 +119,42 @@ def test_rocpd_fast_read_is_the_view_read(tmp_path: Path, monkeypatch: pytest.Mo
     assert len(d) == 4 * 301 and d["kernel"].nunique() == 2
 
 
+# Cells the fast read must not take as integers (it checks group_concat's text, not each
+# cell's type): each sends its range to the row-by-row read, whose values and warnings
+# the fast read must then give. The table's columns lose their INTEGER affinity first,
+# so text that looks like a number stays text, as in a hand-made file.
+ODD_CELLS = ["66", "NULL", "'2,'", "''", "1.5", "3.0", "'99999999999999999999'", "'-99999999999999999999'", "'12abc'", "'Inf'",
+             "' 12'", "'12'", "x'3132'"]
+
+
+@pytest.mark.parametrize("cell", ODD_CELLS)
+@pytest.mark.parametrize("column", ["start", "demangledName", "gridY"])
+def test_odd_cells_leave_their_range_to_the_row_by_row_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                           column: str, cell: str) -> None:
+    path = _copy(H200, tmp_path)
+    _grow_nsys(path, 5)
+    with sqlite3.connect(path) as db:
+        db.execute("PRAGMA writable_schema = ON")
+        db.execute("UPDATE sqlite_master SET sql = replace(replace(sql, 'NOT NULL', ''), 'INTEGER', '') "
+                   "WHERE name = 'CUPTI_ACTIVITY_KIND_KERNEL'")
+    with sqlite3.connect(path) as db:
+        # one cell in the second range, and a NULL beside it that a comma in the cell could hide
+        db.execute(f'UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET "{column}" = {cell} WHERE rowid = 25')
+        if "," in cell:
+            db.execute(f'UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET "{column}" = NULL WHERE rowid = 31')
+    monkeypatch.setattr(nsys, "CHUNK_ROWS", 20)
+    want = metrics_want()
+    fast, fast_odd = _table(path, want)
+    monkeypatch.setattr(sqlitefile, "_parse_integers", lambda text, count: None)  # every range row by row
+    slow, slow_odd = _table(path, want)
+    assert [(o.what, o.count) for o in fast_odd] == [(o.what, o.count) for o in slow_odd]
+    for name in sorted(c for c in fast.columns if c in want):
+        a, b = fast[name], slow[name]
+        if name == "kernel":
+            a, b = a.astype("string"), b.astype("string")
+        pd.testing.assert_series_equal(a, b, check_dtype=False, check_categorical=False, obj=name)
+
+
 def test_null_timestamps_are_counted_with_a_warning(tmp_path: Path, cli, monkeypatch: pytest.MonkeyPatch) -> None:
     path = _copy(H200, tmp_path)
     _grow_nsys(path, 5)
@@ -274,3 +310,39 @@ def test_running_out_of_memory_is_a_one_line_error(cli, monkeypatch: pytest.Monk
     line = one_line_error(result, None, "ran out of", "--since")
     assert "internal error" not in line
     assert ("pyarrow's memory pool" in line) == (error == "arrow")
+
+
+def test_a_read_stopped_early_leaves_no_worker_nor_connection(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ranges are read one ahead on a worker thread with its own connection: a
+    caller that stops after the first chunk ends both (no thread left running)."""
+    import threading
+
+    path = _copy(H200, tmp_path)
+    _grow_nsys(path, 40)
+    monkeypatch.setattr(nsys, "CHUNK_ROWS", 50)
+    opened: list[sqlitefile.Reader] = []
+    real_init = sqlitefile.Reader.__init__
+
+    def tracked(self, *args, **kwargs) -> None:  # noqa: ANN001, ANN002, ANN003
+        real_init(self, *args, **kwargs)
+        opened.append(self)
+
+    monkeypatch.setattr(sqlitefile.Reader, "__init__", tracked)
+    chunks = open_profile(path, None, metrics_want()).chunks
+    assert len(next(chunks)) > 0
+    assert any(t.name.startswith("perfcheck-sqlite") for t in threading.enumerate())
+    chunks.close()
+    assert not any(t.name.startswith("perfcheck-sqlite") for t in threading.enumerate())
+    assert len(opened) >= 3  # the scan's, the chunks', the worker's
+    for reader in opened:
+        with pytest.raises(sqlite3.ProgrammingError):  # closed
+            reader.connection.execute("SELECT 1")
+
+
+@pytest.mark.parametrize("text, count", [("1,2,3.5", 3), ("1,2,1.0e+20", 3), ("1,Inf,2", 3), ("-Inf", 1), ("1,2,", 3),
+                                         ("1,,3", 3), ("1,2", 3), ("", 1)])
+def test_group_concat_text_that_is_not_integers_is_refused(text: str, count: int) -> None:
+    # SQLite writes reals with a '.' (its "%!.15g") or as Inf; older numpy would parse
+    # "3.5" as 3 with a warning, so the text is checked before numpy sees it.
+    assert sqlitefile._parse_integers(text, count) is None
+    assert list(sqlitefile._parse_integers("12,-3,0", 3)) == [12, -3, 0]

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -245,12 +246,19 @@ class Range:
 
 
 def _parse_integers(text: str | None, count: int) -> np.ndarray | None:
+    """The ``count`` integers group_concat wrote into ``text`` from a column of numbers
+    and NULLs (``read_ranges`` checked that), or None when it holds anything else:
+    exactly ``count - 1`` commas (a NULL leaves one out) and no real, which SQLite
+    writes with a '.' (1.0e+20 too: its "%!.15g") or as 'Inf'. Checked on the text
+    before parsing: older numpy stops at a '.' with a warning and returns the
+    integers before it, and a warnings filter would be process-wide (this runs on
+    the reading thread)."""
     if count == 0:
         return np.zeros(0, dtype=np.int64)
-    if not text:
+    if not text or text.count(",") != count - 1 or "." in text or "I" in text:
         return None
     try:
-        values = np.fromstring(text, dtype=np.int64, sep=",")  # C parser; SQLite wrote plain integers
+        values = np.fromstring(text, dtype=np.int64, sep=",")  # C parser
     except ValueError:
         return None
     return values if len(values) == count else None
@@ -274,35 +282,36 @@ def read_ranges(reader: Reader, source: str, where: str, params: Sequence[Any], 
         return
     low, high = bounds
     columns = [key, *series]
-    guard = " OR ".join(f"typeof({c}) <> 'integer'" for c in columns)
+    # typeof(max(c)) per column, not a typeof per cell (which costs as much as the
+    # concatenation): SQLite orders text and blobs after every number, so the maximum is
+    # a number only in a column of numbers and NULLs. group_concat skips NULLs and writes
+    # a real with a '.' or an exponent: _parse_integers catches both in the text.
+    types = ", ".join(f"typeof(max({c}))" for c in columns)
     concat = ", ".join(f"group_concat({c})" for c in columns)
-    q_series = f"SELECT count(*), total({guard}), {concat} FROM {source} WHERE {filt}{rowid} BETWEEN ? AND ?"
+    q_series = f"SELECT count(*), {types}, {concat} FROM {source} WHERE {filt}{rowid} BETWEEN ? AND ?"
     q_configs = f"SELECT DISTINCT {', '.join([key, *config])} FROM {source} WHERE {filt}{rowid} BETWEEN ? AND ?"
-    for first in range(low, high + 1, size):
-        last = min(first + size - 1, high)
-        head = reader.one(source, q_series, [*params, first, last])
+
+    def one_range(own: Reader, first: int, last: int) -> Range | None:
+        head = own.one(source, q_series, [*params, first, last])
         count = int(head[0]) if head else 0
         if not count:
-            continue
-        if head[1]:
-            yield Range(first, last, exact=False)
-            continue
-        arrays = [_parse_integers(text, count) for text in head[2:]]
+            return None
+        width = len(columns)
+        if any(t not in ("integer", "real") for t in head[1:1 + width]):  # text or blobs
+            return Range(first, last, exact=False)
+        arrays = [_parse_integers(text, count) for text in head[1 + width:]]
         if any(a is None for a in arrays):
-            yield Range(first, last, exact=False)
-            continue
-        configs = reader.rows(source, q_configs, [*params, first, last])
+            return Range(first, last, exact=False)
+        configs = own.rows(source, q_configs, [*params, first, last])
         if any(not (v is None or (isinstance(v, int) and not isinstance(v, bool))) for row in configs for v in row):
-            yield Range(first, last, exact=False)
-            continue
+            return Range(first, last, exact=False)
         keys = arrays[0]
         per_key: dict[int, list[int]] = {}
         for i, c in enumerate(configs):
             per_key.setdefault(c[0], []).append(i)
         uniques, inverse = np.unique(keys, return_inverse=True)
         if any(int(u) not in per_key for u in uniques):  # the file changed between the two reads
-            yield Range(first, last, exact=False)
-            continue
+            return Range(first, last, exact=False)
         of_row = np.array([per_key[int(u)][0] for u in uniques], dtype=np.int64)[inverse]
         several = [k for k, found in per_key.items() if len(found) > 1]
         if several:
@@ -310,16 +319,49 @@ def read_ranges(reader: Reader, source: str, where: str, params: Sequence[Any], 
             # configurations row by row, in the same (rowid) order as the series.
             rows_of = np.isin(keys, np.array(several, dtype=np.int64))
             marks = ", ".join("?" * len(several))
-            picked = reader.rows(source, f"SELECT {', '.join([key, *config])} FROM {source} WHERE {filt}{rowid} "
-                                         f"BETWEEN ? AND ? AND {key} IN ({marks}) ORDER BY {rowid}",
-                                 [*params, first, last, *several])
+            picked = own.rows(source, f"SELECT {', '.join([key, *config])} FROM {source} WHERE {filt}{rowid} "
+                                      f"BETWEEN ? AND ? AND {key} IN ({marks}) ORDER BY {rowid}",
+                                  [*params, first, last, *several])
             index = {c: i for i, c in enumerate(configs)}
             if len(picked) != int(rows_of.sum()) or any(r not in index for r in picked):
-                yield Range(first, last, exact=False)
-                continue
+                return Range(first, last, exact=False)
             of_row[rows_of] = np.fromiter((index[r] for r in picked), dtype=np.int64, count=len(picked))
-        yield Range(first, last, exact=True, series=dict(zip(series, arrays[1:])),
-                    configs=configs, config_of_row=of_row)
+        return Range(first, last, exact=True, series=dict(zip(series, arrays[1:])),
+                     configs=configs, config_of_row=of_row)
+
+    # The ranges are read on a connection of their own in a worker thread, one range
+    # ahead: SQLite runs without the GIL (CPython's sqlite3 releases it around each
+    # step), so the next range's scan overlaps with what the caller does with this one
+    # (names, the per-kernel summary), which would otherwise add to SQLite's time. The
+    # worker's connection is a Reader as bounded as this one.
+    starts = iter(range(low, high + 1, size))
+    state: dict[str, Reader] = {}
+
+    def fetch(first: int) -> Range | None:
+        if "reader" not in state:  # made in the worker thread, which alone uses it
+            state["reader"] = Reader(reader.path, reader.what, reader.hint)
+        return one_range(state["reader"], first, min(first + size - 1, high))
+
+    def close() -> None:
+        if "reader" in state:
+            state["reader"].close()
+
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="perfcheck-sqlite")
+    pending: Future[Range | None] | None = None
+    try:
+        first = next(starts, None)
+        pending = pool.submit(fetch, first) if first is not None else None
+        while pending is not None:
+            part = pending.result()
+            first = next(starts, None)
+            pending = pool.submit(fetch, first) if first is not None else None
+            if part is not None:
+                yield part
+    finally:
+        if pending is not None and not pending.cancel() and "reader" in state:
+            state["reader"].connection.interrupt()  # the caller stopped early: end the running scan
+        pool.submit(close)
+        pool.shutdown(wait=True)
 
 
 class Configs:
