@@ -139,9 +139,10 @@ class Timing:
     peak_rss: int  # bytes
 
 
-def measure(argv: list[str], cwd: Path, ok: tuple[int, ...] = (0, 1)) -> Timing:
-    """Run argv in a fresh process: wall time and that child's own peak RSS (wait4)."""
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+def measure(argv: list[str], cwd: Path, ok: tuple[int, ...] = (0, 1), stdout: Path | None = None) -> Timing:
+    """Run argv in a fresh process: wall time and that child's own peak RSS (wait4);
+    its standard output goes to ``stdout`` when given."""
+    with (open(stdout, "wb") if stdout else tempfile.TemporaryFile()) as out, tempfile.TemporaryFile() as err:
         start = time.perf_counter()
         proc = subprocess.Popen(argv, stdout=out, stderr=err, cwd=cwd)
         _, status, usage = os.wait4(proc.pid, 0)
@@ -194,6 +195,8 @@ def main() -> int:
     parser.add_argument("--workdir", type=Path, help="where the store and files go (default: a temporary folder)")
     parser.add_argument("--keep", action="store_true", help="keep the work folder")
     parser.add_argument("--profile-detect", action="store_true")
+    parser.add_argument("--skip", nargs="+", default=[], metavar="NAME",
+                        help="commands not to time, e.g. 'report --html' (its pages take minutes at scale)")
     args = parser.parse_args()
     work = args.workdir or Path(tempfile.mkdtemp(prefix="perfcheck-history-scale-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -217,17 +220,21 @@ def main() -> int:
                 profile_detect(store, work)
             timed = {}
             for name, argv in commands(store, extra, config, out).items():
-                timed[name] = measure(argv, work)
+                if name in args.skip:
+                    continue
+                # detect's JSON is kept beside the other outputs (--keep: to compare two versions)
+                timed[name] = measure(argv, work, stdout=out / f"{name.replace(' ', '')}.out")
                 print(f"  {name:24} {timed[name].seconds:7.1f} s {timed[name].peak_rss / MB:7.0f} MB", flush=True)
             page, site = html_bytes(out / "site")
             rows.append((nights, timed, store_bytes(store), page, site))
-            store.unlink()
-            shutil.rmtree(out)
-        names = list(rows[0][1])
+            if not args.keep:
+                store.unlink()
+                shutil.rmtree(out)
+        names = [name for name in rows[0][1]]
         print("\n| nights | " + " | ".join(names) + " | store | largest page / site |")
         print("|---" * (len(names) + 3) + "|")
         for nights, timed, size, page, site in rows:
-            cells = [f"{t.seconds:.1f} s, {t.peak_rss / MB:.0f} MB" for t in timed.values()]
+            cells = [f"{timed[n].seconds:.1f} s, {timed[n].peak_rss / MB:.0f} MB" for n in names]
             print(f"| {nights} | " + " | ".join(cells) + f" | {size / MB:.0f} MB | {page / MB:.1f} / {site / MB:.1f} MB |")
     finally:
         if not args.keep and not args.workdir:

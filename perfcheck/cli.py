@@ -408,28 +408,28 @@ def _history_prune(args: argparse.Namespace) -> int:
 
 
 def _history_detect(args: argparse.Namespace) -> int:
-    from perfcheck.history import detect, open_store, recent_regressions
     from perfcheck.history import listing as render
-    from perfcheck.history.findings import ALL, findings
+    from perfcheck.history import open_store
+    from perfcheck.history.findings import ALL
+    from perfcheck.history.scan import scan
 
     if args.last < 1 or args.min_after < 1 or args.window < 4 or not 0 < args.p < 1:
         raise UsageError("--last and --min-after must be 1 or more, --window 4 or more, --p between 0 and 1")
-    with open_store(_history_path(args), create=False) as store:
-        # every metric of the kernels: the findings group them and the diagnosis reads them all
-        frame = store.series(machine=args.machine, suite=args.suite, kernel=args.kernel, since=_since(args.since))
-        arches = {slug: fp.get("arch", "") for slug, fp in store.machines().items()}
-    points = detect(frame, p=args.p, min_after=args.min_after, window=args.window, min_change_pct=args.min_change,
-                    relative=args.relative)
-    recent = recent_regressions(points, frame, last=args.last)
     select = ALL if args.metric and ALL in args.metric else args.metric
-    found = findings(points, frame, recent=recent, select=select, arches=arches)
+    with open_store(_history_path(args), create=False) as store:
+        arches = {slug: fp.get("arch", "") for slug, fp in store.machines().items()}
+        # part by part (bounded memory); every metric of the kernels: the diagnosis reads them all
+        done = scan(store, machine=args.machine, suite=args.suite, kernel=args.kernel, since=_since(args.since),
+                    p=args.p, min_after=args.min_after, window=args.window, min_change_pct=args.min_change,
+                    relative=args.relative, last=args.last, select=select, arches=arches)
+    found = done.found
     new = [f for f in found if f.new and f.regression]
     if args.json:
         print(render.as_json(found))
     elif args.markdown:
         print(render.markdown(found), end="")
     else:
-        series = frame.groupby(["machine", "suite", "kernel", "metric"]).ngroups if len(frame) else 0
+        series = done.series
         whole = args.full_names or not sys.stdout.isatty()  # a pipe or a file gets whole names
         print(render.text(found, width=None if whole else shutil.get_terminal_size((80, 24)).columns))
         print(f"{len(found)} finding{'s' if len(found) != 1 else ''} in {series} series; "

@@ -124,8 +124,9 @@ def _rank(cp: ChangePoint) -> tuple[int, int, float]:
     return (cp.metric != HEADLINE_FIRST, not cp.regression, -abs(cp.change_pct))
 
 
-def _positions(frame: "pd.DataFrame") -> dict[tuple[str, str], dict[str, int]]:
-    """(machine, suite) -> run id -> position of the run in time order."""
+def run_positions(frame: "pd.DataFrame | None") -> dict[tuple[str, str], dict[str, int]]:
+    """(machine, suite) -> run id -> position of the run in time order. ``frame`` may
+    be the first row of each machine x suite x run of a series frame (same answer)."""
     out: dict[tuple[str, str], dict[str, int]] = {}
     if frame is None or not len(frame):
         return out
@@ -142,14 +143,18 @@ def findings(
     recent: Sequence[ChangePoint] = (),
     select: str | Iterable[str] | None = None,
     arches: Mapping[str, str] | None = None,
+    context: "Context | None" = None,
 ) -> list[Finding]:
     """``points`` (``detect`` over ``frame`` or its relative form) as findings, worst
     first: regressions, new ones first, by size. ``frame``: the store's series of the
     kernels (every metric: the diagnosis reads them all); ``recent``: the regressions
-    to mark new; ``arches``: machine -> arch id, to derive the occupancy limiter."""
+    to mark new; ``arches``: machine -> arch id, to derive the occupancy limiter.
+    ``context``: what the whole store says beyond ``frame`` (``perfcheck.history.scan``
+    passes part of the store at a time); by default it is ``frame``'s."""
     select = list(select) if select is not None and not isinstance(select, str) else select
     asked = watched(frame)
-    positions = _positions(frame)
+    context = context if context is not None else Context.of(points, frame)
+    positions = context.positions
     marked = set(recent)
     by_kernel: dict[tuple[str, str, str], list[ChangePoint]] = {}
     for cp in points:
@@ -178,7 +183,7 @@ def findings(
             members[home].extend(cp for cp in runs[run_id] if cp is not heads[home])
         grouped.extend((heads[r], sorted(members[r], key=lambda cp: -abs(cp.change_pct))) for r in heads)
 
-    wide = _whole_run(points, frame, positions)
+    wide = context.whole_run
     machines = arches or {}
     out = []
     for head, also in grouped:
@@ -187,8 +192,13 @@ def findings(
             diagnosis = _diagnose(head, frame, positions, machines.get(head.machine),
                                   wide.get((head.machine, head.suite, head.metric, head.run_id)))
         out.append(Finding(head, tuple(also), diagnosis, new=head in marked))
-    out.sort(key=lambda f: (not f.regression, not f.new, -abs(f.headline.change_pct), f.suite, f.kernel, f.headline.time))
+    out.sort(key=worst_first)
     return out
+
+
+def worst_first(f: Finding) -> tuple[bool, bool, float, str, str, float]:
+    """The order findings are listed in: regressions, new ones first, by size."""
+    return (not f.regression, not f.new, -abs(f.headline.change_pct), f.suite, f.kernel, f.headline.time)
 
 
 def _nearest(run_id: str, heads: Mapping[str, ChangePoint], where: Mapping[str, int]) -> str | None:
@@ -203,15 +213,34 @@ def _nearest(run_id: str, heads: Mapping[str, ChangePoint], where: Mapping[str, 
     return min(close)[1] if close else None
 
 
-def _whole_run(points: Sequence[ChangePoint], frame: "pd.DataFrame",
-               positions: Mapping[tuple[str, str], Mapping[str, int]]) -> dict[tuple[str, str, str, str], float]:
+def kernel_counts(frame: "pd.DataFrame | None") -> dict[tuple[str, str, str], int]:
+    """(machine, suite, metric) -> how many kernels ``frame`` has values of."""
+    if frame is None or not len(frame):
+        return {}
+    counts = frame.groupby(["machine", "suite", "metric"], sort=False)["kernel"].nunique()
+    return {tuple(map(str, k)): int(v) for k, v in counts.items()}  # type: ignore[misc]
+
+
+@dataclass(frozen=True)
+class Context:
+    """What grouping and the diagnosis read beyond one kernel's own values: the order
+    of the runs of each machine x suite (``run_positions``) and the change of the
+    whole run at each run (``whole_runs``), from every change point."""
+
+    positions: Mapping[tuple[str, str], Mapping[str, int]]
+    whole_run: Mapping[tuple[str, str, str, str], float]
+
+    @staticmethod
+    def of(points: Sequence[ChangePoint], frame: "pd.DataFrame | None") -> "Context":
+        return Context(run_positions(frame), whole_runs(points, kernel_counts(frame)))
+
+
+def whole_runs(points: Sequence[ChangePoint],
+               kernels: Mapping[tuple[str, str, str], int]) -> dict[tuple[str, str, str, str], float]:
     """(machine, suite, metric, run id) -> the change of the whole run there: the
-    run-wide series' change point, or the median change when most kernels moved."""
+    run-wide series' change point, or the median change when most kernels moved.
+    ``kernels``: how many kernels each machine x suite x metric has (``kernel_counts``)."""
     out: dict[tuple[str, str, str, str], float] = {}
-    kernels: dict[tuple[str, str, str], int] = {}
-    if frame is not None and len(frame):
-        counts = frame.groupby(["machine", "suite", "metric"], sort=False)["kernel"].nunique()
-        kernels = {tuple(map(str, k)): int(v) for k, v in counts.items()}  # type: ignore[misc]
     moves: dict[tuple[str, str, str, str], list[float]] = {}
     for cp in points:
         key = (cp.machine, cp.suite, cp.metric, cp.run_id)

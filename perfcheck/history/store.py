@@ -14,9 +14,18 @@ store from version i to i + 1, each in one transaction, so an older store is bro
 up to date when it is opened and a newer one is refused with a clear error)::
 
     machines(machine PK, fingerprint JSON)            the fingerprint slug and its parts
-    runs(run_id PK, time, commit_sha, branch, ci_system, ci_job, ci_url, host, source, added)
-    results(run_id -> runs ON DELETE CASCADE, machine, suite, kernel, metric,
-            value, unit, n, median, spread, outcome, low, high)  one row per run x machine x suite x kernel x metric
+    runs(run INTEGER PK, run_id UNIQUE, time, commit_sha, branch, ci_system, ci_job, ci_url,
+         host, source, added, machines, suites, n_values)   one row per run
+    series(series_id INTEGER PK, machine, suite, kernel, metric; UNIQUE)  names stored once
+    results(series_id, run, value, unit, n, median, spread, outcome, low, high;
+            PK (series_id, run))                       one row per run x series
+
+Since version 3 (issue 22) a value row holds two integers where it held the machine,
+suite, kernel name (long C++ templates) and metric as text: a year of nightly runs of
+2,000 kernels x 16 metrics went from 7 GB to well under 1 GB. The primary key
+(series_id, run) is the order readers want, so reading series by series
+(``Store.batches``) is a range scan per series; the runs table carries each run's
+machines, suites and value count, so listing runs never scans the values.
 
 ``time`` and ``added`` are Unix seconds (UTC); ``value`` is in base units (``unit``);
 ``n``/``median``/``spread`` describe the run's samples of that value (dispatch count,
@@ -31,7 +40,7 @@ import json
 import math
 import sqlite3
 import time as _time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -90,6 +99,69 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE results ADD COLUMN low REAL;
     ALTER TABLE results ADD COLUMN high REAL;
     """,
+    # 2 -> 3: series named once, values keyed by integers (issue 22). The values keep no
+    # foreign keys: SQLite would check each deleted run against every value row (no index
+    # on run), so ``prune`` deletes values, series and machines itself.
+    """
+    CREATE TABLE series (
+        series_id INTEGER PRIMARY KEY,
+        machine TEXT NOT NULL REFERENCES machines(machine),
+        suite TEXT NOT NULL,
+        kernel TEXT NOT NULL,
+        metric TEXT NOT NULL,
+        UNIQUE (machine, suite, kernel, metric)
+    );
+    INSERT INTO series (machine, suite, kernel, metric)
+        SELECT DISTINCT machine, suite, kernel, metric FROM results ORDER BY machine, suite, kernel, metric;
+    CREATE TABLE runs_v3 (
+        run INTEGER PRIMARY KEY,
+        run_id TEXT NOT NULL UNIQUE,
+        time REAL NOT NULL,
+        commit_sha TEXT,
+        branch TEXT,
+        ci_system TEXT,
+        ci_job TEXT,
+        ci_url TEXT,
+        host TEXT,
+        source TEXT,
+        added REAL NOT NULL,
+        machines TEXT,
+        suites TEXT,
+        n_values INTEGER NOT NULL DEFAULT 0
+    );
+    INSERT INTO runs_v3 (run_id, time, commit_sha, branch, ci_system, ci_job, ci_url, host, source, added,
+                         machines, suites, n_values)
+        SELECT r.run_id, r.time, r.commit_sha, r.branch, r.ci_system, r.ci_job, r.ci_url, r.host, r.source, r.added,
+               (SELECT group_concat(machine) FROM (SELECT DISTINCT machine FROM results v
+                                                    WHERE v.run_id = r.run_id ORDER BY machine)),
+               (SELECT group_concat(suite) FROM (SELECT DISTINCT suite FROM results v
+                                                  WHERE v.run_id = r.run_id ORDER BY suite)),
+               (SELECT count(*) FROM results v WHERE v.run_id = r.run_id)
+        FROM runs r ORDER BY r.time, r.run_id;
+    CREATE TABLE results_v3 (
+        series_id INTEGER NOT NULL,
+        run INTEGER NOT NULL,
+        value REAL,
+        unit TEXT NOT NULL DEFAULT '',
+        n INTEGER,
+        median REAL,
+        spread REAL,
+        outcome TEXT,
+        low REAL,
+        high REAL,
+        PRIMARY KEY (series_id, run)
+    ) WITHOUT ROWID;
+    INSERT INTO results_v3
+        SELECT s.series_id, r.run, v.value, v.unit, v.n, v.median, v.spread, v.outcome, v.low, v.high
+        FROM results v JOIN series s ON s.machine = v.machine AND s.suite = v.suite AND s.kernel = v.kernel
+             AND s.metric = v.metric
+        JOIN runs_v3 r ON r.run_id = v.run_id;
+    DROP TABLE results;
+    DROP TABLE runs;
+    ALTER TABLE runs_v3 RENAME TO runs;
+    ALTER TABLE results_v3 RENAME TO results;
+    CREATE INDEX runs_time ON runs(time);
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -97,6 +169,9 @@ SERIES_COLUMNS = (
     "machine", "suite", "kernel", "metric", "unit", "run_id", "time", "commit", "branch",
     "ci_job", "ci_url", "value", "n", "median", "spread", "outcome", "low", "high",
 )
+VALUE_COLUMNS = ("series_id", "run", "value", "unit", "n", "median", "spread", "outcome", "low", "high")
+BATCH_ROWS = 200_000  # values per part read: ~40 MB of frame, and few enough queries to cost nothing
+MAX_IDS = 4_000  # series per query: under SQLite's 32,766 bound variables
 RUN_COLUMNS = ("run_id", "time", "commit", "branch", "ci_system", "ci_job", "ci_url", "host", "source", "added",
                "machines", "suites", "values")
 
@@ -269,14 +344,11 @@ class Store:
     def add(self, run: RunRecord, results: Iterable[Result], machines: Iterable[Machine] = ()) -> AddResult:
         """Append one run and its values in one transaction. A run id already stored is
         left alone (``added`` False): importing the same results file twice adds nothing."""
-        rows = [
-            (run.run_id, r.machine, r.suite, r.kernel, r.metric, finite(r.value), r.unit or "",
-             r.n, finite(r.median), finite(r.spread), r.outcome, finite(r.low), finite(r.high))
-            for r in results
-        ]
+        rows = value_rows(results)
         named = {m.machine: m for m in machines}
-        for machine in {r[1] for r in rows} - set(named):
+        for machine in {key[0] for key in rows} - set(named):
             named[machine] = Machine(machine)
+        summary = run_summary(rows)
 
         def write() -> AddResult:
             db = self._db
@@ -286,20 +358,27 @@ class Store:
                 if exists:
                     db.execute("ROLLBACK")
                     return AddResult(run.run_id, False, 0)
-                db.execute(
-                    "INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                number = db.execute(
+                    "INSERT INTO runs (run_id, time, commit_sha, branch, ci_system, ci_job, ci_url, host, source, added, "
+                    "machines, suites, n_values) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (run.run_id, float(run.time), run.commit, run.branch, run.ci_system, run.ci_job, run.ci_url,
-                     run.host, run.source, _time.time()),
-                )
+                     run.host, run.source, _time.time(), *summary),
+                ).lastrowid
                 # a machine seen again keeps its first fingerprint unless this one says more
                 db.executemany(
                     "INSERT INTO machines VALUES (?, ?) ON CONFLICT(machine) DO UPDATE SET fingerprint = excluded.fingerprint "
                     "WHERE excluded.fingerprint != '{}'",
                     [(m.machine, json.dumps(dict(m.fingerprint), sort_keys=True)) for m in named.values()],
                 )
-                db.executemany(
-                    "INSERT OR REPLACE INTO results (run_id, machine, suite, kernel, metric, value, unit, n, median, "
-                    "spread, outcome, low, high) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+                db.executemany("INSERT OR IGNORE INTO series (machine, suite, kernel, metric) VALUES (?, ?, ?, ?)",
+                               sorted(rows))
+                ids: dict[tuple[str, str, str, str], int] = {}
+                for machine, suite in sorted({key[:2] for key in rows}):
+                    ids.update(((m, su, k, me), i) for i, m, su, k, me in db.execute(
+                        "SELECT series_id, machine, suite, kernel, metric FROM series WHERE machine = ? AND suite = ?",
+                        (machine, suite)))
+                db.executemany("INSERT INTO results VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                               [(ids[key], number, *values) for key, values in rows.items()])
                 db.execute("COMMIT")
             except BaseException:
                 db.execute("ROLLBACK")
@@ -321,8 +400,10 @@ class Store:
             db = self._db
             db.execute("BEGIN IMMEDIATE")
             try:
+                db.execute("DELETE FROM results WHERE run IN (SELECT run FROM runs WHERE time < ?)", (cutoff,))
                 count = db.execute("DELETE FROM runs WHERE time < ?", (cutoff,)).rowcount
-                db.execute("DELETE FROM machines WHERE machine NOT IN (SELECT DISTINCT machine FROM results)")
+                db.execute("DELETE FROM series WHERE NOT EXISTS (SELECT 1 FROM results v WHERE v.series_id = series.series_id)")
+                db.execute("DELETE FROM machines WHERE machine NOT IN (SELECT DISTINCT machine FROM series)")
                 db.execute("COMMIT")
             except BaseException:
                 db.execute("ROLLBACK")
@@ -340,26 +421,44 @@ class Store:
     def runs(self, *, since: float | None = None, limit: int | None = None) -> "pd.DataFrame":
         """One row per run, oldest first: RUN_COLUMNS, ``time``/``added`` as UTC
         timestamps, ``machines``/``suites`` comma-joined, ``values`` the count stored."""
-        import pandas as pd
-
-        sql = (
-            "SELECT r.run_id, r.time, r.commit_sha, r.branch, r.ci_system, r.ci_job, r.ci_url, r.host, r.source, r.added, "
-            "group_concat(DISTINCT v.machine), group_concat(DISTINCT v.suite), count(v.metric) "
-            "FROM runs r LEFT JOIN results v ON v.run_id = r.run_id"
-        )
+        sql = ("SELECT run_id, time, commit_sha, branch, ci_system, ci_job, ci_url, host, source, added, machines, "
+               "suites, n_values FROM runs")
         params: list[object] = []
         if since is not None:
-            sql += " WHERE r.time >= ?"
+            sql += " WHERE time >= ?"
             params.append(float(since))
-        sql += " GROUP BY r.run_id ORDER BY r.time, r.run_id"
-        rows = self._db.execute(sql, params).fetchall()
-        frame = pd.DataFrame(rows, columns=list(RUN_COLUMNS))
-        if limit is not None:
-            frame = frame.tail(limit).reset_index(drop=True)
-        for column in ("time", "added"):
-            frame[column] = pd.to_datetime(frame[column].astype("float64"), unit="s", utc=True)
-        frame["values"] = frame["values"].astype("int64")
-        return frame
+        sql += " ORDER BY time, run_id"
+        return runs_frame(self._db.execute(sql, params).fetchall(), limit)
+
+    def batches(
+        self,
+        *,
+        machine: str | None = None,
+        suite: str | Sequence[str] | None = None,
+        kernel: str | Sequence[str] | None = None,
+        metric: str | Sequence[str] | None = None,
+        since: float | None = None,
+        last: int | None = None,
+        rows: int = BATCH_ROWS,
+    ) -> "Iterator[pd.DataFrame]":
+        """``series`` in parts of about ``rows`` values, each holding whole kernels
+        (every series of a machine x suite x kernel that the filters let through), in
+        the order of ``series``: memory stays that of one part however long the history."""
+        where, params = series_filters(machine, suite, kernel, metric, "?")
+        keys = self._db.execute(
+            "SELECT series_id, machine, suite, kernel, metric FROM series" + (" WHERE " + " AND ".join(where) if where else "")
+            + " ORDER BY machine, suite, kernel, metric", params).fetchall()
+        run_sql = "SELECT run, run_id, time, commit_sha, branch, ci_job, ci_url FROM runs"
+        runs = self._db.execute(run_sql + (" WHERE time >= ?" if since is not None else ""),
+                                [float(since)] if since is not None else []).fetchall()
+        when = " AND run IN (SELECT run FROM runs WHERE time >= ?)" if since is not None else ""
+
+        def read(ids: list[int]) -> list[tuple[object, ...]]:
+            sql = (f"SELECT {', '.join(VALUE_COLUMNS)} FROM results WHERE series_id IN ({', '.join('?' * len(ids))})"
+                   + when)
+            return self._db.execute(sql, [*ids, *([float(since)] if since is not None else [])]).fetchall()
+
+        yield from series_batches(keys, runs, read, last=last, rows=rows)
 
     def series(
         self,
@@ -374,34 +473,116 @@ class Store:
         """The values as one long frame (SERIES_COLUMNS), sorted by machine, suite,
         kernel, metric, then time: group by the first four for one series each.
         ``time`` is a UTC timestamp. Filters are exact names (a list: any of them);
-        ``since``: Unix seconds; ``last``: the latest N runs of each series."""
-        import pandas as pd
+        ``since``: Unix seconds; ``last``: the latest N runs of each series. The whole
+        selection at once: a reader of every series uses ``batches``."""
+        return concat_batches(self.batches(machine=machine, suite=suite, kernel=kernel, metric=metric, since=since,
+                                           last=last))
 
-        where, params = [], []  # type: ignore[var-annotated]
-        for column, wanted in (("v.machine", machine), ("v.suite", suite), ("v.kernel", kernel), ("v.metric", metric)):
-            if wanted is None:
-                continue
-            values = [wanted] if isinstance(wanted, str) else list(wanted)
-            where.append(f"{column} IN ({', '.join('?' * len(values))})")
-            params.extend(values)
-        if since is not None:
-            where.append("r.time >= ?")
-            params.append(float(since))
-        sql = (
-            "SELECT v.machine, v.suite, v.kernel, v.metric, v.unit, v.run_id, r.time, r.commit_sha, r.branch, "
-            "r.ci_job, r.ci_url, v.value, v.n, v.median, v.spread, v.outcome, v.low, v.high "
-            "FROM results v JOIN runs r ON r.run_id = v.run_id"
-            + (" WHERE " + " AND ".join(where) if where else "")
-            + " ORDER BY v.machine, v.suite, v.kernel, v.metric, r.time, v.run_id"
-        )
-        frame = pd.DataFrame(self._db.execute(sql, params).fetchall(), columns=list(SERIES_COLUMNS))
-        if last is not None and len(frame):
-            frame = frame.groupby(["machine", "suite", "kernel", "metric"], sort=False).tail(last).reset_index(drop=True)
-        frame["time"] = pd.to_datetime(frame["time"].astype("float64"), unit="s", utc=True)
-        for column in ("value", "median", "spread", "low", "high"):
-            frame[column] = frame[column].astype("float64")
-        frame["n"] = frame["n"].astype("Int64")
-        return frame
+
+# --- shared by both backends ------------------------------------------------------------------
+
+
+
+def value_rows(results: Iterable[Result]) -> dict[tuple[str, str, str, str], tuple[object, ...]]:
+    """(machine, suite, kernel, metric) -> the stored columns after series_id and run
+    (a key given twice: the last wins, as INSERT OR REPLACE did)."""
+    return {(r.machine, r.suite, r.kernel, r.metric): (
+        finite(r.value), r.unit or "", r.n, finite(r.median), finite(r.spread), r.outcome, finite(r.low),
+        finite(r.high)) for r in results}
+
+
+def run_summary(rows: Mapping[tuple[str, str, str, str], object]) -> tuple[str | None, str | None, int]:
+    """The run's machines and suites (sorted, comma-joined; None without values) and its value count."""
+    machines = ",".join(sorted({key[0] for key in rows})) or None
+    suites = ",".join(sorted({key[1] for key in rows})) or None
+    return machines, suites, len(rows)
+
+
+def runs_frame(rows: list[tuple[object, ...]], limit: int | None) -> "pd.DataFrame":
+    import pandas as pd
+
+    frame = pd.DataFrame(rows, columns=list(RUN_COLUMNS))
+    if limit is not None:
+        frame = frame.tail(limit).reset_index(drop=True)
+    for column in ("time", "added"):
+        frame[column] = pd.to_datetime(frame[column].astype("float64"), unit="s", utc=True)
+    frame["values"] = frame["values"].astype("int64")
+    return frame
+
+
+def series_filters(machine: object, suite: object, kernel: object, metric: object, mark: str) -> tuple[list[str], list[object]]:
+    """WHERE terms on the series table and their parameters (``mark``: the driver's placeholder)."""
+    where, params = [], []  # type: ignore[var-annotated]
+    for column, wanted in (("machine", machine), ("suite", suite), ("kernel", kernel), ("metric", metric)):
+        if wanted is None:
+            continue
+        values = [wanted] if isinstance(wanted, str) else list(wanted)  # type: ignore[call-overload]
+        where.append(f"{column} IN ({', '.join([mark] * len(values))})" if values else "0 = 1")
+        params.extend(values)
+    return where, params
+
+
+def series_batches(keys: list[tuple[object, ...]], runs: list[tuple[object, ...]],
+                   read: "Callable[[list[int]], list[tuple[object, ...]]]", *, last: int | None,
+                   rows: int = BATCH_ROWS) -> "Iterator[pd.DataFrame]":
+    """Frames of SERIES_COLUMNS from the series ``keys`` (series_id, machine, suite,
+    kernel, metric; in key order), the ``runs`` (run, run_id, time, commit, branch,
+    ci_job, ci_url) and ``read`` (the VALUE_COLUMNS rows of some series ids). A part
+    is whole kernels of about ``rows`` values; names join the values here, not in
+    SQL, so each row holds pointers to one copy of a long kernel name."""
+    import numpy as np
+    import pandas as pd
+
+    if not keys or not runs:
+        return
+    names = pd.DataFrame(keys, columns=["series_id", "machine", "suite", "kernel", "metric"])
+    names["order"] = np.arange(len(names))
+    kernels = names.groupby(["machine", "suite", "kernel"], sort=False).ngroup().to_numpy()
+    run_table = pd.DataFrame(runs, columns=["run", "run_id", "time", "commit", "branch", "ci_job", "ci_url"])
+    step = max(1, min(MAX_IDS, rows // max(1, len(run_table))))
+    start = 0
+    while start < len(names):
+        end = min(start + step, len(names))
+        end = int(np.searchsorted(kernels, kernels[end - 1], side="right"))  # whole kernels only
+        ids = names["series_id"].iloc[start:end].tolist()
+        values = []
+        for at in range(0, len(ids), MAX_IDS):  # a kernel with more series than MAX_IDS: several queries
+            values.extend(read(ids[at:at + MAX_IDS]))
+        frame = _frame(names.iloc[start:end], run_table, values, last)
+        start = end
+        if len(frame):
+            yield frame
+
+
+def _frame(names: "pd.DataFrame", runs: "pd.DataFrame", values: list[tuple[object, ...]],
+           last: int | None) -> "pd.DataFrame":
+    import numpy as np
+    import pandas as pd
+
+    frame = pd.DataFrame(values, columns=list(VALUE_COLUMNS))
+    frame = frame.merge(runs, on="run", how="inner").merge(names, on="series_id", how="inner")
+    time = frame["time"].astype("float64").to_numpy()
+    order = np.lexsort((frame["run_id"].to_numpy(dtype=object).astype(str), time, frame["order"].to_numpy()))
+    frame = frame.iloc[order].reset_index(drop=True)
+    if last is not None and len(frame):
+        frame = frame.groupby("order", sort=False).tail(last).reset_index(drop=True)
+    frame = frame[list(SERIES_COLUMNS)].copy()
+    frame["time"] = pd.to_datetime(frame["time"].astype("float64"), unit="s", utc=True)
+    for column in ("value", "median", "spread", "low", "high"):
+        frame[column] = frame[column].astype("float64")
+    frame["n"] = frame["n"].astype("Int64")
+    return frame
+
+
+def concat_batches(parts: "Iterable[pd.DataFrame]") -> "pd.DataFrame":
+    """The parts as one frame (an empty one of SERIES_COLUMNS when there are none)."""
+    import pandas as pd
+
+    frames = list(parts)
+    if frames:
+        return pd.concat(frames, ignore_index=True)
+    return _frame(pd.DataFrame(columns=["series_id", "machine", "suite", "kernel", "metric", "order"]),
+                  pd.DataFrame(columns=["run", "run_id", "time", "commit", "branch", "ci_job", "ci_url"]), [], None)
 
 
 def _statements(script: str) -> list[str]:

@@ -1,0 +1,110 @@
+"""``perfcheck history detect`` over a whole store in bounded memory: change points and
+findings read part by part (``HistoryStore.batches``: whole kernels, about
+``store.BATCH_ROWS`` values each), never every value at once (issue 22: a year of
+nightly runs of 2,000 kernels took 20 GB as one frame).
+
+The answer is the one ``detect`` + ``recent_regressions`` + ``findings`` give over the
+whole ``series()`` frame, because each step needs only:
+
+* a series' change points: that series (a part holds it whole);
+* ``--relative``: every kernel of one machine x suite x metric (the run-wide offset is
+  a median over kernels): read one such slice at a time;
+* grouping and diagnosis: the kernel's own series, plus two small things from the
+  whole store, gathered on the first pass (``findings.Context``): the order of the
+  runs of each machine x suite, and how many kernels each machine x suite x metric
+  has with the change points of all of them (whether the whole run moved).
+
+So the values are read twice (three times with ``--relative``): once to find the
+change points, then again only for the kernels that have one, to group and diagnose.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from perfcheck.history.changepoints import KEY, RUN_WIDE, ChangePoint, detect, recent_regressions
+from perfcheck.history.findings import Context, Finding, findings, run_positions, whole_runs, worst_first
+from perfcheck.history.store import BATCH_ROWS, concat_batches
+
+if TYPE_CHECKING:
+    from perfcheck.history.backend import HistoryStore
+
+
+@dataclass(frozen=True)
+class Scan:
+    found: list[Finding]  # worst first, as ``findings`` orders them
+    points: list[ChangePoint]  # every change point, per series oldest first
+    series: int  # how many series were tested
+
+
+def scan(
+    store: "HistoryStore",
+    *,
+    machine: str | None = None,
+    suite: Sequence[str] | str | None = None,
+    kernel: Sequence[str] | str | None = None,
+    since: float | None = None,
+    p: float,
+    min_after: int,
+    window: int,
+    min_change_pct: float = 0.0,
+    relative: bool = False,
+    last: int = 3,
+    select: str | Iterable[str] | None = None,
+    arches: Mapping[str, str] | None = None,
+    rows: int = BATCH_ROWS,
+) -> Scan:
+    """The findings of every series the filters select (see the module docstring);
+    ``rows``: about how many values a part holds."""
+    import pandas as pd
+
+    where = {"machine": machine, "suite": suite, "kernel": kernel, "since": since, "rows": rows}
+    options = {"p": p, "min_after": min_after, "window": window, "min_change_pct": min_change_pct}
+    points: list[ChangePoint] = []
+    recent: list[ChangePoint] = []
+    firsts = []  # the first row of each machine x suite x run, in frame order (run_positions)
+    kernels: Counter[tuple[str, str, str]] = Counter()
+    series = 0
+    for part in store.batches(**where):  # type: ignore[attr-defined]
+        series += part.groupby(list(KEY), sort=False).ngroups
+        firsts.append(part.drop_duplicates(["machine", "suite", "run_id"])[["machine", "suite", "run_id", "time"]])
+        counts = part.groupby(["machine", "suite", "metric"], sort=False)["kernel"].nunique()
+        kernels.update({tuple(map(str, k)): int(v) for k, v in counts.items()})  # parts hold whole kernels
+        if not relative:
+            found = detect(part, **options)
+            points.extend(found)
+            recent.extend(recent_regressions(found, part, last=last))
+    if relative:
+        for m, s, metric in sorted(kernels):  # the run-wide offset: every kernel of the slice at once
+            part = concat_batches(store.batches(machine=m, suite=s, metric=metric, kernel=kernel,  # type: ignore[attr-defined]
+                                                since=since, rows=rows))
+            found = detect(part, relative=True, **options)
+            points.extend(found)
+            recent.extend(recent_regressions(found, part, last=last))
+        # as detect over the whole frame lists them: by series, each oldest first (sort is stable)
+        points.sort(key=lambda cp: (cp.machine, cp.suite, cp.kernel, cp.metric))
+    if not points:
+        return Scan([], [], series)
+    context = Context(run_positions(pd.concat(firsts, ignore_index=True)), whole_runs(points, kernels))
+    by_kernel: dict[tuple[str, str, str], list[ChangePoint]] = {}
+    for cp in points:
+        by_kernel.setdefault((cp.machine, cp.suite, cp.kernel), []).append(cp)
+    common = {"recent": recent, "select": select, "arches": arches, "context": context}
+    out: list[Finding] = []
+    wide = [cp for cp in points if cp.kernel == RUN_WIDE]
+    if wide:  # a series of no stored kernel: nothing to read, no diagnosis
+        out.extend(findings(wide, None, **common))  # type: ignore[arg-type]
+    changed = sorted({cp.kernel for cp in points if cp.kernel != RUN_WIDE})
+    if changed:
+        for part in store.batches(machine=machine, suite=suite, kernel=changed, since=since,  # type: ignore[attr-defined]
+                                  rows=rows):
+            here = part.drop_duplicates(["machine", "suite", "kernel"])[["machine", "suite", "kernel"]]
+            mine = [cp for key in here.itertuples(index=False, name=None) for cp in by_kernel.get(key, [])]
+            if mine:
+                out.extend(findings(mine, part, **common))  # type: ignore[arg-type]
+    # the order findings() gives over the whole store: its sort key, ties in series order (stable)
+    out.sort(key=worst_first)
+    return Scan(out, points, series)

@@ -1,0 +1,68 @@
+"""``perfcheck.history.scan``: detect over a store part by part gives the findings that
+detect + findings over the whole ``series()`` frame give (issue 22), on both backends."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from perfcheck.history import Machine, Result, RunRecord, detect, open_store, recent_regressions
+from perfcheck.history.findings import findings
+from perfcheck.history.scan import scan
+
+T0 = 1_767_225_600.0
+DAY = 86400.0
+OPTIONS = {"p": 0.001, "min_after": 2, "window": 30}
+
+
+def _fill(store, runs: int = 30, kernels: int = 12) -> None:  # noqa: ANN001
+    rng = np.random.default_rng(7)
+    for i in range(runs):
+        wide = 1.1 if i >= 10 else 1.0  # every kernel at run 10: the whole run moved
+        rows = []
+        for k in range(kernels):
+            step = 1.3 if k in (3, 8) and i >= 20 else 1.0  # two kernels regress at run 20
+            base = 1e-3 * (1 + k) * wide * step * float(np.exp(rng.normal(0, 0.01)))
+            rows += [Result("m1", "nightly", f"kern<{k:02d}>", "duration", base, "s", n=10, median=base, spread=0.01,
+                            outcome="passed" if k % 2 else None, high=2e-3 * (1 + k)),
+                     Result("m1", "nightly", f"kern<{k:02d}>", "hbm_bw", 1e9 / base, "B/s"),
+                     Result("m1", "nightly", f"kern<{k:02d}>", "occupancy", 0.5 * float(np.exp(rng.normal(0, 0.01))))]
+            if k < 4:  # a second suite on another machine, a few kernels
+                rows.append(Result("m2", "other", f"kern<{k:02d}>", "duration", base * 2, "s"))
+        store.add(RunRecord(f"run-{i:03d}", T0 + i * DAY, commit=f"{i:040x}"), rows,
+                  [Machine("m1", {"arch": "gfx90a"}), Machine("m2", {"arch": "gfx908"})])
+
+
+def _whole(store, relative: bool, **where):  # noqa: ANN001, ANN202
+    """What history detect computed before issue 22: everything over one frame."""
+    frame = store.series(**where)
+    points = detect(frame, relative=relative, **OPTIONS)
+    recent = recent_regressions(points, frame, last=12)
+    return points, findings(points, frame, recent=recent, select="all", arches={"m1": "gfx90a", "m2": "gfx908"})
+
+
+@pytest.mark.parametrize("relative", [False, True])
+def test_scan_in_small_parts_finds_what_one_frame_finds(store_at, relative: bool) -> None:  # noqa: ANN001
+    with open_store(store_at()) as store:
+        _fill(store)
+        points, expected = _whole(store, relative)
+        for rows in (90, 10**6):  # 90 values: one kernel a part (3 series x 30 runs); all at once
+            done = scan(store, relative=relative, last=12, select="all", arches={"m1": "gfx90a", "m2": "gfx908"},
+                        rows=rows, **OPTIONS)
+            assert done.points == points
+            assert [json.dumps(f.as_dict(), sort_keys=True) for f in done.found] == \
+                [json.dumps(f.as_dict(), sort_keys=True) for f in expected]
+            assert done.series == 12 * 3 + 4
+    assert any(f.new and f.regression for f in expected) and len(expected) >= 3
+    assert any(f.diagnosis is not None and "whole run" in f.diagnosis.text() for f in expected) or relative
+
+
+def test_scan_keeps_the_filters(store_at) -> None:  # noqa: ANN001
+    with open_store(store_at()) as store:
+        _fill(store)
+        where = {"machine": "m1", "kernel": ["kern<03>", "kern<05>"], "since": T0 + 5 * DAY}
+        _, expected = _whole(store, False, **where)
+        done = scan(store, last=12, select="all", arches={"m1": "gfx90a"}, rows=50, **where, **OPTIONS)
+        assert [f.as_dict() for f in done.found] == [f.as_dict() for f in expected] and done.series == 6
