@@ -468,20 +468,21 @@ def _history_export(args: argparse.Namespace) -> int:
     if not (args.bencher or args.openmetrics or args.prometheus):
         raise UsageError("history export: give --bencher DIR, --openmetrics FILE and/or --prometheus FILE")
     path = _history_path(args)
+    where = {"machine": args.machine, "suite": args.suite, "since": _since(args.since)}
     with open_store(path, create=False) as store:
-        frame = store.series(machine=args.machine, suite=args.suite, since=_since(args.since))
-    if frame.empty:
-        print(f"perfcheck: warning: {path}: no values stored that match", file=sys.stderr)
-    if args.bencher:
-        files = write_bencher(frame, args.bencher)
-        print(f"perfcheck: Bencher: {len(files) - 1} run file{'s' if len(files) != 2 else ''} and {files[-1]}",
-              file=sys.stderr)
-    if args.openmetrics:
-        write_timestamped_metrics(frame, args.openmetrics, timestamps="s")
-        print(f"perfcheck: OpenMetrics: {args.openmetrics}", file=sys.stderr)
-    if args.prometheus:
-        write_timestamped_metrics(frame, args.prometheus, timestamps="ms")
-        print(f"perfcheck: Prometheus text: {args.prometheus}", file=sys.stderr)
+        if not any(True for _ in store.batches(**where, rows=1)):  # reads one kernel's values at most
+            print(f"perfcheck: warning: {path}: no values stored that match", file=sys.stderr)
+        if args.bencher:  # a file per run: every run's values at once
+            files = write_bencher(store.series(**where), args.bencher)
+            print(f"perfcheck: Bencher: {len(files) - 1} run file{'s' if len(files) != 2 else ''} and {files[-1]}",
+                  file=sys.stderr)
+        # the text exports stream: the store is read part by part as the file is written
+        if args.openmetrics:
+            write_timestamped_metrics(store.batches(**where), args.openmetrics, timestamps="s")
+            print(f"perfcheck: OpenMetrics: {args.openmetrics}", file=sys.stderr)
+        if args.prometheus:
+            write_timestamped_metrics(store.batches(**where), args.prometheus, timestamps="ms")
+            print(f"perfcheck: Prometheus text: {args.prometheus}", file=sys.stderr)
     return EXIT_OK
 
 

@@ -66,3 +66,26 @@ def test_scan_keeps_the_filters(store_at) -> None:  # noqa: ANN001
         _, expected = _whole(store, False, **where)
         done = scan(store, last=12, select="all", arches={"m1": "gfx90a"}, rows=50, **where, **OPTIONS)
         assert [f.as_dict() for f in done.found] == [f.as_dict() for f in expected] and done.series == 6
+
+
+@pytest.mark.parametrize("timestamps", ["s", "ms"])
+def test_the_text_export_of_parts_is_the_export_of_the_whole(store_at, tmp_path, timestamps: str) -> None:  # noqa: ANN001
+    from perfcheck.history.export import timestamped_metrics, write_timestamped_metrics
+
+    with open_store(store_at()) as store:
+        _fill(store, runs=6)
+        store.add(RunRecord("empty", T0 - DAY), [])  # a run without values is not listed
+        whole = timestamped_metrics(store.series(), timestamps=timestamps)
+        parts = list(store.batches(rows=20))
+        written = write_timestamped_metrics(iter(parts), tmp_path / "om.txt", timestamps=timestamps)
+        nothing = timestamped_metrics(store.series(kernel="absent"), timestamps=timestamps)
+    assert len(parts) > 5 and written.read_text(encoding="utf-8") == whole
+    assert whole.count("perfcheck_run_info{") == 6 and whole.count("# TYPE ") == 4
+    assert nothing == ("# EOF\n" if timestamps == "s" else "\n")
+
+
+def test_write_atomic_takes_pieces(tmp_path) -> None:  # noqa: ANN001
+    from perfcheck.atomicfile import write_atomic
+
+    path = write_atomic(tmp_path / "a.txt", (piece for piece in ["a\n", b"b\n", "é\n"]))
+    assert path.read_bytes() == "a\nb\né\n".encode()
