@@ -2,9 +2,9 @@
 command timed as a whole process, with its peak RSS (issue 22).
 
 The store is built the way users build it, from results files of ``perfcheck check
---json``: the suite is a rocprof v1 counter profile of --kernels kernels with long C++
-template names, made from the rows of examples/stencil/results-before.csv (the
-counters give ~16 metrics per kernel); one real ``check --json`` of it (untimed) is
+--json``: the suite is a rocprofv3 kernel trace of --kernels kernels with long C++
+template names, made from the rows of the real rocprofiler-sdk kernel_trace.csv in
+../shared/profiles (16 metrics per kernel); one real ``check --json`` of it (untimed) is
 the seed, and every night is the seed's values with seeded log-normal noise (2%),
 a 20% regression of every 50th kernel from night 2N/3 on and a 10% run-wide step at
 N/3 (so detect, --relative and the digest have something to find). Generation and
@@ -45,7 +45,7 @@ sys.path.insert(0, str(ROOT))
 
 from perfcheck.history import RunRecord, open_store, read_results  # noqa: E402
 
-STENCIL = ROOT / "examples" / "stencil"
+TRACE = "profiles/rocprofv3/rocprofiler-sdk-docs-2025/kernel_trace.csv"
 T0 = 1_767_225_600.0  # 2026-01-01 00:00 UTC
 DAY = 86400.0
 MB = 1e6
@@ -59,23 +59,32 @@ def kernel_name(i: int) -> str:
             f"(ck::InMemoryDataOperationEnum)0, {i % 4}>(ck::Argument) [clone .kd]")
 
 
+def shared_dir() -> Path:
+    return Path(os.environ.get("PERFCHECK_SHARED", ROOT.parent / "shared"))
+
+
 def make_profile(dest: Path, kernels: int) -> None:
-    """A rocprof v1 results CSV: the stencil example's rows, renamed, two dispatches each."""
-    with open(STENCIL / "results-before.csv", newline="") as handle:
+    """A rocprofv3 kernel trace: the rows of the 2025 rocprofiler-sdk kernel_trace.csv
+    in ../shared/profiles, renamed to ``kernels`` kernels, two dispatches each."""
+    source = shared_dir() / TRACE
+    if not source.exists():
+        sys.exit(f"benchmarks/history_scale.py: real profile data not found: {source} (set PERFCHECK_SHARED)")
+    with open(source, newline="") as handle:
         rows = list(csv.reader(handle))
-    header, body = rows[0], rows[1:]
-    at = {name: header.index(name) for name in ("Index", "KernelName", "DispatchNs", "BeginNs", "EndNs", "CompleteNs")}
+    header, body = rows[0], [r for r in rows[1:] if r and r[0] == "KERNEL_DISPATCH"]
+    at = {name: header.index(name) for name in ("Dispatch_Id", "Kernel_Id", "Kernel_Name", "Correlation_Id",
+                                                "Start_Timestamp", "End_Timestamp")}
     out = io.StringIO()
     writer = csv.writer(out)
     writer.writerow(header)
     clock = 10**15
     for d in range(2 * kernels):
         row = list(body[d % len(body)])
-        length = int(row[at["EndNs"]]) - int(row[at["BeginNs"]])
-        row[at["Index"]] = str(d)
-        row[at["KernelName"]] = kernel_name(d % kernels)
-        row[at["DispatchNs"]], row[at["BeginNs"]] = str(clock), str(clock + 1000)
-        row[at["EndNs"]], row[at["CompleteNs"]] = str(clock + 1000 + length), str(clock + 2000 + length)
+        length = int(row[at["End_Timestamp"]]) - int(row[at["Start_Timestamp"]])
+        row[at["Dispatch_Id"]] = row[at["Correlation_Id"]] = str(d + 1)
+        row[at["Kernel_Id"]] = str(d % kernels + 1)
+        row[at["Kernel_Name"]] = kernel_name(d % kernels)
+        row[at["Start_Timestamp"]], row[at["End_Timestamp"]] = str(clock), str(clock + length)
         clock += length + 5000
         writer.writerow(row)
     dest.write_text(out.getvalue())
@@ -85,8 +94,7 @@ def make_config(work: Path) -> Path:
     config = work / "perfcheck.toml"
     config.write_text(
         "[tool.perfcheck]\n"
-        'device = "mi100"\n'
-        f'peaks = ["{STENCIL / "machines" / "mulan-mi100.toml"}"]\n'
+        'device = "mi300x"\n'
         'baseline_dir = "baselines"\n'
         "[tool.perfcheck.suites.nightly]\n"
         'profiles = ["profile.csv"]\n'

@@ -440,24 +440,25 @@ def _history_detect(args: argparse.Namespace) -> int:
 def _history_report(args: argparse.Namespace) -> int:
     from perfcheck.atomicfile import write_atomic
     from perfcheck.history import open_store
-    from perfcheck.history.dashboard import load_view, markdown_digest, write_site
+    from perfcheck.history.dashboard import load_view, write_site
+    from perfcheck.history.scan import digest
 
     if not args.html and not args.markdown:
         raise UsageError("history report: give --html DIR and/or --markdown FILE")
     if args.last is not None and args.last < 1:
         raise UsageError(f"--last must be 1 or more, not {args.last}")
     path = _history_path(args)
+    where = {"suites": args.suite, "machine": args.machine, "last": args.last}
     with open_store(path, create=False) as store:
-        view = load_view(store, suites=args.suite, machine=args.machine, last=args.last, title=args.title)
-    if view.series.empty:
-        print(f"perfcheck: warning: {path}: no runs stored that match", file=sys.stderr)
-    if args.html:
-        pages = write_site(view, args.html)
-        print(f"perfcheck: dashboard: {pages[0]} and {len(pages) - 1} suite page{'s' if len(pages) != 2 else ''}",
-              file=sys.stderr)
-    if args.markdown:
-        write_atomic(args.markdown, markdown_digest(view, link=args.link))
-        print(f"perfcheck: digest: {args.markdown}", file=sys.stderr)
+        if not any(True for _ in store.batches(machine=args.machine, suite=args.suite, last=args.last, rows=1)):
+            print(f"perfcheck: warning: {path}: no runs stored that match", file=sys.stderr)
+        if args.html:  # the pages chart every series: the whole selection at once
+            pages = write_site(load_view(store, **where, title=args.title), args.html)
+            print(f"perfcheck: dashboard: {pages[0]} and {len(pages) - 1} suite page{'s' if len(pages) != 2 else ''}",
+                  file=sys.stderr)
+        if args.markdown:  # part by part: bounded memory
+            write_atomic(args.markdown, digest(store, **where, title=args.title, link=args.link))
+            print(f"perfcheck: digest: {args.markdown}", file=sys.stderr)
     return EXIT_OK
 
 

@@ -52,16 +52,19 @@ def scan(
     window: int,
     min_change_pct: float = 0.0,
     relative: bool = False,
-    last: int = 3,
+    last: int | None = 3,
+    tail: int | None = None,
     select: str | Iterable[str] | None = None,
     arches: Mapping[str, str] | None = None,
     rows: int = BATCH_ROWS,
 ) -> Scan:
     """The findings of every series the filters select (see the module docstring);
-    ``rows``: about how many values a part holds."""
+    ``last``: regressions in the last N runs of their series are new (None: none is);
+    ``tail``: test only the latest N runs of each series; ``rows``: about how many
+    values a part holds."""
     import pandas as pd
 
-    where = {"machine": machine, "suite": suite, "kernel": kernel, "since": since, "rows": rows}
+    where = {"machine": machine, "suite": suite, "kernel": kernel, "since": since, "last": tail, "rows": rows}
     options = {"p": p, "min_after": min_after, "window": window, "min_change_pct": min_change_pct}
     points: list[ChangePoint] = []
     recent: list[ChangePoint] = []
@@ -76,14 +79,14 @@ def scan(
         if not relative:
             found = detect(part, **options)
             points.extend(found)
-            recent.extend(recent_regressions(found, part, last=last))
+            recent.extend(recent_regressions(found, part, last=last) if last is not None else [])
     if relative:
         for m, s, metric in sorted(kernels):  # the run-wide offset: every kernel of the slice at once
             part = concat_batches(store.batches(machine=m, suite=s, metric=metric, kernel=kernel,  # type: ignore[attr-defined]
-                                                since=since, rows=rows))
+                                                since=since, last=tail, rows=rows))
             found = detect(part, relative=True, **options)
             points.extend(found)
-            recent.extend(recent_regressions(found, part, last=last))
+            recent.extend(recent_regressions(found, part, last=last) if last is not None else [])
         # as detect over the whole frame lists them: by series, each oldest first (sort is stable)
         points.sort(key=lambda cp: (cp.machine, cp.suite, cp.kernel, cp.metric))
     if not points:
@@ -100,7 +103,7 @@ def scan(
     changed = sorted({cp.kernel for cp in points if cp.kernel != RUN_WIDE})
     if changed:
         for part in store.batches(machine=machine, suite=suite, kernel=changed, since=since,  # type: ignore[attr-defined]
-                                  rows=rows):
+                                  last=tail, rows=rows):
             here = part.drop_duplicates(["machine", "suite", "kernel"])[["machine", "suite", "kernel"]]
             mine = [cp for key in here.itertuples(index=False, name=None) for cp in by_kernel.get(key, [])]
             if mine:
@@ -108,3 +111,33 @@ def scan(
     # the order findings() gives over the whole store: its sort key, ties in series order (stable)
     out.sort(key=worst_first)
     return Scan(out, points, series)
+
+
+def digest(store: "HistoryStore", *, suites: Sequence[str] | None = None, machine: str | None = None,
+           last: int | None = None, title: str = "perfcheck history", link: str | None = None,
+           rows: int = BATCH_ROWS) -> str:
+    """``dashboard.markdown_digest(dashboard.load_view(...))`` part by part: the change
+    points and findings of ``scan`` (every metric, as the dashboard shows them), then
+    each part's series with its own findings as a view, summed (``DigestFacts``)."""
+    from perfcheck.history.changepoints import MIN_AFTER, P_VALUE, WINDOW
+    from perfcheck.history.dashboard import DigestFacts, digest_text, history_view
+    from perfcheck.history.findings import ALL
+
+    where = {"machine": machine, "suite": list(suites) if suites else None}
+    arches = {slug: fp.get("arch", "") for slug, fp in store.machines().items()}
+    done = scan(store, **where, p=P_VALUE, min_after=MIN_AFTER, window=WINDOW, last=None, tail=last, select=ALL,
+                arches=arches, rows=rows)
+    points: dict[tuple[str, str, str], list[ChangePoint]] = {}
+    for cp in done.points:
+        points.setdefault((cp.machine, cp.suite, cp.kernel), []).append(cp)
+    found: dict[tuple[str, str, str], list[Finding]] = {}
+    for f in done.found:
+        found.setdefault((f.machine, f.suite, f.kernel), []).append(f)
+    facts = []
+    for part in store.batches(**where, last=last, rows=rows):  # type: ignore[attr-defined]
+        kernels = list(part.drop_duplicates(["machine", "suite", "kernel"])[["machine", "suite", "kernel"]]
+                       .itertuples(index=False, name=None))
+        view = history_view(part, [cp for k in kernels for cp in points.get(k, [])], title=title,
+                            found=[f for k in kernels for f in found.get(k, [])])
+        facts.append(DigestFacts.of(view))
+    return digest_text(DigestFacts.joined(facts), title=title, link=link)
