@@ -327,3 +327,17 @@ def test_batches_hold_whole_kernels_and_add_up_to_series(store_at) -> None:  # n
         joined = store_module.concat_batches(parts)
         assert joined.equals(whole)
         assert [len(p) for p in store.batches(rows=20, last=1, since=T0 + DAY)] == [6] * 5
+
+
+def test_the_migration_to_series_ids_gives_the_space_back(tmp_path: Path) -> None:
+    path = tmp_path / "h.sqlite"
+    _version_2_store(path)
+    with sqlite3.connect(path) as db:  # many old-layout rows, names in each
+        db.executemany("INSERT INTO results (run_id, machine, suite, kernel, metric, value, unit) VALUES "
+                       "(?, 'm1', 'nightly', ?, 'duration', 1.0, 's')",
+                       [(run, f"{LONG}<{i}>") for run in ("r0", "r1", "r2") for i in range(1000)])
+    size = path.stat().st_size
+    open_store(path).close()
+    assert path.stat().st_size < size * 0.5  # without VACUUM the file keeps the dropped tables' pages
+    with open_store(path) as store:
+        assert len(store.series(suite="nightly", metric="duration")) == 4 + 3000

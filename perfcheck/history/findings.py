@@ -186,10 +186,15 @@ def findings(
     wide = context.whole_run
     machines = arches or {}
     out = []
+    # each kernel's rows, found once: a mask over the frame per finding cost O(findings x rows)
+    rows_of = frame.groupby(["machine", "suite", "kernel"], sort=False).indices if frame is not None and len(frame) \
+        else {}
     for head, also in grouped:
         diagnosis = None
         if head.kernel != RUN_WIDE:
-            diagnosis = _diagnose(head, frame, positions, machines.get(head.machine),
+            at = rows_of.get((head.machine, head.suite, head.kernel))
+            diagnosis = _diagnose(head, frame.iloc[at] if at is not None else None, positions,
+                                  machines.get(head.machine),
                                   wide.get((head.machine, head.suite, head.metric, head.run_id)))
         out.append(Finding(head, tuple(also), diagnosis, new=head in marked))
     out.sort(key=worst_first)
@@ -256,10 +261,11 @@ def whole_runs(points: Sequence[ChangePoint],
     return out
 
 
-def _diagnose(head: ChangePoint, frame: "pd.DataFrame", positions: Mapping[tuple[str, str], Mapping[str, int]],
+def _diagnose(head: ChangePoint, frame: "pd.DataFrame | None", positions: Mapping[tuple[str, str], Mapping[str, int]],
               arch: str | None, whole_run: float | None) -> Diagnosis | None:
     """The diagnosis of one finding: every metric of the kernel in the runs before the
-    change (as many as the change point compared) against the runs after it."""
+    change (as many as the change point compared) against the runs after it.
+    ``frame``: the kernel's rows (or more)."""
     if frame is None or not len(frame):
         return None
     mine = frame[(frame["machine"] == head.machine) & (frame["suite"] == head.suite) & (frame["kernel"] == head.kernel)]

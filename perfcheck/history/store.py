@@ -164,13 +164,14 @@ MIGRATIONS: tuple[str, ...] = (
     """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
+COMPACT_VERSION = 3  # series named once (issue 22)
 
 SERIES_COLUMNS = (
     "machine", "suite", "kernel", "metric", "unit", "run_id", "time", "commit", "branch",
     "ci_job", "ci_url", "value", "n", "median", "spread", "outcome", "low", "high",
 )
 VALUE_COLUMNS = ("series_id", "run", "value", "unit", "n", "median", "spread", "outcome", "low", "high")
-BATCH_ROWS = 200_000  # values per part read: ~40 MB of frame, and few enough queries to cost nothing
+BATCH_ROWS = 100_000  # values per part read: ~100-200 MB at most in the commands, and few queries
 MAX_IDS = 4_000  # series per query: under SQLite's 32,766 bound variables
 RUN_COLUMNS = ("run_id", "time", "commit", "branch", "ci_system", "ci_job", "ci_url", "host", "source", "added",
                "machines", "suites", "values")
@@ -328,7 +329,15 @@ class Store:
                 self._db.execute("ROLLBACK")
                 raise
 
+        before = self.version
         self._retry(step)
+        if before and before < COMPACT_VERSION:
+            # the old value tables were dropped, but SQLite keeps their pages in the file
+            # until it is rebuilt: once, so a 7 GB store shrinks to what it holds now
+            try:
+                self._db.execute("VACUUM")
+            except sqlite3.OperationalError:
+                pass  # busy or out of disk: the store is correct, only larger than it needs to be
 
     def close(self) -> None:
         self._db.close()
