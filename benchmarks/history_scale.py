@@ -99,7 +99,8 @@ def make_config(work: Path) -> Path:
         "[tool.perfcheck.suites.nightly]\n"
         'profiles = ["profile.csv"]\n'
         "[tool.perfcheck.suites.nightly.expect]\n"
-        '"*" = ["occupancy >= 1%", "scratch_per_thread == 0"]\n'
+        # a baseline-relative check: with --history the gate reads each kernel's duration series
+        '"*" = ["occupancy >= 1%", "scratch_per_thread == 0", "duration <= baseline + 10%"]\n'
     )
     return config
 
