@@ -341,3 +341,15 @@ def test_the_migration_to_series_ids_gives_the_space_back(tmp_path: Path) -> Non
     assert path.stat().st_size < size * 0.5  # without VACUUM the file keeps the dropped tables' pages
     with open_store(path) as store:
         assert len(store.series(suite="nightly", metric="duration")) == 4 + 3000
+
+
+def test_last_runs_of_each_series_are_ranked_in_sql_as_the_tail_of_the_whole(store_at) -> None:  # noqa: ANN001
+    with open_store(store_at()) as store:
+        for i, run_id in enumerate(["b", "a", "c", "e", "d"]):  # a and b, d and e: the same time
+            store.add(RunRecord(run_id, T0 + (i // 2) * DAY), [Result("m", "s", "k1", "duration", float(i), "s")] +
+                      ([Result("m", "s", "k2", "duration", 10.0 + i, "s")] if i % 2 else []))
+        whole = store.series()
+        expected = whole.groupby(["machine", "suite", "kernel", "metric"], sort=False).tail(2).reset_index(drop=True)
+        got = store.series(last=2)
+    # k1: a, b at T0, c, e a day later (the run id breaks the tie), d last; k2: a, e
+    assert got.equals(expected) and got["run_id"].tolist() == ["e", "d", "a", "e"]

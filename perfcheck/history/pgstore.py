@@ -33,7 +33,6 @@ from typing import TYPE_CHECKING, Any
 from perfcheck.errors import InputError, UsageError
 from perfcheck.history.store import (
     BATCH_ROWS,
-    VALUE_COLUMNS,
     AddResult,
     Machine,
     Result,
@@ -44,6 +43,7 @@ from perfcheck.history.store import (
     runs_frame,
     series_batches,
     value_rows,
+    values_sql,
 )
 from perfcheck.storeurl import StoreURL, masked_in
 
@@ -402,11 +402,11 @@ class PostgresStore:
         since_params = [float(since)] if since is not None else []
         runs = self._rows("SELECT run, run_id, time, commit_sha, branch, ci_job, ci_url FROM runs"
                           + (" WHERE time >= %s" if since is not None else ""), since_params)
-        when = " AND run IN (SELECT run FROM runs WHERE time >= %s)" if since is not None else ""
+        when = " AND v.run IN (SELECT run FROM runs WHERE time >= %s)" if since is not None else ""
 
         def read(ids: list[int]) -> list[tuple[object, ...]]:
-            return self._rows(f"SELECT {', '.join(VALUE_COLUMNS)} FROM results WHERE series_id = ANY(%s)" + when,
-                              [ids, *since_params])
+            return self._rows(values_sql("v.series_id = ANY(%s)" + when, last, "%s", ' COLLATE "C"'),
+                              [ids, *since_params, *([last] if last is not None else [])])
 
         yield from series_batches(keys, runs, read, last=last, rows=rows)
 

@@ -460,12 +460,12 @@ class Store:
         run_sql = "SELECT run, run_id, time, commit_sha, branch, ci_job, ci_url FROM runs"
         runs = self._db.execute(run_sql + (" WHERE time >= ?" if since is not None else ""),
                                 [float(since)] if since is not None else []).fetchall()
-        when = " AND run IN (SELECT run FROM runs WHERE time >= ?)" if since is not None else ""
+        when = " AND v.run IN (SELECT run FROM runs WHERE time >= ?)" if since is not None else ""
 
         def read(ids: list[int]) -> list[tuple[object, ...]]:
-            sql = (f"SELECT {', '.join(VALUE_COLUMNS)} FROM results WHERE series_id IN ({', '.join('?' * len(ids))})"
-                   + when)
-            return self._db.execute(sql, [*ids, *([float(since)] if since is not None else [])]).fetchall()
+            sql = values_sql(f"v.series_id IN ({', '.join('?' * len(ids))})" + when, last, "?", "")
+            extra = [float(since)] if since is not None else []
+            return self._db.execute(sql, [*ids, *extra, *([last] if last is not None else [])]).fetchall()
 
         yield from series_batches(keys, runs, read, last=last, rows=rows)
 
@@ -505,6 +505,18 @@ def run_summary(rows: Mapping[tuple[str, str, str, str], object]) -> tuple[str |
     machines = ",".join(sorted({key[0] for key in rows})) or None
     suites = ",".join(sorted({key[1] for key in rows})) or None
     return machines, suites, len(rows)
+
+
+def values_sql(where: str, last: int | None, mark: str, collate: str) -> str:
+    """The VALUE_COLUMNS of the series ``where`` selects; ``last``: only each series'
+    latest N runs (by time, then run id), ranked in SQL, so the gate's "last 30 runs"
+    of a year-long series reads 30 rows, not 365 (``collate``: the run id's byte order)."""
+    columns = ", ".join(f"v.{c}" for c in VALUE_COLUMNS)
+    if last is None:
+        return f"SELECT {columns} FROM results v WHERE {where}"
+    return (f"SELECT {', '.join(VALUE_COLUMNS)} FROM (SELECT {columns}, row_number() OVER (PARTITION BY v.series_id "
+            f"ORDER BY r.time DESC, r.run_id{collate} DESC) AS latest FROM results v JOIN runs r ON r.run = v.run "
+            f"WHERE {where}) AS ranked WHERE latest <= {mark}")
 
 
 def runs_frame(rows: list[tuple[object, ...]], limit: int | None) -> "pd.DataFrame":
