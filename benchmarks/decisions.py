@@ -211,7 +211,9 @@ def per_run(args: argparse.Namespace) -> int:
 #   default (--ediv-every) because it costs 100 x the others.
 
 from perfcheck.history import changepoints as cpd  # noqa: E402
+from perfcheck.history import accepted as accepted_file  # noqa: E402
 from perfcheck.history import gate as hgate  # noqa: E402
+from perfcheck.history import lifecycle  # noqa: E402
 
 REPS = 10
 FIRST_NIGHT = 10
@@ -617,6 +619,132 @@ def nightly(series: int, nights: int, seed: int, ediv_every: int, shared: float 
     return 0
 
 
+# ====================================================================== after a step
+#
+# What happens AFTER a regression starts (perfcheck.history.lifecycle): the series
+# without a change of the nightly data above (same seed, same drift, spikes and
+# run-wide noise), each given a step of 3, 10 or 30% on a night in 20-29. On the 5th,
+# 15th and 30th night after it starts: is it still reported? "detect" is `perfcheck
+# history detect`'s exit 1 (an open regression in the series); "gate" is the history
+# gate failing `duration <= baseline + 5%` on that night's run (its reference is the
+# accepted level). Nobody accepts it: the goal is 100%. Accepted on the 5th night (the
+# open change points then, as `perfcheck history accept` writes them): reported on
+# the 15th and 30th (goal 0%). And the false alarms per 1,000 nightly decisions of the
+# series without a change (every night from FIRST_NIGHT), now that a regression stays
+# open until someone decides: an open false alarm alarms every night after it.
+# Peers have no lifecycle: a fixed % vs the previous run and Bencher's t-test report
+# a step on the night it starts and forget it (their "still reported" is a
+# coincidence of noise), which is what issue 15 calls becoming the new normal.
+
+AFTER_STEPS = (0.03, 0.10, 0.30)
+AFTER_NIGHTS = (5, 15, 30)
+ACCEPT_AT = 5
+
+
+def _points(values: np.ndarray, splits: list, series: int) -> list:
+    """ChangePoint records of a bare series (as ``detect`` makes them from a store)."""
+    out = []
+    for sp, (before, after) in zip(splits, cpd.levels(values, splits)):
+        b, a = float(np.median(before)), float(np.median(after))
+        out.append(cpd.ChangePoint("m", "s", str(series), "duration", "s", f"night-{sp.index}", None, float(sp.index),
+                                   sp.index, b, a, (a / b - 1.0) * 100.0, cpd.REGRESSION if a > b else cpd.IMPROVEMENT,
+                                   sp.p, len(before), len(after)))
+    return out
+
+
+def _reported(values: np.ndarray, t: int, series: int, accepted: list) -> tuple[bool, bool]:
+    """(detect exit 1, gate fails) on night ``t`` of one series."""
+    history = values[:t + 1]
+    runs = [f"night-{k}" for k in range(t + 1)]
+    points = _points(history, cpd.split_points(history), series)
+    detect_fails = any(s.open for s in lifecycle.series_states(points, history, len(history), accepted, LAST_K, runs))
+    before = values[:t]
+    level = lifecycle.level(_points(before, cpd.split_points(before), series), before, accepted, runs[:t])
+    ref = hgate.reference(before, stretch=(level.start, level.end))
+    verdict = hgate.judge(values[t], "<=", BUDGET, None, ref)
+    gate_fails = (not verdict.passed) if verdict is not None else values[t] > values[t - 1] * (1 + BUDGET)
+    return detect_fails, gate_fails
+
+
+def _share(flags: list[bool], given: list[bool] | None = None) -> str:
+    x = np.asarray(flags, bool)
+    if given is not None:
+        x = x[np.asarray(given, bool)]
+    return f"{100 * x.mean():5.1f}" if len(x) else "    -"
+
+
+def after_step(series: int, nights: int, seed: int, shared: float = SHARED) -> int:
+    started = time.perf_counter()
+    if nights <= 29 + max(AFTER_NIGHTS):
+        raise SystemExit(f"--nights must be more than {29 + max(AFTER_NIGHTS)} for the after-step table")
+    data = simulate(np.random.default_rng([seed, 99]), np.random.default_rng([seed, 98]), series, nights, shared)
+    rows = np.flatnonzero(data.kind == "none")
+    onsets = np.random.default_rng([seed, 95]).integers(20, 30, len(rows))
+    width = 40
+    print(f"\nAfter a step: the {len(rows)} series without a change of the nightly data (same seed and drift), "
+          f"each given a step on a night in 20-29. Reported (%) on the 5th, 15th and 30th night after it starts, "
+          f"cells detect/gate (`history detect` exit 1 / the history gate failing `duration <= baseline + "
+          f"{100 * BUDGET:g}%`); 'of found': of the series it reported on the 5th night; accepted: the open change "
+          f"points of the 5th night accepted then")
+    print(f"{'step, case':<{width}} | " + " | ".join(f"{f'+{d} nights':>11}" for d in AFTER_NIGHTS))
+    print(f"{'-' * width}-|-" + "-|-".join("-" * 11 for _ in AFTER_NIGHTS))
+    for z in AFTER_STEPS:
+        kept = {d: [] for d in AFTER_NIGHTS}
+        gone = {d: [] for d in AFTER_NIGHTS if d > ACCEPT_AT}
+        peers = {d: [] for d in AFTER_NIGHTS}
+        for row, i in enumerate(rows):
+            w = data.values[i].copy()
+            onset = int(onsets[row])
+            w[onset:] *= 1.0 + z
+            for d in AFTER_NIGHTS:
+                t = onset + d
+                kept[d].append(_reported(w, t, int(i), []))
+                past = w[max(0, t - 30):t]
+                q = _T99.setdefault(len(past), t_quantile(0.99, len(past) - 1))
+                peers[d].append((bool(w[t] > w[t - 1] * (1 + BUDGET)), bool(w[t] > past.mean() + q * past.std(ddof=1))))
+            # accepted on the ACCEPT_AT-th night: the open change points then (perfcheck history accept)
+            t = onset + ACCEPT_AT
+            history = w[:t + 1]
+            points = _points(history, cpd.split_points(history), int(i))
+            entries = [accepted_file.entry(s.point, reason="benchmark", by="benchmark")
+                       for s in lifecycle.series_states(points, history, len(history), [], LAST_K) if s.open]
+            for d in gone:
+                gone[d].append(_reported(w, onset + d, int(i), entries))
+        found = [k for k, _ in kept[ACCEPT_AT]], [g for _, g in kept[ACCEPT_AT]]
+
+        def cells(table: dict, given: tuple | None = None) -> str:
+            out = []
+            for d in AFTER_NIGHTS:
+                if d not in table or (given is not None and d <= ACCEPT_AT):
+                    out.append("-".rjust(11))
+                    continue
+                det = _share([k for k, _ in table[d]], given[0] if given else None)
+                gat = _share([g for _, g in table[d]], given[1] if given else None)
+                out.append(f"{det}/{gat}".rjust(11))
+            return " | ".join(out)
+
+        print(f"{f'{100 * z:g}%, not accepted':<{width}} | {cells(kept)}")
+        print(f"{f'{100 * z:g}%, not accepted, of found (goal 100)':<{width}} | {cells(kept, found)}")
+        print(f"{f'{100 * z:g}%, accepted at +{ACCEPT_AT} (goal 0)':<{width}} | "
+              f"{cells(gone, (found[0], found[0]))}")
+        print(f"{f'{100 * z:g}%, fixed 5% vs previous / Bencher':<{width}} | {cells(peers)}")
+    # false alarms with open regressions: every night of the series without a change
+    fa: dict[float, list[tuple[bool, bool]]] = {d: [] for d in DRIFTS}
+    for i in rows:
+        for t in range(FIRST_NIGHT, nights):
+            fa[float(data.drift[i])].append(_reported(data.values[i], t, int(i), []))
+    print("\nFalse alarms per 1,000 nightly decisions of those series before any step (a false regression now "
+          "stays open until someone decides), by between-run drift; the gate's include the spike nights (1-3%)")
+    print(f"{'rule':<{width}} | " + " | ".join(f"{f'{100 * d:g}%':>6}" for d in DRIFTS) + " |    all")
+    print(f"{'-' * width}-|-" + "-|-".join("-" * 6 for _ in DRIFTS) + "-|-------")
+    for col, label in ((0, "detect (open regressions)"), (1, "gate (accepted level)")):
+        every = [x[col] for d in DRIFTS for x in fa[d]]
+        print(f"{label:<{width}} | " + " | ".join(f"{1000 * np.mean([x[col] for x in fa[d]]):>6.1f}" for d in DRIFTS)
+              + f" | {1000 * np.mean(every):>6.1f}")
+    print(f"\ntime: {time.perf_counter() - started:.0f} s")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=400, help="per-run table: trials per cell (default 400)")
@@ -630,12 +758,14 @@ def main(argv: list[str] | None = None) -> int:
                              "0: per-series drift only, the model before run-wide drift)")
     parser.add_argument("--wide-machines", type=int, default=8,
                         help="machines with a machine-wide step (default 8; 0: skip that table)")
-    parser.add_argument("--only", choices=("per-run", "nightly"), help="print one part only")
+    parser.add_argument("--only", choices=("per-run", "nightly", "after-step"), help="print one part only")
     args = parser.parse_args(argv)
-    if args.only != "nightly":
+    if args.only in (None, "per-run"):
         per_run(args)
-    if args.only != "per-run":
+    if args.only in (None, "nightly"):
         nightly(args.series, args.nights, args.seed, args.ediv_every, args.shared, args.wide_machines)
+    if args.only in (None, "after-step"):
+        after_step(args.series, args.nights, args.seed, args.shared)
     return 0
 
 

@@ -13,13 +13,21 @@ $PERFCHECK_SHARED) and deleted afterwards unless --keep:
   --omniperf-dispatches (default 30,000 and 300,000); baselines
   ``pandas.read_csv(path)`` and ``pandas.read_csv(path, engine="pyarrow")``.
   Goal: within 2x the default-engine read, and <= 2 GB peak RSS at 300,000.
+* SQLite profiles of --sqlite-dispatches dispatches (default 10 million): the real
+  Nsight Systems H200 export and the real rocpd database (MI300X) copied with
+  their schema, views and string tables, the real kernel rows repeated over 500
+  kernel names (rocpd: names of about 180 characters, and of 3.5 KB as
+  composable_kernel's GEMMs have). Baselines: SQLite's own GROUP BY kernel id
+  (count/min/max/avg/sum, names joined to the groups) and read_sql + pandas (with
+  the exact median). Goal: <= 1.5x the SQL GROUP BY and <= 1 GB peak RSS.
 
 Every measurement runs in its own child process, reaped with ``os.wait4`` so the
 peak RSS reported is that child's alone. Generation is not timed. The inspect
 JSON is checked: its total calls must equal the generated dispatch count.
 
     python benchmarks/ingest.py [--dispatches N] [--omniperf-dispatches N [N ...]]
-                                [--workdir DIR] [--keep] [--only trace|omniperf]
+                                [--sqlite-dispatches N] [--workdir DIR] [--keep]
+                                [--only trace|omniperf|sqlite]
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ import argparse
 import json
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -163,6 +172,146 @@ def _replicate_timestamps(src: Path, dest: Path, dispatches: int) -> None:
             ))
 
 
+# --------------------------------------------------------------------------- SQLite profiles
+#
+# Both are the real file copied (schema, views, indices, string tables and the real rows
+# unchanged) with dispatches appended by SQL: the real kernel rows repeated as templates,
+# each given one of NAMES kernel names, interleaved, with timestamps that keep advancing
+# and the template's duration jittered by up to +-5 %. A name keeps one template, so each
+# kernel has one launch configuration, as every kernel of both real files has.
+
+NSYS = "profiles/nsys/nvidia-fuser-h200-nsys2025.1/report1.sqlite"
+ROCPD = "profiles/rocprofv3/batched_gemm-mi300x-rocpd/15_results.db"
+NAMES = 500
+# Stride through the kernel names so that consecutive dispatches are different kernels
+# (prime, coprime with NAMES).
+STRIDE = 7919
+# n.i counts the new dispatches, n.k is the kernel name each one gets.
+_COUNTER = ("WITH RECURSIVE c(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM c WHERE i + 1 < ?), "
+            f"n(i, k) AS (SELECT i, (i * {STRIDE}) % {NAMES} FROM c) ")
+
+
+def _guid_table(connection: sqlite3.Connection, stem: str) -> str:
+    (name,) = connection.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE ?",
+                                 (stem + "_0%",)).fetchone()
+    return name
+
+
+def kernel_names(template: str, length: int, count: int = NAMES) -> list[str]:
+    """``count`` distinct kernel names of about ``length`` characters: the template's
+    name with template arguments of the kind composable_kernel's GEMMs carry."""
+    head = template.split("(")[0].split("<")[0]
+    parts = ["ck::tensor_layout::gemm::RowMajor", "ck::tensor_operation::element_wise::PassThrough",
+             "ck::Sequence<4, 64, 1>", "ck::BlockGemmPipelineScheduler::Intrawave", "ck::half_t", "float",
+             "ck::tensor_operation::device::GemmSpecialization::MNKPadding", "ck::Sequence<1, 0, 2>"]
+    names = []
+    for i in range(count):
+        args = [f"(int){i}"]
+        k = i
+        while len(head) + sum(len(a) + 2 for a in args) + 16 < length:
+            args.append(parts[k % len(parts)])
+            k += 3
+        names.append(f"{head}<{', '.join(args)}>(int, T2, T3)")
+    return names
+
+
+def generate_nsys(dest: Path, dispatches: int) -> None:
+    shutil.copyfile(real_input(NSYS), dest)
+    dest.chmod(0o644)
+    with sqlite3.connect(dest) as db:
+        templates = db.execute("SELECT K.rowid, S.value FROM CUPTI_ACTIVITY_KIND_KERNEL K "
+                               "JOIN StringIds S ON S.id = K.demangledName ORDER BY K.rowid").fetchall()
+        first_id = db.execute("SELECT max(id) + 1 FROM StringIds").fetchone()[0]
+        names = [f"{value.split('(')[0]}<(int){i}>(int, T2, T3)"
+                 for i, (_, value) in zip(range(NAMES), [templates[i % len(templates)] for i in range(NAMES)])]
+        db.executemany("INSERT INTO StringIds (id, value) VALUES (?, ?)", [(first_id + i, n) for i, n in enumerate(names)])
+        columns = [r[1] for r in db.execute("PRAGMA table_info(CUPTI_ACTIVITY_KIND_KERNEL)")]
+        clock = db.execute("SELECT max(\"end\") FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]
+        rows = len(templates)
+        new = {
+            "start": f"{clock} + 4000 * n.i",
+            "end": f"{clock} + 4000 * n.i + (T.\"end\" - T.start) % 3000 * (950 + abs(random()) % 101) / 1000 + 1",
+            "correlationId": "1000000 + n.i",
+            "demangledName": f"{first_id} + n.k",
+            "shortName": f"{first_id} + n.k",
+            "gridId": "1000000 + n.i",
+        }
+        select = ", ".join(new.get(c, f'T."{c}"') for c in columns)
+        db.execute(f"INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL ({', '.join(chr(34) + c + chr(34) for c in columns)}) "
+                   f"{_COUNTER} SELECT {select} FROM n JOIN CUPTI_ACTIVITY_KIND_KERNEL T ON T.rowid = 1 + n.k % {rows}",
+                   (dispatches - rows,))
+
+
+def generate_rocpd(dest: Path, dispatches: int, name_length: int) -> None:
+    shutil.copyfile(real_input(ROCPD), dest)
+    dest.chmod(0o644)
+    with sqlite3.connect(dest) as db:
+        dispatch, symbol = _guid_table(db, "rocpd_kernel_dispatch"), _guid_table(db, "rocpd_info_kernel_symbol")
+        kernel_of = dict(db.execute(f'SELECT id, kernel_id FROM "{dispatch}"'))  # the templates' symbols
+        rows = len(kernel_of)
+        used = [kernel_of[1 + i % rows] for i in range(NAMES)]
+        symbol_columns = [r[1] for r in db.execute(f'PRAGMA table_info("{symbol}")') if r[1] != "id"]
+        first_id = db.execute(f'SELECT max(id) + 1 FROM "{symbol}"').fetchone()[0]
+        template = db.execute(f'SELECT display_name FROM "{symbol}" WHERE id = ?', (used[-1],)).fetchone()[0]
+        names = kernel_names(template, name_length)
+        for i, name in enumerate(names):
+            select = ", ".join("?" if c in ("kernel_name", "display_name") else f'"{c}"' for c in symbol_columns)
+            db.execute(f'INSERT INTO "{symbol}" (id, {", ".join(chr(34) + c + chr(34) for c in symbol_columns)}) '
+                       f'SELECT ?, {select} FROM "{symbol}" WHERE id = ?', (first_id + i, name + ".kd", name, used[i]))
+        columns = [r[1] for r in db.execute(f'PRAGMA table_info("{dispatch}")') if r[1] != "id"]
+        clock = db.execute(f'SELECT max("end") FROM "{dispatch}"').fetchone()[0]
+        new = {
+            "start": f"{clock} + 70000 * n.i",
+            "end": f"{clock} + 70000 * n.i + (T.\"end\" - T.start) * (950 + abs(random()) % 101) / 1000",
+            "dispatch_id": f"{rows + 1} + n.i",
+            "kernel_id": f"{first_id} + n.k",
+        }
+        select = ", ".join(new.get(c, f'T."{c}"') for c in columns)
+        db.execute(f'INSERT INTO "{dispatch}" ({", ".join(chr(34) + c + chr(34) for c in columns)}) '
+                   f'{_COUNTER} SELECT {select} FROM n JOIN "{dispatch}" T ON T.id = 1 + n.k % {rows}',
+                   (dispatches - rows,))
+
+
+# The yardsticks: SQLite itself grouping by kernel id (names joined to the groups), and
+# read_sql + pandas for the exact median SQLite 3.40 does not have.
+BARE_SQL = {
+    "nsys": "SELECT S.value, G.* FROM (SELECT demangledName AS k, count(*), min(\"end\" - start), max(\"end\" - start), "
+            "avg(\"end\" - start), sum(\"end\" - start) FROM CUPTI_ACTIVITY_KIND_KERNEL GROUP BY demangledName) G "
+            "JOIN StringIds S ON S.id = G.k",
+    "rocpd": "SELECT S.display_name, G.* FROM (SELECT kernel_id AS k, count(*), min(\"end\" - start), max(\"end\" - start), "
+             "avg(\"end\" - start), sum(\"end\" - start) FROM rocpd_kernel_dispatch GROUP BY kernel_id) G "
+             "JOIN rocpd_info_kernel_symbol S ON S.id = G.k",
+}
+PANDAS_SQL = {
+    "nsys": "SELECT demangledName AS k, \"end\" - start AS d FROM CUPTI_ACTIVITY_KIND_KERNEL",
+    "rocpd": "SELECT kernel_id AS k, \"end\" - start AS d FROM rocpd_kernel_dispatch",
+}
+PANDAS_NAMES = {"nsys": "SELECT id AS k, value AS name FROM StringIds",
+                "rocpd": "SELECT id AS k, display_name AS name FROM rocpd_info_kernel_symbol"}
+
+
+def bare_sql_run(path: Path, kind: str) -> Run:
+    code = (f"import sqlite3; c = sqlite3.connect({path.resolve().as_uri() + '?mode=ro'!r}, uri=True); "
+            f"print(len(c.execute({BARE_SQL[kind]!r}).fetchall()))")
+    return measure([sys.executable, "-c", code])
+
+
+def pandas_sql_run(path: Path, kind: str) -> Run:
+    code = (f"import sqlite3, pandas as pd; c = sqlite3.connect({path.resolve().as_uri() + '?mode=ro'!r}, uri=True); "
+            f"f = pd.read_sql_query({PANDAS_SQL[kind]!r}, c); "
+            f"g = f.groupby('k')['d'].agg(['count', 'min', 'max', 'mean', 'sum', 'median']); "
+            f"g = g.join(pd.read_sql_query({PANDAS_NAMES[kind]!r}, c).set_index('k')); print(len(g))")
+    return measure([sys.executable, "-c", code])
+
+
+def profile_sqlite(path: Path, kind: str, dispatches: int, label: str, rows: list[Row]) -> None:
+    size = path.stat().st_size
+    bare = bare_sql_run(path, kind)
+    ours = inspect_run(path, dispatches)
+    rows.append(Row(label, size, ours, "SQL GROUP BY kernel", bare, 1.5, 1.0 * GB))
+    rows.append(Row(label, size, ours, "read_sql + pandas", pandas_sql_run(path, kind), None, None))
+
+
 # --------------------------------------------------------------------------- measurement
 
 
@@ -254,7 +403,9 @@ def main() -> None:
                         help="pmc_perf.csv rows, one workload per number (default 30000 300000)")
     parser.add_argument("--workdir", type=Path, help="where to generate (default: a temp dir under bench-data/)")
     parser.add_argument("--keep", action="store_true", help="keep the generated files")
-    parser.add_argument("--only", choices=["trace", "omniperf"], help="run one workload only")
+    parser.add_argument("--sqlite-dispatches", type=int, default=10_000_000,
+                        help="dispatches of each SQLite profile (nsys, rocpd; default 10,000,000)")
+    parser.add_argument("--only", choices=["trace", "omniperf", "sqlite"], help="run one workload only")
     args = parser.parse_args()
 
     if args.workdir:
@@ -281,6 +432,22 @@ def main() -> None:
                             'read_csv(engine="pyarrow")', base, 1.5, 1.5 * GB))
             if not args.keep:
                 path.unlink()
+        if args.only in (None, "sqlite"):
+            n = args.sqlite_dispatches
+            cases = [("nsys", "nsys H200 schema", None), ("rocpd", "rocpd 180-char names", 180),
+                     ("rocpd", "rocpd 3.5 KB names", 3500)]
+            for kind, label, length in cases:
+                path = workdir / f"{kind}-{length or 'real'}.sqlite"
+                t0 = time.perf_counter()
+                if kind == "nsys":
+                    generate_nsys(path, n)
+                else:
+                    generate_rocpd(path, n, length)
+                print(f"generated {path} ({n:,} dispatches, {path.stat().st_size / GB:.2f} GB) "
+                      f"in {time.perf_counter() - t0:.1f} s", flush=True)
+                profile_sqlite(path, kind, n, f"{label} {n:,}", rows)
+                if not args.keep:
+                    path.unlink()
         if args.only in (None, "omniperf"):
             for n in args.omniperf_dispatches:
                 directory = workdir / f"vcopy-{n}"

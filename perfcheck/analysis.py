@@ -69,7 +69,8 @@ def analyse(
         # ceiling's source names the file its figure came from.
         peaks = found if peaks is None else Peaks(
             values={**found.values, **peaks.values}, details=peaks.details + found.details,
-            sources=peaks.sources + found.sources, oddities=peaks.oddities + found.oddities)
+            sources=peaks.sources + found.sources, oddities=peaks.oddities + found.oddities,
+            clocks={**found.clocks, **peaks.clocks})
     # Oddities are collected as the chunks are consumed: a reader finds some only
     # once it has read its whole file.
     oddities: list[Oddity] = []
@@ -121,8 +122,8 @@ def _summarise(
     the chunks (consumed once), metrics against the ceilings. ``oddities`` may grow
     while ``chunks`` is consumed."""
     from perfcheck.arch import detect, lookup
+    from perfcheck.metrics.roofline import at_profile_clocks, clock_mismatches, kernel_metrics, profile_clocks
     from perfcheck.metrics.roofline import ceilings as make_ceilings
-    from perfcheck.metrics.roofline import kernel_metrics
     from perfcheck.metrics.ranks import RankSpread
     from perfcheck.metrics.summary import KernelSummary
 
@@ -132,6 +133,8 @@ def _summarise(
     else:
         target = detect(sources)
         origin = "detected" if target is not None else "unknown"
+        if target is not None and target.assumed:
+            oddities.append(Oddity(sources[0].path, target.assumed))
     summary = KernelSummary(target, work=True)
     spread = RankSpread()  # per-kernel time spread over MPI ranks (profiles of several ranks)
     for chunk in chunks:
@@ -147,6 +150,12 @@ def _summarise(
         # hbm_bw, flops_rate is flop_rate): the metrics carry them under their names.
         table = table.drop(columns=[f"{q}_rate" for q in QUANTITIES if f"{q}_rate" in table.columns])
         table = spread.attach(table)
+        # The kernels' percentages used each kernel's own clock; the ceilings reports
+        # draw once are at the profile's clock, and a peak measured at another clock
+        # than the profile ran at is said once.
+        clocks = profile_clocks(table)
+        ceilings = at_profile_clocks(ceilings, clocks)
+        oddities.extend(Oddity(where, why) for where, why in clock_mismatches(ceilings, clocks))
     return Analysis(
         sources=sources,
         oddities=tuple(oddities),
@@ -157,3 +166,22 @@ def _summarise(
         peaks=peaks,
         duration_samples=summary.duration_samples(),
     )
+
+
+def with_timeline(analysis: Analysis, paths: Sequence[str | Path], *, format: str | None = None) -> Analysis:
+    """``analysis`` with the timeline's subjects (``@run``, ``range:NAME``, see
+    ``perfcheck.metrics.timeline.subjects``) as extra rows of its kernel table, so
+    checks, baselines and the history treat them like kernels. Read only when an
+    expectation names one: the kernel path never opens the timeline."""
+    from dataclasses import replace
+
+    import pandas as pd
+
+    from perfcheck.ingest.timeline import read_timeline
+    from perfcheck.metrics.timeline import subjects, timeline_metrics
+
+    timeline = read_timeline(paths, format=format)
+    rows, samples = subjects(timeline, timeline_metrics(timeline))
+    kernels = pd.concat([analysis.kernels, rows], ignore_index=True) if len(analysis.kernels) else rows
+    return replace(analysis, kernels=kernels, duration_samples={**analysis.duration_samples, **samples},
+                   oddities=analysis.oddities + tuple(o for o in timeline.oddities if o not in analysis.oddities))

@@ -72,8 +72,10 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -82,6 +84,7 @@ import numpy as np
 
 from perfcheck import __version__
 from perfcheck.atomicfile import clean_stale_temps, write_atomic
+from perfcheck.documents import json_loads
 from perfcheck.errors import InputError, UsageError
 from perfcheck.kernelkey import KernelMap
 from perfcheck.schema import metric_unit
@@ -175,11 +178,13 @@ class Decision:
 
 # ------------------------------------------------------------------ classification
 
-# Theoretical figures from launch resources and ceilings: exact although their
-# units look like rates or percentages.
-_EXACT_NAMES = {"occupancy_pct", "attainable", "peak_gips"}
-# Measured by counters, not timing-derived, and not exact either (sampled occupancy).
-_MEASURED_NAMES = {"achieved_occupancy_pct"}
+# Theoretical figures from launch resources: exact although the unit is a percentage.
+_EXACT_NAMES = {"occupancy_pct"}
+# Measured by counters, not timing-derived, and not exact either: sampled occupancy;
+# the clocks a kernel ran at, and the roofs scaled to them (attainable, peak_gips:
+# theoretical figures x the profiled clock, docs/clocks.md), which vary in the last
+# digits from run to run (ncu's base-clock rate: 764,999,990 then 764,999,998 Hz).
+_MEASURED_NAMES = {"achieved_occupancy_pct", "sm_clock", "mem_clock", "attainable", "peak_gips"}
 
 
 # Per-second quantities the unit registry leaves unitless, and roofline_pct
@@ -229,12 +234,18 @@ def fingerprint(analysis: "Analysis") -> dict[str, str]:
     else:
         device = _distinct([s.device for s in sources])
     arch = target.arch.name if target is not None else _distinct([s.arch for s in sources])
-    return {
+    doc = {
         "device": device,
         "arch": arch,
         "tool": _distinct([s.tool for s in sources]),
         "tool_version": _distinct([s.tool_version for s in sources]),
     }
+    # ncu's clock control of a perfcheck run: times at the base clock and at boost
+    # clocks are different machines as far as a baseline goes. Only when recorded, so
+    # the baselines of other tools and of ingested files keep their fingerprint.
+    if any(s.clock_control for s in sources):
+        doc["clock_control"] = _distinct([s.clock_control for s in sources])
+    return doc
 
 
 def _slug(text: str, *, lower: bool) -> str:
@@ -572,6 +583,54 @@ def write(path: str | Path, baseline: Baseline) -> bool:
     return True
 
 
+@contextmanager
+def folder_lock(folder: str | Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``folder`` (``flock`` on the directory itself, so no
+    lock file is left among the baselines a team commits). Sessions on one host that
+    write baselines of one folder take turns; where the platform or the file system
+    has no such lock (Windows, some network file systems) the write goes on unlocked."""
+    try:
+        import fcntl
+    except ImportError:  # Windows
+        yield
+        return
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        yield
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError:  # NFS without flock: no lock, as before
+            pass
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def write_merged(path: str | Path, fresh: Baseline, *, ours: set[str], dropped: set[str] = frozenset(),
+                 aliases: Mapping[str, str] | None = None) -> bool:
+    """Write ``fresh`` to ``path`` without losing what another session wrote there since
+    this one read it: under ``folder_lock``, the file is read again, and a baseline of
+    the same machine keeps its kernels except ``dropped`` (the ones this session
+    deliberately left out: an update of kernels no longer run), with this session's
+    own kernels (``ours``) taken from ``fresh``. Two ``pytest --perf`` sessions
+    recording one suite at once so keep both sessions' kernels, as the xdist workers
+    of one session always did. A file of another machine is replaced, as before."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with folder_lock(path.parent):
+        current = load(path)
+        if current is not None and aliases:
+            current = current.renamed(aliases)
+        if current is not None and mismatch(current, fresh.fingerprint) is None:
+            kernels = {k: v for k, v in current.kernels.items() if k not in dropped}
+            kernels.update({k: v for k, v in fresh.kernels.items() if k in ours})
+            fresh = replace(fresh, kernels=kernels)
+        return write(path, fresh)
+
+
 # ------------------------------------------------------------------ JSON reading
 
 
@@ -650,7 +709,7 @@ def load(path: str | Path) -> Baseline | None:
     if not text.strip():
         raise InputError(path, "is empty, not a baseline", line=1, hint="delete it and record a new baseline")
     try:
-        data = json.loads(text)
+        data = json_loads(text, path, hint="delete it and record a new baseline")
     except json.JSONDecodeError as exc:
         raise InputError(
             path, f"is not valid JSON ({exc.msg}, column {exc.colno})", line=exc.lineno,

@@ -102,7 +102,7 @@ def _run_command(suite: SuiteSettings, arch: str | None) -> tuple[SuiteSettings,
     parent = suite.runs_dir or (suite.baseline_dir.parent / rundir.RUNS_DIR)
     result = run(
         suite.command,  # type: ignore[arg-type]
-        profiler=suite.profiler, launcher=suite.launcher, timeout=suite.timeout, runs_dir=parent,
+        profiler=suite.profiler, clock_control=suite.clock_control, launcher=suite.launcher, timeout=suite.timeout, runs_dir=parent,
         name=suite.name, expect=suite.expect, arch=arch, cwd=suite.workdir,
     )
     return replace(suite, profiles=(result.path(suite.rank),), command=None), result
@@ -128,6 +128,12 @@ def prepare(suite: SuiteSettings, profile: "Profile | None" = None) -> SuiteRun:
         analysis = analyse_profile(profile, arch=arch, peaks=peaks)
     else:
         analysis = analyse(list(suite.profiles), format=suite.format, arch=arch, peaks=peaks)
+        from perfcheck.metrics.timeline import is_timeline_name
+
+        if any(is_timeline_name(pattern) for pattern in suite.expect):  # @run, range:NAME
+            from perfcheck.analysis import with_timeline
+
+            analysis = with_timeline(analysis, list(suite.profiles), format=suite.format)
     run = SuiteRun(suite, analysis, profile=profile)
     if ran is not None:
         run.notices.append(f"suite {suite.name!r}: profiled with {ran.describe()}")
@@ -266,13 +272,30 @@ def _history_gate(run: SuiteRun, checks: list[Check]) -> tuple[list[Check], dict
 
     machine = machine_key(baselines.fingerprint(run.analysis))
     pairs = gate.gated_pairs(checks)
-    refs = gate.references(run.settings.history, machine, run.name, pairs)
+    try:
+        refs = gate.references(run.settings.history, machine, run.name, pairs, run.settings.accepted_file)
+    except PerfcheckError as exc:
+        # A store that cannot be read must not cost the run its reports: the baseline
+        # file decides, and the run ends with this error once every report is written.
+        run.store_error = str(exc)
+        refs = {}
     run.history_judged = sum(ref.usable for ref in refs.values())
     run.history_runs = max((ref.comparable for ref in refs.values()), default=0) if pairs else None
     judged = gate.rejudge(checks, refs, run.analysis, run.settings.tolerances)
     since = {c.kernel: refs[(c.kernel, c.metric)].since_time for c in judged
              if c.outcome == FAILED and (c.kernel, c.metric) in refs and refs[(c.kernel, c.metric)].usable}
-    return judged, gate.recent_values(run.settings.history, machine, run.name, since)
+    if run.store_error is not None:
+        return judged, {}
+    from perfcheck.metrics.timeline import RANGE_PREFIX, RUN
+
+    steps = [t for k, t in since.items() if k.startswith(RANGE_PREFIX)]
+    if steps and RUN not in since:  # a step's diagnosis reads the run's timeline row beside it
+        since[RUN] = None if None in steps else min(t for t in steps if t is not None)
+    try:
+        return judged, gate.recent_values(run.settings.history, machine, run.name, since)
+    except PerfcheckError as exc:
+        run.store_error = str(exc)
+        return judged, {}
 
 
 def _explained(run: SuiteRun, checks: list[Check], history: Mapping[str, Mapping[str, "np.ndarray"]]) -> list[Check]:
@@ -283,7 +306,7 @@ def _explained(run: SuiteRun, checks: list[Check], history: Mapping[str, Mapping
     if not failed or run.analysis is None:
         return checks
     from perfcheck.baseline import is_exact
-    from perfcheck.diagnosis import LABELS, diagnose, whole_run
+    from perfcheck.diagnosis import LABELS, diagnose, whole_run, with_run
     from perfcheck.history.runs import duration_samples, measurements
 
     now = measurements(run.analysis)
@@ -299,10 +322,11 @@ def _explained(run: SuiteRun, checks: list[Check], history: Mapping[str, Mapping
     spread = duration_samples(run.analysis)
     arch = run.analysis.target.arch.name if run.analysis.target is not None else None
     out = []
+    stored_rows = {k: b.metrics for k, b in stored_kernels.items()}
     for check in checks:
-        stored = run.baseline.kernels.get(check.kernel) if run.baseline is not None else None
-        before = history.get(check.kernel) or (stored.metrics if stored is not None else None)
-        after = now.get(check.kernel)
+        # a range row (a step) is read with the run's timeline row beside it
+        before = with_run(check.kernel, history) or with_run(check.kernel, stored_rows)
+        after = with_run(check.kernel, now)
         if id(check) not in failed or not before or not after:
             out.append(check)
             continue
@@ -394,8 +418,21 @@ def _write_baseline(path: Path, fresh: "Baseline", runs: Sequence[SuiteRun]) -> 
         found = baselines.changes(previous, fresh, _watched(runs))
         for r in runs:
             r.changes = found
+    # What this session measured, and what it left out on purpose (an update drops the
+    # stored kernels it no longer runs): the rest of the file is whatever is on disk
+    # when it is written, so another session recording the same suite meanwhile keeps
+    # its kernels.
+    ours: set[str] = set()
+    stored: set[str] = set()
+    for r in runs:
+        read = set(r.baseline.kernels) if r.baseline is not None else set()
+        stored |= read
+        if r.fresh is not None:
+            ours |= set(r.fresh.kernels) - (read if r.action == COMPARED else set())
+    dropped = stored - set(fresh.kernels)
+    aliases = next((r.settings.aliases for r in runs if r.settings.aliases), None)
     try:
-        baselines.write(path, fresh)
+        baselines.write_merged(path, fresh, ours=ours, dropped=dropped, aliases=aliases)
     except OSError as exc:
         raise UsageError(f"cannot write baseline {path}: {exc.strerror or exc}") from None
 
@@ -557,13 +594,62 @@ def finish(runs: Sequence[SuiteRun], settings: Settings) -> Run:
     """Settle baselines (written only when ``settings.write_baselines``), then write
     every report; the caller exits with ``Run.exit_code`` after this returns."""
     settle_baselines(runs, write=settings.write_baselines)
+    if settings.write_baselines:
+        try:
+            accept_open_regressions(runs)
+        except PerfcheckError as exc:  # the store: reported after the reports, like the gate's
+            for run in runs:
+                run.store_error = run.store_error or str(exc)
     from perfcheck.history.runs import current_run
 
     record = current_run() if settings.json is not None or settings.history is not None else None
-    if settings.history is not None and settings.write_baselines and record is not None \
+    run = Run(list(runs), write_reports(runs, settings, record))
+    # The history comes after every report: a store that cannot be read or written
+    # (read-only file system, damaged, newer schema, not a store) costs the run its
+    # history entry, never its reports, and the exit status says so (Run.exit_code).
+    failed = next((r.store_error for r in runs if r.store_error), None)  # the gate could not read it
+    if failed is None and settings.history is not None and settings.write_baselines and record is not None \
             and settings.history_mode != "read-only":
-        append_history(runs, settings.history, record)
-    return Run(list(runs), write_reports(runs, settings, record))
+        try:
+            append_history(runs, settings.history, record)
+        except PerfcheckError as exc:
+            failed = str(exc)
+    if failed is not None:
+        later = f"; the results file {display_path(settings.json)} can be added later with `perfcheck history add`" \
+            if settings.json is not None and settings.write_baselines else ""
+        run.history_error = f"{failed}; this run was not added to the history{later}"
+    return run
+
+
+ACCEPTED_BY_UPDATE = "baseline updated (perfcheck baseline update)"
+
+
+def accept_open_regressions(runs: Sequence[SuiteRun]) -> None:
+    """A baseline update makes this run the kernels' reference: their open regressions
+    in the history (perfcheck.history.lifecycle) are accepted with it, in the accepted
+    file, and a notice says so. Read-only for the store; the file is written atomically."""
+    from perfcheck import baseline as baselines
+    from perfcheck.history import accepted, lifecycle
+    from perfcheck.history.store import machine_key
+
+    for run in runs:
+        settings = run.settings
+        if run.skipped or run.analysis is None or not settings.update_baseline or settings.history is None:
+            continue
+        path = settings.accepted_file
+        kernels = sorted(run.analysis.kernels["kernel"].astype(str).unique())
+        machine = machine_key(baselines.fingerprint(run.analysis))
+        found = lifecycle.open_in_store(settings.history, machine, run.name, kernels, accepted.read(path))
+        if not found:
+            continue
+        entries = accepted.accept(found, reason=ACCEPTED_BY_UPDATE, by=accepted.who(), every_metric=True)
+        accepted.append(path, entries)
+        names = sorted({s.point.kernel for s in found})
+        run.notices.append(
+            f"suite {run.name!r}: the baseline update accepted {len(found)} open regression"
+            f"{'s' if len(found) != 1 else ''} of {len(names)} kernel{'s' if len(names) != 1 else ''} "
+            f"({', '.join(names[:3])}{', ...' if len(names) > 3 else ''}) in {display_path(path)}: commit it with "
+            "the baseline")
 
 
 def append_history(runs: Sequence[SuiteRun], path: "StoreLocation", record: "RunRecord") -> None:
@@ -583,6 +669,20 @@ def run_suites(settings: Settings) -> Run:
 
 # --- perfcheck compare ---------------------------------------------------------------------------
 
+def _json_profile(spec: str) -> bool:
+    """Whether ``spec`` names a profile written as JSON (a Kineto trace, a rocprof
+    results.json) rather than a results file: those end in .json too."""
+    from perfcheck.errors import PerfcheckError
+    from perfcheck.ingest import detect
+
+    if not Path(spec).is_file():
+        return False
+    try:
+        return detect(Path(spec), "profile") is not None
+    except PerfcheckError:
+        return False
+
+
 def comparison_side(spec: str, options: Mapping[str, object]) -> "Side":
     """One side of ``perfcheck compare``: a results file (``FILE.json``, or
     ``FILE.json:SUITE`` for one of several suites) read as written, a suite of the
@@ -593,7 +693,7 @@ def comparison_side(spec: str, options: Mapping[str, object]) -> "Side":
     from perfcheck.config import resolver
 
     path, _, suite = spec.rpartition(":") if spec.rpartition(":")[0].lower().endswith(".json") else (spec, "", "")
-    if path.lower().endswith(".json"):
+    if path.lower().endswith(".json") and not _json_profile(spec):
         name, analysis = results_analysis(path, suite or None)
         return Side(f"{Path(path).name}" + (f" (suite {name})" if suite else ""), analysis)
     resolved = resolver(cli=options)
@@ -628,6 +728,8 @@ def write_comparison(comparison: "Comparison", *, roofline: Path | None = None, 
     from perfcheck.report.roofline import plot_comparison
 
     written: dict[str, list[Path]] = {}
+    # An unwritable path is the user's to fix; the error names the option's path (an
+    # atomic write's failure names its temporary file, which the user never gave).
     try:
         if roofline is not None:
             images = plot_comparison(comparison.before.analysis, comparison.after.analysis, Path(roofline) / "compare",
@@ -636,6 +738,9 @@ def write_comparison(comparison: "Comparison", *, roofline: Path | None = None, 
                                       Path(roofline) / "compare-instructions", instructions=True,
                                       title=f"{comparison.before.label} \u2192 {comparison.after.label}")
             written["roofline"] = images
+    except OSError as exc:
+        raise UsageError(f"cannot write the comparison's roofline in {roofline}: {exc.strerror or exc}") from None
+    try:
         if markdown is not None:
             from perfcheck.atomicfile import write_atomic
 
@@ -643,5 +748,5 @@ def write_comparison(comparison: "Comparison", *, roofline: Path | None = None, 
             text = comparison_markdown(comparison, images=[os.path.relpath(p, Path(markdown).parent) for p in pngs])
             written["markdown"] = [write_atomic(markdown, text)]
     except OSError as exc:
-        raise UsageError(f"cannot write the comparison: {exc.strerror or exc}: {exc.filename or ''}") from None
+        raise UsageError(f"cannot write the comparison's Markdown {markdown}: {exc.strerror or exc}") from None
     return written

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from perfcheck import __version__
-from perfcheck.errors import PerfcheckError, UsageError
+from perfcheck.errors import OutOfMemory, PerfcheckError, UsageError
 
 if TYPE_CHECKING:
     from perfcheck.checking import Run
@@ -56,6 +56,17 @@ def _parser() -> argparse.ArgumentParser:
     inspect.add_argument("--json", action="store_true", help="print JSON (values in base units) instead of a table")
     inspect.add_argument("--kernel", metavar="PATTERN", help="only the kernels matching PATTERN (glob on the "
                          "demangled name, or re:REGEX), as in expectations")
+    inspect.add_argument("--timeline", action="store_true",
+                         help="instead of kernels, the program's timeline (Kineto traces, Nsight Systems exports): "
+                         "per rank and GPU the span, busy and idle time, compute, copies and communication, "
+                         "and the user ranges (NVTX, ProfilerStep#N) with the most time; see docs/timeline.md")
+    inspect.add_argument("--plot", metavar="STEM", type=Path,
+                         help="with --timeline: draw each step's compute, communication, copies and idle time "
+                         "per rank and GPU (ProfilerStep ranges, or --step NAME) to STEM.png and STEM.svg")
+    inspect.add_argument("--step", metavar="NAME",
+                         help="with --plot: the range that is one step (default: ProfilerStep)")
+    inspect.add_argument("--baseline-trace", metavar="PATH", nargs="+", type=Path,
+                         help="with --plot: the baseline's traces, drawn beside the current steps")
     inspect.add_argument("--full-names", action="store_true", default=None,
                          help="never shorten kernel names (the default when the output is not a terminal); "
                          "wide tables wrap their columns instead")
@@ -236,7 +247,7 @@ def _parser() -> argparse.ArgumentParser:
 def _history_parser(sub: "argparse._SubParsersAction") -> None:
     """``perfcheck history ACTION``: each action is an entry of ``_HISTORY`` (add more there)."""
     history = sub.add_parser(
-        "history", help="the history store of runs: add, list, prune, detect change points",
+        "history", help="the history store of runs: add, list, prune, detect change points, accept regressions",
         description="A history store keeps every run's values per machine x suite x kernel x metric: an SQLite "
         "file (a path) or a PostgreSQL database (postgresql://user@host/db; needs psycopg 3: pip install 'psycopg[binary]'). "
         "The store is --history PATH|URL, else PERFCHECK_HISTORY, else history = \"...\" in the config.")
@@ -261,21 +272,38 @@ def _history_parser(sub: "argparse._SubParsersAction") -> None:
     prune = actions.add_parser("prune", help="delete runs older than N days")
     prune.add_argument("--keep-days", type=float, required=True, metavar="N")
     common(prune)
+    def filters(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--suite", action="append", metavar="NAME", help="only this suite (name or glob; repeatable)")
+        parser.add_argument("--kernel", action="append", metavar="PATTERN",
+                            help="only kernels matching PATTERN: a glob on the whole name or re:REGEX, as in "
+                            "expectations (repeatable)")
+        parser.add_argument("--metric", action="append", metavar="NAME",
+                            help="only this metric: a name or alias `perfcheck metrics` lists, or all (repeatable)")
+        parser.add_argument("--machine", action="append", metavar="SLUG", help="only this machine (name or glob; "
+                            "repeatable). A filter that selects no series is an error (exit 2) naming the closest")
+
+    def accepted_option(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--accepted", metavar="FILE", help="the accepted-regressions file (default: accepted = "
+                            "\"...\" in the config, else accepted.toml in the baseline directory)")
+
     detect = actions.add_parser(
-        "detect", help="find change points (exit 1 when a regression starts in the last runs)",
+        "detect", help="find change points; exit 1 while a regression is open",
         description="Change points per machine x suite x kernel x metric: E-divisive means with a t-test, "
-        "windowed; single-run spikes are never change points. Exit 1 when a regression change point starts "
-        "in the last --last runs of its series, 0 otherwise.")
-    detect.add_argument("--suite", action="append", metavar="NAME", help="only this suite (repeatable)")
-    detect.add_argument("--kernel", action="append", metavar="NAME", help="only this kernel (repeatable)")
-    detect.add_argument("--metric", action="append", metavar="NAME",
-                        help="report changes of this metric (repeatable; 'all': any metric); default: the metrics a "
-                        "check watches and duration. Other metrics that moved at the same run are listed inside "
-                        "the kernel's finding as 'also moved'")
+        "windowed; single-run spikes are never change points. A regression (worse than the accepted level by more "
+        "than 2 run-to-run sigmas) stays open, however old, until it is "
+        "accepted (perfcheck history accept, perfcheck baseline update: entries in the accepted file) or recovers "
+        "(a later change back to within the noise of the accepted level; reported once, as recovered). "
+        "Exit 1 while a regression in the selection is open (--fail-on new: only when an open one starts in the "
+        "last --last runs), 0 otherwise, 2 on bad input or a filter that selects nothing.")
+    filters(detect)
     detect.add_argument("--full-names", action="store_true", help="whole kernel names (a pipe always gets them)")
-    detect.add_argument("--machine", metavar="SLUG", help="only this machine")
     detect.add_argument("--since", metavar="WHEN", help="runs since a date (2026-01-31) or an age (90d)")
-    detect.add_argument("--last", type=int, default=3, metavar="K", help="fail on regressions in the last K runs (default 3)")
+    detect.add_argument("--last", type=int, default=3, metavar="K",
+                        help="mark change points in the last K runs of their series as new (default 3)")
+    detect.add_argument("--fail-on", choices=("open", "new"), default="open",
+                        help="exit 1 on any open regression (default), or only on new ones (the open ones are "
+                        "still listed)")
+    accepted_option(detect)
     detect.add_argument("--p", type=float, default=0.001, metavar="P", help="significance level (default 0.001)")
     detect.add_argument("--min-after", type=int, default=2, metavar="N",
                         help="runs a change must persist, its first included (default 2)")
@@ -289,6 +317,26 @@ def _history_parser(sub: "argparse._SubParsersAction") -> None:
     form.add_argument("--markdown", action="store_true", help="print a Markdown table")
     common(detect)
 
+    accept = actions.add_parser(
+        "accept", help="accept open regressions as the new level (writes the accepted file)",
+        description="Accept the open regressions of the kernels SELECTOR matches (a glob on the whole name or "
+        "re:REGEX, as in expectations; * for every kernel), narrowed by --suite/--metric/--machine: each becomes "
+        "its series' new level, so detect and the history gate stop failing on it. Writes one entry per kernel "
+        "and change point (machine, suite, kernel, metric or *, the change point's run and commit, before -> "
+        "after, reason, date, who: git config user.name or $USER) into the accepted file, atomically. Commit "
+        "the file: the pull request shows the diff. Exit 2 when nothing open matches.")
+    accept.add_argument("selector", metavar="SELECTOR", help="kernel pattern (glob or re:REGEX; * for all)")
+    accept.add_argument("--reason", required=True, metavar="TEXT", help="why the change is accepted (kept in the file)")
+    accept.add_argument("--suite", action="append", metavar="NAME", help="only this suite (name or glob; repeatable)")
+    accept.add_argument("--metric", action="append", metavar="NAME",
+                        help="only this metric (name or alias; repeatable; default: every metric, written as *)")
+    accept.add_argument("--machine", action="append", metavar="SLUG", help="only this machine (name or glob)")
+    accepted_option(accept)
+    accept.add_argument("--p", type=float, default=0.001, metavar="P", help="significance level, as detect's")
+    accept.add_argument("--min-after", type=int, default=2, metavar="N", help="as detect's")
+    accept.add_argument("--window", type=int, default=30, metavar="N", help="as detect's")
+    common(accept)
+
     report = actions.add_parser(
         "report", help="write the dashboard (static HTML) and a Markdown digest",
         description="A static site from the history: index.html (open regressions, a line per suite) and a page "
@@ -298,8 +346,8 @@ def _history_parser(sub: "argparse._SubParsersAction") -> None:
     report.add_argument("--html", metavar="DIR", help="write the site into DIR (index.html, suite-*.html)")
     report.add_argument("--markdown", metavar="FILE", help="write the Markdown digest")
     report.add_argument("--link", metavar="URL", help="where the site is published, linked from the digest")
-    report.add_argument("--suite", action="append", metavar="NAME", help="only this suite (repeatable)")
-    report.add_argument("--machine", metavar="SLUG", help="only this machine")
+    filters(report)
+    accepted_option(report)
     report.add_argument("--last", type=int, metavar="N", help="only the last N runs of each series")
     report.add_argument("--title", default="perfcheck history", help="the site's title")
     common(report)
@@ -313,8 +361,7 @@ def _history_parser(sub: "argparse._SubParsersAction") -> None:
     export.add_argument("--bencher", metavar="DIR", help="write Bencher Metric Format files into DIR")
     export.add_argument("--openmetrics", metavar="FILE", help="write OpenMetrics text with timestamps (seconds)")
     export.add_argument("--prometheus", metavar="FILE", help="write Prometheus text with timestamps (milliseconds)")
-    export.add_argument("--suite", action="append", metavar="NAME", help="only this suite (repeatable)")
-    export.add_argument("--machine", metavar="SLUG", help="only this machine")
+    filters(export)
     export.add_argument("--since", metavar="WHEN", help="runs since a date (2026-01-31) or an age (90d)")
     common(export)
     copy = actions.add_parser(
@@ -365,14 +412,22 @@ def _since(text: str | None) -> float | None:
 
 
 def _history_add(args: argparse.Namespace) -> int:
-    from perfcheck.history import open_store, read_results
+    from perfcheck.errors import InputError
+    from perfcheck.history import open_store
+    from perfcheck.history.runs import read_results_files
 
-    imported = [read_results(path) for path in args.results]  # every file is read before anything is written
+    imported = read_results_files(args.results)  # all validated first: one bad file, none imported
     with open_store(_history_path(args, writing=True)) as store:
-        for path, run in zip(args.results, imported):
+        for index, (path, run) in enumerate(zip(args.results, imported)):
             for notice in run.notices:
                 print(f"perfcheck: notice: {notice}", file=sys.stderr)
-            done = store.add(run.run, run.results, run.machines)
+            try:
+                done = store.add(run.run, run.results, run.machines)  # one transaction per file
+            except InputError as exc:
+                if index == 0:
+                    raise
+                raise InputError(exc.path, f"{path}: {exc.what}", hint=f"the {index} file(s) listed above were "
+                                 "imported, this one and the rest were not; a rerun skips those stored") from None
             state = f"added run {done.run_id} ({done.values} values)" if done.added else f"run {done.run_id} already stored"
             print(f"{path}: {state}")
     return EXIT_OK
@@ -407,23 +462,72 @@ def _history_prune(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _accepted_path(args: argparse.Namespace) -> Path:
+    from perfcheck.config import resolver
+
+    if args.accepted:
+        return Path(args.accepted)
+    return resolver(cli={"config": args.config}).accepted_file()
+
+
+def _selected(args: argparse.Namespace, store: object, *, kernel: Sequence[str] | None = None,
+              since: float | None = None, last: int | None = None, every_metric: bool = False) -> "object":
+    """The series the filters select (``every_metric``: the --metric filter left out)."""
+    from perfcheck.history import select
+
+    filters = select.Filters.of(suite=args.suite, kernel=kernel if kernel is not None else getattr(args, "kernel", None),
+                                metric=None if every_metric else args.metric, machine=args.machine)
+    return select.series(store, filters, since=since, last=last, where=str(_history_path(args)))
+
+
+def _resolved(args: argparse.Namespace, store: object, *, every_metric: bool = False) -> "tuple[dict[str, list[str]], object]":
+    """The filters checked once on the store's series names, as ``_selected`` checks them
+    (one that selects nothing: exit 2 with the closest names), and the names they chose:
+    (keyword arguments for ``store.batches`` naming, for each filter given, the names it
+    selects; the selected series' names)."""
+    from perfcheck.history import select
+
+    filters = select.Filters.of(suite=args.suite, kernel=getattr(args, "kernel", None),
+                                metric=None if every_metric else getattr(args, "metric", None), machine=args.machine)
+    chosen = select.apply(store.series_keys(), filters, where=str(_history_path(args)))  # type: ignore[attr-defined]
+    where: dict[str, list[str]] = {}
+    for column, given in (("machine", filters.machine), ("suite", filters.suite), ("kernel", filters.kernel),
+                          ("metric", filters.metrics())):
+        if given:
+            where[column] = sorted(chosen[column].astype(str).unique())
+    return where, chosen
+
+
+def _no_runs_in_window(args: argparse.Namespace, chosen: "object") -> None:
+    raise UsageError(f"the filters select {len(chosen)} series in {_history_path(args)}, "  # type: ignore[arg-type]
+                     "but none has runs in the window asked for (--since/--last)")
+
+
 def _history_detect(args: argparse.Namespace) -> int:
+    from perfcheck.history import accepted, open_store
     from perfcheck.history import listing as render
-    from perfcheck.history import open_store
-    from perfcheck.history.findings import ALL
     from perfcheck.history.scan import scan
 
     if args.last < 1 or args.min_after < 1 or args.window < 4 or not 0 < args.p < 1:
         raise UsageError("--last and --min-after must be 1 or more, --window 4 or more, --p between 0 and 1")
-    select = ALL if args.metric and ALL in args.metric else args.metric
+    entries = accepted.read(_accepted_path(args))
     with open_store(_history_path(args), create=False) as store:
+        # the filters checked once on the series' names (one that selects nothing: exit 2
+        # with the closest names); every metric of the selected kernels: the findings group
+        # them and the diagnosis reads them all; --metric chooses which changes are reported
+        where, chosen = _resolved(args, store, every_metric=True)
+        metrics = _metric_selection(args, chosen)
         arches = {slug: fp.get("arch", "") for slug, fp in store.machines().items()}
-        # part by part (bounded memory); every metric of the kernels: the diagnosis reads them all
-        done = scan(store, machine=args.machine, suite=args.suite, kernel=args.kernel, since=_since(args.since),
-                    p=args.p, min_after=args.min_after, window=args.window, min_change_pct=args.min_change,
-                    relative=args.relative, last=args.last, select=select, arches=arches)
+        # part by part (bounded memory), each part's lifecycle with it; a recovered
+        # regression is reported once, the night it recovered
+        done = scan(store, **where, since=_since(args.since), p=args.p, min_after=args.min_after, window=args.window,
+                    min_change_pct=args.min_change, relative=args.relative, last=args.last, select=metrics,
+                    arches=arches, accepted=entries, named=metrics if isinstance(metrics, list) else None,
+                    hide_recovered=True)
+    if not done.series and len(chosen):
+        _no_runs_in_window(args, chosen)
     found = done.found
-    new = [f for f in found if f.new and f.regression]
+    counts = render.summary(found)
     if args.json:
         print(render.as_json(found))
     elif args.markdown:
@@ -433,14 +537,60 @@ def _history_detect(args: argparse.Namespace) -> int:
         whole = args.full_names or not sys.stdout.isatty()  # a pipe or a file gets whole names
         print(render.text(found, width=None if whole else shutil.get_terminal_size((80, 24)).columns))
         print(f"{len(found)} finding{'s' if len(found) != 1 else ''} in {series} series; "
-              f"{len(new)} regression{'s' if len(new) != 1 else ''} in the last {args.last} runs")
-    return EXIT_FAILED if new else EXIT_OK
+              f"{counts['open']} open regression{'s' if counts['open'] != 1 else ''} "
+              f"({counts['new']} new in the last {args.last} runs), {counts['accepted']} accepted, "
+              f"{counts['recovered']} recovered")
+        if counts["open"]:
+            print("accept one with: perfcheck history accept KERNEL --reason TEXT (or fix it)")
+    failing = counts["new"] if args.fail_on == "new" else counts["open"]
+    return EXIT_FAILED if failing else EXIT_OK
+
+
+def _metric_selection(args: argparse.Namespace, frame: "object") -> "str | list[str] | None":
+    """What --metric asks ``findings`` to report: None (the watched metrics and duration),
+    "all", or canonical names, each of which must select a series (UsageError otherwise)."""
+    from perfcheck.history import select
+    from perfcheck.history.findings import ALL
+
+    if not args.metric:
+        return None
+    if ALL in args.metric:
+        return ALL
+    select.apply(frame, select.Filters.of(metric=args.metric), where=str(_history_path(args)))
+    return list(select.Filters.of(metric=args.metric).metrics())
+
+
+def _history_accept(args: argparse.Namespace) -> int:
+    from perfcheck.history import accepted, detect, lifecycle, open_store
+
+    if args.min_after < 1 or args.window < 4 or not 0 < args.p < 1:
+        raise UsageError("--min-after must be 1 or more, --window 4 or more, --p between 0 and 1")
+    if not args.reason.strip():
+        raise UsageError("--reason: say why the change is accepted (it is kept in the file for review)")
+    path = _accepted_path(args)
+    entries = accepted.read(path)
+    with open_store(_history_path(args), create=False) as store:
+        frame = _selected(args, store, kernel=() if args.selector == "*" else [args.selector])
+    points = detect(frame, p=args.p, min_after=args.min_after, window=args.window)
+    found = lifecycle.open_regressions(lifecycle.states(points, frame, entries))
+    if not found:
+        raise UsageError(f"nothing to accept: no open regression in the {frame.groupby(['machine', 'suite', 'kernel', 'metric']).ngroups} "
+                         f"series selected (`perfcheck history detect` lists them)")
+    new = accepted.accept(found, reason=args.reason.strip(), by=accepted.who(), every_metric=not args.metric)
+    accepted.append(path, new)
+    for state in found:
+        cp = state.point
+        print(f"accepted: {cp.suite} / {cp.kernel} / {cp.metric} on {cp.machine}: {cp.change_pct:+.1f}% since "
+              f"{(cp.commit or cp.run_id)[:12]}")
+    print(f"perfcheck: {len(new)} entr{'ies' if len(new) != 1 else 'y'} written to {path}; commit it for review",
+          file=sys.stderr)
+    return EXIT_OK
 
 
 def _history_report(args: argparse.Namespace) -> int:
     from perfcheck.atomicfile import write_atomic
-    from perfcheck.history import open_store
-    from perfcheck.history.dashboard import load_view, write_site
+    from perfcheck.history import accepted, open_store
+    from perfcheck.history.dashboard import history_view_of, markdown_digest, write_site
     from perfcheck.history.scan import digest
 
     if not args.html and not args.markdown:
@@ -448,17 +598,31 @@ def _history_report(args: argparse.Namespace) -> int:
     if args.last is not None and args.last < 1:
         raise UsageError(f"--last must be 1 or more, not {args.last}")
     path = _history_path(args)
-    where = {"suites": args.suite, "machine": args.machine, "last": args.last}
     with open_store(path, create=False) as store:
-        if not any(True for _ in store.batches(machine=args.machine, suite=args.suite, last=args.last, rows=1)):
-            print(f"perfcheck: warning: {path}: no runs stored that match", file=sys.stderr)
-        if args.html:  # the pages chart every series: the whole selection at once
-            pages = write_site(load_view(store, **where, title=args.title), args.html)
-            print(f"perfcheck: dashboard: {pages[0]} and {len(pages) - 1} suite page{'s' if len(pages) != 2 else ''}",
-                  file=sys.stderr)
-        if args.markdown:  # part by part: bounded memory
-            write_atomic(args.markdown, digest(store, **where, title=args.title, link=args.link))
+        if not args.html:  # the digest alone: part by part, bounded memory
+            where, chosen = _resolved(args, store)
+            if not any(True for _ in store.batches(**where, last=args.last, rows=1)):
+                if len(chosen):
+                    _no_runs_in_window(args, chosen)
+                print(f"perfcheck: warning: {path}: no runs stored that match", file=sys.stderr)
+            write_atomic(args.markdown, digest(store, suites=where.get("suite"), machine=where.get("machine"),
+                                               kernel=where.get("kernel"), metric=where.get("metric"), last=args.last,
+                                               accepted=accepted.read(_accepted_path(args)), title=args.title,
+                                               link=args.link))
             print(f"perfcheck: digest: {args.markdown}", file=sys.stderr)
+            return EXIT_OK
+        # the pages chart every series: the whole selection at once
+        frame = _selected(args, store, last=args.last)
+        arches = {slug: fp.get("arch", "") for slug, fp in store.machines().items()}
+    view = history_view_of(frame, arches=arches, accepted=accepted.read(_accepted_path(args)), title=args.title)
+    if view.series.empty:
+        print(f"perfcheck: warning: {path}: no runs stored that match", file=sys.stderr)
+    pages = write_site(view, args.html)
+    print(f"perfcheck: dashboard: {pages[0]} and {len(pages) - 1} suite page{'s' if len(pages) != 2 else ''}",
+          file=sys.stderr)
+    if args.markdown:
+        write_atomic(args.markdown, markdown_digest(view, link=args.link))
+        print(f"perfcheck: digest: {args.markdown}", file=sys.stderr)
     return EXIT_OK
 
 
@@ -469,9 +633,12 @@ def _history_export(args: argparse.Namespace) -> int:
     if not (args.bencher or args.openmetrics or args.prometheus):
         raise UsageError("history export: give --bencher DIR, --openmetrics FILE and/or --prometheus FILE")
     path = _history_path(args)
-    where = {"machine": args.machine, "suite": args.suite, "since": _since(args.since)}
     with open_store(path, create=False) as store:
+        names, chosen = _resolved(args, store)  # the filters checked once (exit 2 with the closest names)
+        where = {**names, "since": _since(args.since)}
         if not any(True for _ in store.batches(**where, rows=1)):  # reads one kernel's values at most
+            if len(chosen):
+                _no_runs_in_window(args, chosen)
             print(f"perfcheck: warning: {path}: no values stored that match", file=sys.stderr)
         if args.bencher:  # a file per run: every run's values at once
             files = write_bencher(store.series(**where), args.bencher)
@@ -503,7 +670,7 @@ def _history_copy(args: argparse.Namespace) -> int:
 
 
 _HISTORY = {"add": _history_add, "list": _history_list, "prune": _history_prune, "detect": _history_detect,
-            "report": _history_report, "export": _history_export}
+            "accept": _history_accept, "report": _history_report, "export": _history_export}
 _HISTORY["copy"] = _history_copy
 
 
@@ -555,7 +722,51 @@ def _warn(oddities: Sequence[object]) -> None:
         print(f"perfcheck: warning: {printable(oddity)}", file=sys.stderr)
 
 
+def _inspect_timeline(args: argparse.Namespace) -> int:
+    from perfcheck.ingest.timeline import read_timeline
+    from perfcheck.metrics.timeline import timeline_metrics
+    from perfcheck.report.timeline import timeline_document, timeline_text
+
+    if args.plot is None and (args.step is not None or args.baseline_trace):
+        raise UsageError("--step and --baseline-trace say what --plot draws: add --plot STEM")
+    if args.plot is not None and not args.plot.name:
+        raise UsageError(f"--plot {str(args.plot)!r}: give a file stem (STEM.png and STEM.svg are written), e.g. out/steps")
+    step = "ProfilerStep" if args.step is None else args.step
+    timeline = read_timeline(args.paths, format=args.format)
+    _warn(timeline.oddities)
+    metrics = timeline_metrics(timeline)
+    if args.plot is not None:
+        from perfcheck.metrics.timeline import step_breakdown
+        from perfcheck.report.stepchart import step_chart
+
+        steps = step_breakdown(timeline, step)
+        if steps.empty:
+            raise UsageError(f"--plot: no {step!r} ranges in the timeline; name the step's range with --step")
+        base = None
+        if args.baseline_trace:
+            base = step_breakdown(read_timeline(args.baseline_trace, format=args.format), step)
+            if base.empty:  # else the chart would show the current steps alone, as if nothing were compared
+                raise UsageError(f"--baseline-trace: no {step!r} ranges in the baseline's timeline; "
+                                 "give traces of the same program (the same --step)")
+        try:
+            written = step_chart(steps, args.plot, baseline=base, title=f"time per {step}")
+        except OSError as exc:  # a directory named STEM.png, a file where a folder belongs: the user's to fix
+            raise UsageError(f"cannot write the step chart {args.plot}: {exc.strerror or exc}") from None
+        print(f"perfcheck: step chart: {', '.join(str(p) for p in written)}", file=sys.stderr)
+    if args.json:
+        json.dump(timeline_document(metrics, timeline.sources), sys.stdout, indent=2, allow_nan=False)
+        sys.stdout.write("\n")
+    else:
+        full = args.full_names or not sys.stdout.isatty()  # a pipe or a file gets whole names
+        print(timeline_text(metrics, timeline.sources, width=None if full else 36))
+    return EXIT_OK
+
+
 def _inspect(args: argparse.Namespace) -> int:
+    if args.timeline:
+        return _inspect_timeline(args)
+    if args.plot is not None or args.baseline_trace or args.step is not None:
+        raise UsageError("--plot, --step and --baseline-trace draw the timeline: add --timeline")
     from perfcheck.analysis import analyse
     from perfcheck.ingest import read_peaks
     from perfcheck.report.jsonreport import inspect_document
@@ -635,7 +846,9 @@ def _peaks_measure_parser() -> argparse.ArgumentParser:
                         help="bytes per array of the streaming kernels (default: 4x the last-level cache, "
                         "32 MiB to 512 MiB on CPU; 4x the L2, at least 256 MiB, on CUDA)")
     parser.add_argument("--repeat", type=int, default=10, metavar="N",
-                        help="timed calls per benchmark; the fastest counts, as in STREAM (default 10)")
+                        help="timed calls per benchmark after a warm-up call; the fastest counts, as in STREAM, and "
+                        "the spread (median, slowest, N) is kept in the machine file, with a warning when the "
+                        "median call is more than 10%% below the best (default 10)")
     parser.add_argument("--save", metavar="TOML",
                         help="write the peaks and the machine's fingerprint as a machine file "
                         "(e.g. baselines/machines/NAME.toml) for --peaks")
@@ -658,6 +871,7 @@ def _peaks_measure(args: argparse.Namespace) -> int:
         ingested = read_peaks(args.merge)
         _warn(ingested.oddities)
     measured = measure_peaks(args.device, size=args.size, repeat=args.repeat)
+    _warn(measured.peaks().oddities)  # a busy machine: the spread of the repeats
     peaks = measured.peaks() if ingested is None else merge(measured.peaks(), ingested)
     if args.save:
         from pathlib import Path
@@ -765,6 +979,8 @@ def _run_checks(args: argparse.Namespace, *, update: bool | None) -> "Run":
 
     print_run(run, out=sys.stdout, err=sys.stderr, width=output_width(sys.stdout))
     _github_step(run)
+    if run.history_error:  # the reports are out; the exit status (2) says the history is not
+        print(f"perfcheck: error: {run.history_error}", file=sys.stderr)
     return run
 
 
@@ -951,6 +1167,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _COMMANDS[args.command](args)
     except PerfcheckError as exc:
         print(f"perfcheck: error: {exc}", file=sys.stderr)
+        return EXIT_INPUT
+    except MemoryError as exc:  # ArrowMemoryError too: a large input, not a bug
+        print(f"perfcheck: error: {OutOfMemory(exc, f'`perfcheck {args.command}`')}", file=sys.stderr)
         return EXIT_INPUT
     except BrokenPipeError:  # `perfcheck inspect ... | head`
         return EXIT_OK

@@ -32,6 +32,10 @@ def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> ar
     parser.add_argument("--profiler", choices=PROFILER_NAMES,
                         help="profiler to run (default: rocprofv3, rocprof or ncu, whichever is installed; "
                         "the vendor's with --arch)")
+    parser.add_argument("--clock-control", choices=("base", "none"),
+                        help="ncu only: 'base' locks the GPU to its base clock while profiling (stable numbers; the "
+                        "default), 'none' lets it boost. Recorded in the run and in the baselines' fingerprint: times "
+                        "at base and at boost clocks are never compared")
     parser.add_argument("--launcher", metavar='"CMD"',
                         help='launcher for several ranks, e.g. "srun -n 4" or "mpirun -np 4"')
     parser.add_argument("--timeout", type=float, metavar="S",
@@ -79,7 +83,7 @@ def command(args: argparse.Namespace) -> int:
 
         peaks = read_peaks(args.peaks)
         _warn(peaks.oddities)
-    result = run(argv, profiler=args.profiler, launcher=args.launcher, timeout=args.timeout, run_dir=args.run_dir,
+    result = run(argv, profiler=args.profiler, clock_control=args.clock_control, launcher=args.launcher, timeout=args.timeout, run_dir=args.run_dir,
                  expect=expect, counters=args.counter, arch=args.arch, echo=sys.stderr if args.show_output else None)
     path = result.path(args.rank)
     if expect:

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from perfcheck.documents import json_loads
 from perfcheck.errors import InputError
 from perfcheck.kernelkey import kernel_key
 from perfcheck.schema import metric_unit
@@ -189,7 +190,8 @@ def results_analysis(path: str | Path, suite: str | None = None) -> tuple[str, "
 
     path = Path(path)
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = json_loads(path.read_text(encoding="utf-8"), path,
+                         hint="a results file is written by `perfcheck check --json`")
     except FileNotFoundError:
         raise InputError(path, "no such results file") from None
     except (OSError, UnicodeDecodeError) as exc:

@@ -43,7 +43,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from perfcheck.errors import UsageError
+from perfcheck.documents import toml_loads
+from perfcheck.errors import InputError, UsageError
 from perfcheck.storeurl import StoreLocation, StoreURL, is_url, store_location
 
 if sys.version_info >= (3, 11):
@@ -69,6 +70,19 @@ class ConfigError(UsageError):
     def __init__(self, origin: str, what: str) -> None:
         self.origin, self.what = origin, what
         super().__init__(f"{origin}: {what}")
+
+
+GIVEN_PROFILES = "profiles given"  # the origin of profiles passed to Resolver.suite
+
+
+class MissingFile(ConfigError):
+    """A path a setting names does not exist. ``path`` is where it was looked for, so
+    a face that knows what the setting's paths are relative to (the pytest plugin:
+    the test file) can say so."""
+
+    def __init__(self, origin: str, path: Path) -> None:
+        self.path = path
+        super().__init__(origin, f"no such file {_shown(path)!r}")
 
 
 @dataclass(frozen=True)
@@ -292,6 +306,7 @@ _CONVERT: dict[str, Callable[[object, str, Path], object]] = {
     # profiling a command instead of reading profiles (perfcheck.run)
     "command": _command,
     "profiler": _string,
+    "clock_control": _string,
     "launcher": _string,
     "timeout": _seconds,
     "rank": _rank,
@@ -299,13 +314,15 @@ _CONVERT: dict[str, Callable[[object, str, Path], object]] = {
     # the history store (perfcheck.history): the gate reads it, the runner appends the run
     "history": _history,
     "history_mode": lambda raw, origin, base: _history_mode(raw, origin),
+    # the accepted-regressions file (perfcheck.history.accepted); default baselines/accepted.toml
+    "accepted": _path,
 }
 # Keys a config file may set, at the top of [tool.perfcheck] and in a suite.
 GLOBAL_KEYS = ("arch", "peaks", "machine", "format", "baseline_dir", "tolerances", "aliases", "strict_baseline",
                "junit", "markdown", "json", "openmetrics", "roofline", "junit_flavour",
-               "profiler", "launcher", "timeout", "runs_dir", "history", "history_mode")
+               "profiler", "clock_control", "launcher", "timeout", "runs_dir", "history", "history_mode", "accepted")
 SUITE_KEYS = ("profiles", "expect", "arch", "peaks", "machine", "format", "tolerances", "aliases", "skip_if_missing",
-              "command", "profiler", "launcher", "timeout", "rank", "runs_dir")
+              "command", "profiler", "clock_control", "launcher", "timeout", "rank", "runs_dir")
 # Written names that mean a canonical key ("device = mi100" is "arch": lookup takes both).
 _SYNONYMS = {"device": "arch", "baseline-dir": "baseline_dir", "skip-if-missing": "skip_if_missing",
              "strict-baseline": "strict_baseline",
@@ -317,8 +334,9 @@ ENVIRONMENT = {
     "UPDATE_BASELINE": "update_baseline", "STRICT_BASELINE": "strict_baseline", "SUITES": "suites", "JUNIT": "junit",
     "MARKDOWN": "markdown", "JSON": "json", "OPENMETRICS": "openmetrics", "ROOFLINE": "roofline",
     "JUNIT_FLAVOUR": "junit_flavour",
-    "PROFILER": "profiler", "LAUNCHER": "launcher", "TIMEOUT": "timeout", "RUNS_DIR": "runs_dir",
-    "HISTORY": "history", "HISTORY_MODE": "history_mode",
+    "PROFILER": "profiler", "CLOCK_CONTROL": "clock_control", "LAUNCHER": "launcher", "TIMEOUT": "timeout",
+    "RUNS_DIR": "runs_dir",
+    "HISTORY": "history", "HISTORY_MODE": "history_mode", "ACCEPTED": "accepted",
 }
 
 
@@ -503,7 +521,7 @@ def read_config(path: str | Path) -> ConfigFile:
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(shown, f"cannot be read ({getattr(exc, 'strerror', None) or exc})") from None
     try:
-        doc = tomllib.loads(text)
+        doc = toml_loads(text, shown)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(shown, f"not valid TOML: {exc}") from None
     tool = doc.get("tool", {})
@@ -529,8 +547,8 @@ def has_perfcheck_table(path: Path) -> bool:
     except (OSError, UnicodeDecodeError):
         return False
     try:
-        doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError:
+        doc = toml_loads(text, path)
+    except (tomllib.TOMLDecodeError, InputError):
         # broken, but meant for perfcheck: let read_config say what is wrong
         return "[tool.perfcheck" in text
     tool = doc.get("tool")
@@ -595,6 +613,7 @@ class SuiteSettings:
     # A suite with a command profiles it (perfcheck.run) and checks what it measured.
     command: tuple[str, ...] | None = None
     profiler: str | None = None  # rocprofv3 | rocprof | ncu; None: the installed one
+    clock_control: str | None = None  # ncu --clock-control: base | none; None: base under ncu
     launcher: str | None = None  # "srun -n 4": one profiler per rank
     timeout: float | None = None  # seconds for the whole run
     rank: int | None = None  # check this rank only (None: all ranks together)
@@ -602,6 +621,13 @@ class SuiteSettings:
     workdir: Path | None = None  # where the command runs (the config file's directory)
     aliases: Mapping[str, str] = field(default_factory=dict)  # old kernel name -> new (baselines follow)
     history: StoreLocation | None = None  # the history store the gate reads (perfcheck.history.gate)
+    # the accepted-regressions file the gate reads and baseline updates append to
+    # (perfcheck.history.accepted); None: accepted.toml in baseline_dir
+    accepted: Path | None = None
+
+    @property
+    def accepted_file(self) -> Path:
+        return self.accepted if self.accepted is not None else self.baseline_dir / "accepted.toml"
 
     def origin(self, key: str) -> str:
         return self.origins.get(key, "default")
@@ -618,12 +644,14 @@ class SuiteSettings:
             "expect_lines": {k: dict(v) for k, v in self.expect_lines.items()},
             "origins": dict(self.origins), "missing": self.missing,
             "command": list(self.command) if self.command is not None else None, "profiler": self.profiler,
+            "clock_control": self.clock_control,
             "launcher": self.launcher, "timeout": self.timeout, "rank": self.rank,
             "runs_dir": str(self.runs_dir) if self.runs_dir else None, "workdir": str(self.workdir) if self.workdir else None,
             "aliases": dict(self.aliases),
             # a URL masked: this dict travels in pytest reports (pytest-xdist, report logs);
             # whoever reads it back renders the run, the store is opened by its own settings
             "history": str(self.history) if self.history else None,
+            "accepted": str(self.accepted) if self.accepted else None,
         }
 
     @classmethod
@@ -639,11 +667,13 @@ class SuiteSettings:
             expect_lines={k: dict(v) for k, v in (doc.get("expect_lines") or {}).items()},  # type: ignore[union-attr]
             origins=dict(doc["origins"]), missing=doc["missing"],  # type: ignore[arg-type]
             command=tuple(doc["command"]) if doc.get("command") else None,  # type: ignore[arg-type]
-            profiler=doc.get("profiler"), launcher=doc.get("launcher"), timeout=doc.get("timeout"),  # type: ignore[arg-type]
+            profiler=doc.get("profiler"), clock_control=doc.get("clock_control"),  # type: ignore[arg-type]
+            launcher=doc.get("launcher"), timeout=doc.get("timeout"),  # type: ignore[arg-type]
             rank=doc.get("rank"), runs_dir=Path(doc["runs_dir"]) if doc.get("runs_dir") else None,  # type: ignore[arg-type]
             workdir=Path(doc["workdir"]) if doc.get("workdir") else None,  # type: ignore[arg-type]
             aliases=dict(doc.get("aliases") or {}),  # type: ignore[arg-type]
             history=store_location(str(doc["history"])) if doc.get("history") else None,
+            accepted=Path(doc["accepted"]) if doc.get("accepted") else None,  # type: ignore[arg-type]
         )
 
 
@@ -699,6 +729,16 @@ class Resolver:
             return self.config.path.parent
         return self.anchor if self.anchor is not None else self.cwd
 
+    def accepted_file(self) -> Path:
+        """The accepted-regressions file: the ``accepted`` setting, else accepted.toml in
+        the baseline directory (``perfcheck history accept`` and ``detect``)."""
+        value = self.get("accepted")
+        if value is not None:
+            return value.value  # type: ignore[return-value]
+        base = self.get("baseline_dir")
+        folder = base.value if base is not None else (self._default_base() / "baselines").resolve()
+        return folder / "accepted.toml"  # type: ignore[operator]
+
     def suite_names(self) -> list[str]:
         names = list(self.config.suite_names()) if self.config is not None else []
         for layer in self.layers:
@@ -713,9 +753,11 @@ class Resolver:
         expect: Mapping[str, Sequence[str]] | None = None,
         validate: bool = True,
         measured: bool = False,
+        profiles_origin: str = GIVEN_PROFILES,
     ) -> SuiteSettings:
         """Resolve suite ``name``. ``profiles``/``expect`` define an ad-hoc suite (the pytest
-        fixture, ``perfcheck check PATH --expect ...``) when the config has none by that name.
+        fixture, ``perfcheck check PATH --expect ...``) when the config has none by that name;
+        ``profiles_origin`` says where given ``profiles`` came from (``perf.load(...)``).
         ``validate`` parses the expectations and checks the device and files (needs pandas for
         the metric list: the pytest plugin validates only when --perf is given). ``measured``:
         the suite has no profile files, its Profile is measured in memory (``perf.measure``)."""
@@ -732,7 +774,7 @@ class Resolver:
             origins["profiles"] = MEASURED
             profile_paths: tuple[Path, ...] = ()
         elif profiles is not None:
-            origins["profiles"] = "profiles given"
+            origins["profiles"] = profiles_origin
             profile_paths = _paths([str(p) for p in profiles], "profile path", self.cwd)
         else:
             profile_paths = get("profiles")  # type: ignore[assignment]
@@ -773,12 +815,14 @@ class Resolver:
             origins=origins,
             command=get("command"),  # type: ignore[arg-type]
             profiler=get("profiler"),  # type: ignore[arg-type]
+            clock_control=get("clock_control"),  # type: ignore[arg-type]
             launcher=get("launcher"),  # type: ignore[arg-type]
             timeout=get("timeout"),  # type: ignore[arg-type]
             rank=get("rank"),  # type: ignore[arg-type]
             runs_dir=get("runs_dir"),  # type: ignore[arg-type]
             aliases=dict(get("aliases", {})),  # type: ignore[arg-type]
             history=get("history"),  # type: ignore[arg-type]
+            accepted=get("accepted"),  # type: ignore[arg-type]
         )
         if settings.command is not None:
             settings = _replace(settings, workdir=self._default_base())
@@ -855,14 +899,23 @@ def _validate(settings: SuiteSettings, missing: Sequence[Path]) -> None:
         if settings.profiler not in PROFILERS:
             raise ConfigError(settings.origin("profiler"), f"unknown profiler {settings.profiler!r}; "
                               f"choose one of: {', '.join(PROFILERS)}")
+    if settings.clock_control is not None:
+        from perfcheck.run.profilers import CLOCK_CONTROLS
+
+        if settings.clock_control not in CLOCK_CONTROLS:
+            raise ConfigError(settings.origin("clock_control"), f"clock_control must be one of "
+                              f"{', '.join(CLOCK_CONTROLS)}, not {settings.clock_control!r}")
+        if settings.profiler not in (None, "ncu"):
+            raise ConfigError(settings.origin("clock_control"), f"clock_control is an ncu setting; "
+                              f"profiler {settings.profiler} does not lock clocks")
     if not settings.profiles and settings.origin("profiles") != MEASURED and settings.command is None:
         raise ConfigError(settings.origin("profiles"), "no profiles given")
     if missing:
-        raise ConfigError(settings.origin("profiles"), f"no such file {_shown(missing[0])!r}")
+        raise MissingFile(settings.origin("profiles"), missing[0])
     for peak in settings.peaks:
         if not peak.exists():
             key = "machine" if "machine" in settings.origins and peak == settings.peaks[-1] else "peaks"
-            raise ConfigError(settings.origin(key), f"no such file {_shown(peak)!r}")
+            raise MissingFile(settings.origin(key), peak)
     if settings.arch is not None:
         from perfcheck.arch import lookup
 

@@ -47,7 +47,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -69,7 +69,7 @@ WORK = ("flops", "instructions", "calls")
 # the roofline bound (memory | compute) and the roof that binds.
 LABELS = ("occupancy_limiter", "bound", "roofline_ceiling")
 # Exact by construction: any change counts.
-_EXACT = frozenset(RESOURCES) | {"calls"}
+_EXACT = frozenset(RESOURCES) | {"calls", "steps"}
 # The bandwidth a reader checks first, as % of peak where known, else as a rate.
 _CONTEXT = (("hbm_bw_pct", "hbm_bw"), ("mem_bw_pct", "mem_bw"))
 _NAMES = {"occupancy_pct": "occupancy", "achieved_occupancy_pct": "achieved occupancy",
@@ -271,6 +271,8 @@ def diagnose(
         found = moved(metric, before[metric], after[metric], noise.get(metric))
         if found is not None:
             moves[metric] = found
+    if TIMELINE_MARK in before and TIMELINE_MARK in after:
+        return _timeline(subject, before, after, moves, whole_run_pct)
     labels = {"before": dict(labels_before or {}), "after": dict(labels_after or {})}
     medians = {"before": _medians(before), "after": _medians(after)}
     for side in labels:
@@ -342,10 +344,98 @@ def diagnose(
     shown = [moves[m] for m in (*RESOURCES, *OCCUPANCY, *work) if m in moves]
     shown += [m for m in label_moves.values()]
     shown += [moves[m] for pair in _CONTEXT for m in pair if m in moves and not time_only][:1]
-    change = None
+    return Diagnosis(subject, _change(subject, before, after), tuple(sorted(shown, key=lambda m: -m.effect)),
+                     tuple(line), time_only, whole_run_pct)
+
+
+def _change(subject: str, before: Mapping[str, Sequence[float] | float],
+            after: Mapping[str, Sequence[float] | float]) -> float | None:
+    """The subject's change in %, from the medians of both sides."""
     if subject in before and subject in after:
         sides = _medians({"before": before[subject], "after": after[subject]})
         if len(sides) == 2 and sides["before"]:
-            change = (sides["after"] / sides["before"] - 1.0) * 100.0
-    return Diagnosis(subject, change, tuple(sorted(shown, key=lambda m: -m.effect)), tuple(line), time_only,
+            return (sides["after"] / sides["before"] - 1.0) * 100.0
+    return None
+
+
+# --- the program's timeline: "@run" rows, and "range:" rows read with their "@run" row -------
+# A row of the timeline carries the device metrics (perfcheck.metrics.timeline); "span"
+# is the one every such row has and no kernel row does.
+TIMELINE_MARK = "span"
+TIMELINE_UNCHANGED = "no device timeline metric moved (time on the host?)"
+_DIRECTIONS = ("h2d", "d2h", "d2d", "p2p", "h2h")
+# Times named by their change per step (or over the run): what a step lost or gained.
+_TIMES = (("idle", "idle"), ("comm_time", "communication"), ("compute_time", "compute"))
+
+
+def _signed(seconds: float) -> str:
+    return ("+" if seconds >= 0 else "-") + format_value(abs(seconds), "s")
+
+
+def _timeline(subject: str, before: Mapping[str, Sequence[float] | float],
+              after: Mapping[str, Sequence[float] | float], moves: Mapping[str, Move],
+              whole_run_pct: float | None) -> Diagnosis:
+    """The diagnosis of a timeline row: what moved on the device's timeline, per
+    ProfilerStep where the trace has steps (``*_per_step``), else over the run:
+    "idle +23.5 us per step; H2D copies 1 -> 2 per step (977 KiB -> 1.9 MiB)";
+    the largest idle gap; the number of steps when it changed."""
+
+    def pick(name: str) -> tuple[Move | None, str]:
+        """The per-step form of ``name`` where both sides have it, else the total."""
+        step = f"{name}_per_step"
+        if len(_finite(before.get(step))) and len(_finite(after.get(step))):
+            return moves.get(step), " per step"
+        return moves.get(name), ""
+
+    items: list[tuple[Move, str]] = []
+    for name, word in _TIMES:
+        found, per = pick(name)
+        if found is not None:
+            items.append((found, f"{word} {_signed(float(found.after) - float(found.before))}{per}"))
+    for direction in _DIRECTIONS:
+        calls, per = pick(f"memcpy_{direction}_calls")
+        size, per_bytes = pick(f"memcpy_{direction}_bytes")
+        head = direction.upper()
+        if calls is not None:
+            fmt = functools.partial(format_value, unit="count")
+            bytes_part = (f" ({format_value(float(size.before), 'B')} -> {format_value(float(size.after), 'B')})"
+                          if size is not None else "")
+            items.append((calls, f"{head} copies {fmt(float(calls.before))} -> {fmt(float(calls.after))}{per}"
+                          + bytes_part))
+        elif size is not None:
+            items.append((size, f"{head} bytes {format_value(float(size.before), 'B')} -> "
+                                f"{format_value(float(size.after), 'B')}{per_bytes}"))
+    items.sort(key=lambda item: -item[0].effect)
+    # after what the steps spent: the largest gap (where the idle time went) and the step count
+    gap = moves.get("idle_gap_max")
+    if gap is not None:
+        items.append((gap, gap.text().replace("idle_gap_max", "largest idle gap")))
+    if "steps" in moves:
+        items.append((moves["steps"], moves["steps"].text()))
+    line = [text for _, text in items]
+    time_only = not line
+    if time_only:
+        line.append(TIMELINE_UNCHANGED if timed(subject) else NOTHING_ELSE)
+    if whole_run_pct is not None:
+        line.append(f"whole run moved ({whole_run_pct:+.1f}%, every kernel)")
+    return Diagnosis(subject, _change(subject, before, after), tuple(m for m, _ in items), tuple(line), time_only,
                      whole_run_pct)
+
+
+
+def with_run(subject: str, rows: Mapping[str, Mapping[str, Sequence[float] | float]]
+             ) -> Mapping[str, Sequence[float] | float] | None:
+    """A ``range:`` row's values with those of the run's timeline row (``@run``) beside
+    them, so that a step's change is explained by what moved on the device (a range row
+    keeps only calls and durations); the row itself for any other subject; None when
+    ``rows`` lacks it. With several devices (``@run:rank0:gpu1`` ...) no one device
+    speaks for the step and the range row stays alone."""
+    from perfcheck.metrics.timeline import RANGE_PREFIX, RUN
+
+    own = rows.get(subject)
+    if own is None or not subject.startswith(RANGE_PREFIX):
+        return own
+    runs = [name for name in rows if name == RUN or name.startswith(RUN + ":")]
+    if runs != [RUN]:
+        return own
+    return {**rows[RUN], **own}

@@ -6,6 +6,7 @@
      +-- InputError                a file cannot be read as what it claims to be
      |    +-- UnknownFormatError   no reader recognises the file
      +-- UsageError                the command line or API was called wrongly
+     +-- OutOfMemory               a profile or store too large for this machine's memory
      +-- ProfilerError             profiling a command failed (perfcheck run)
           +-- ProfilerNotFound     the profiler or launcher is not installed
           |                        (a pytest item is skipped, the CLI exits 2)
@@ -115,3 +116,18 @@ class ApplicationFailed(ProfilerError):
 
 class RunTimeout(ProfilerError):
     """The run outlasted its timeout; its whole process group was killed."""
+
+
+class OutOfMemory(PerfcheckError):
+    """Memory ran out (``MemoryError``, pyarrow's ``ArrowMemoryError``) while reading or
+    summarising: the input is too large for this machine, not a bug. One line saying
+    what ran out and how to ask for less."""
+
+    def __init__(self, exc: BaseException, doing: str | None = None) -> None:
+        # pyarrow's allocator names its pool; Python's MemoryError usually says nothing.
+        source = "pyarrow's memory pool" if type(exc).__name__ == "ArrowMemoryError" else "memory"
+        detail = f" ({exc})" if str(exc) else ""
+        where = f" while running {doing}" if doing else ""
+        super().__init__(f"ran out of {source}{where}{detail}; ask for less at once: a smaller selection "
+                         "(history: --since, --suite, --kernel, --metric; inspect/check: fewer profiles), "
+                         "or a machine with more memory")

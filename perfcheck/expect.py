@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 
 from perfcheck.errors import UsageError
 from perfcheck.model import ERROR, FAILED, PASSED, RECORDED, Check
-from perfcheck.schema import METRIC_UNITS, PEAK_UNITS, metric_unit
+from perfcheck.schema import METRIC_UNITS, PEAK_UNITS, RANK_SPREAD_METRICS, TIMELINE_METRICS, metric_unit
 from perfcheck.units import format_value
 
 if TYPE_CHECKING:
@@ -55,6 +55,9 @@ ALIASES = {
     "scratch": "scratch_per_thread",
     "lds": "lds_per_workgroup",
     "shared": "lds_per_workgroup",
+    # timeline metrics ("@run"), as the issue and HTA's users say them
+    "gpu_busy": "gpu_busy_pct",
+    "comm_share": "comm_share_pct",
 }
 
 # Names that stand for a different metric per kernel (see the module docstring):
@@ -96,7 +99,7 @@ _DERIVED = (
 def known_metrics() -> tuple[str, ...]:
     from perfcheck.metrics.counters import QUANTITIES
 
-    return tuple(dict.fromkeys((*_DERIVED, *METRIC_UNITS, *QUANTITIES)))
+    return tuple(dict.fromkeys((*_DERIVED, *METRIC_UNITS, *QUANTITIES, *TIMELINE_METRICS, *RANK_SPREAD_METRICS)))
 
 
 # The ceiling "of peak" refers to, per metric. flop_rate uses the kernel's own
@@ -134,6 +137,8 @@ _UNITS: dict[str, tuple[float, str]] = {
     "inst/B": (1.0, "inst/B"),
     # latencies the analyzer reports in shader-clock cycles (vmem_latency, ...)
     "cycles": (1.0, "cycles"),
+    # the clocks a kernel ran at (sm_clock, mem_clock)
+    "Hz": (1.0, "Hz"), "kHz": (1e3, "Hz"), "MHz": (1e6, "Hz"), "GHz": (1e9, "Hz"),
 }
 
 # Metrics of these units are plain numbers (counts of calls, registers, instructions,
@@ -148,6 +153,7 @@ _SUGGESTED_UNITS: dict[str, tuple[str, ...]] = {
     "FLOP/s": ("FLOP/s", "TFLOP/s"), "FLOP/B": ("FLOP/B",), "OP": ("OP", "GOP"),
     "inst/s": ("inst/s", "Ginst/s"), "GIPS": ("GIPS",), "inst/B": ("inst/B",), "%": ("%",),
     "cycles": ("cycles",),
+    "Hz": ("Hz", "MHz"),
 }
 
 # No metric perfcheck computes comes near this in base units (an exascale machine's
@@ -430,7 +436,7 @@ def _describe(unit: str) -> str:
     names = {"s": "seconds", "B": "bytes", "B/s": "bytes per second", "%": "percent", "count": "a plain count",
              "": "plain numbers", "FLOP": "floating-point operations", "FLOP/s": "FLOP per second",
              "FLOP/B": "FLOP per byte", "inst/s": "instructions per second", "GIPS": "10**9 instructions per second",
-             "inst/B": "instructions per byte", "OP": "integer operations"}
+             "inst/B": "instructions per byte", "OP": "integer operations", "Hz": "hertz"}
     name = names.get(unit)
     return f"{name} ({unit})" if name and unit not in ("count", "") else (name or unit)
 
@@ -508,13 +514,23 @@ def _pattern_regex(pattern: str):  # -> re.Pattern[str] | re2._Regexp
         raise UsageError(f"kernel pattern {pattern!r}: invalid regular expression ({reason}){hint}") from None
 
 
+# NVIDIA's demanglers (ncu, nsys, nvprof, Kineto) and rocprof write a kernel's
+# signature with its return type, and a __global__ function always returns void
+# (CUDA C++ Programming Guide, "__global__": "must have void return type"; HIP
+# follows it): `void stencil<float>(float*, int)`. People type `stencil*`.
+_RETURN_TYPE = "void "
+
+
 def match_kernels(pattern: str, kernels: Sequence[str]) -> list[str]:
     """Kernels whose whole name matches ``pattern`` (glob), or that ``re:REGEX`` or
-    ``/REGEX/`` finds in their name (RE2 syntax, linear-time matching)."""
+    ``/REGEX/`` finds in their name (RE2 syntax, linear-time matching). A glob also
+    matches a name without its leading ``void `` (``stencil*`` matches
+    ``void stencil<float>(float*)``)."""
     regex = _pattern_regex(pattern)
     if _regex_body(pattern) is not None:
         return [k for k in kernels if regex.search(k)]
-    return [k for k in kernels if regex.fullmatch(k)]
+    return [k for k in kernels
+            if regex.fullmatch(k) or (k.startswith(_RETURN_TYPE) and regex.fullmatch(k[len(_RETURN_TYPE):]))]
 
 
 def _short_name(kernel: str) -> str:
@@ -667,15 +683,22 @@ def evaluate(
     """One Check per (matched kernel x expectation); a pattern that matches no kernel
     gives one ERROR check per expectation. Expectation strings are parsed first, so
     a typo fails before anything is compared."""
+    from perfcheck.metrics.timeline import is_timeline_name, match_subjects
+
     parsed = {pattern: [(text, parse(text)) for text in texts] for pattern, texts in expectations.items()}
     table = analysis.kernels
-    names = [str(k) for k in table["kernel"]] if len(table) else []
+    every = [str(k) for k in table["kernel"]] if len(table) else []
     rows = {str(r["kernel"]): r for r in table.to_dict("records")} if len(table) else {}
+    # Timeline subjects (@run, range:NAME) are rows of the table, matched only by
+    # timeline patterns; kernel patterns never see them.
+    names = [n for n in every if not is_timeline_name(n)]
+    subjects = [n for n in every if is_timeline_name(n)]
     checks: list[Check] = []
     for pattern, items in parsed.items():
-        matched = match_kernels(pattern, names)
+        timeline = is_timeline_name(pattern)
+        matched = match_subjects(pattern, subjects, match_kernels) if timeline else match_kernels(pattern, names)
         if not matched:
-            message = no_match_message(pattern, names)
+            message = _no_subject_message(pattern, subjects) if timeline else no_match_message(pattern, names)
             for text, parts in items:
                 checks.append(
                     Check(
@@ -690,6 +713,16 @@ def evaluate(
             for text, parts in items:
                 checks.append(_check_kernel(suite, pattern, kernel, text, parts, rows[kernel], analysis, baseline, tolerances or {}))
     return checks
+
+
+def _no_subject_message(pattern: str, subjects: Sequence[str]) -> str:
+    if not subjects:
+        return (f"{pattern!r} is a timeline expectation, but no timeline was read: the suite's profiles must "
+                "be Kineto traces or Nsight Systems exports (see `perfcheck inspect --timeline`)")
+    if pattern == "@ranks":
+        return "'@ranks' needs the timelines of several ranks (one trace per rank); this one has one rank"
+    return f"{pattern!r} matches nothing in the timeline; it has: {', '.join(subjects[:8])}" + (
+        ", ..." if len(subjects) > 8 else "")
 
 
 def _check_kernel(
@@ -713,9 +746,13 @@ def _check_kernel(
     observed = _value(row, metric)
     base = dict(suite=suite, kernel=kernel, pattern=pattern, expression=text, metric=metric, unit=unit)
     if observed is None and not (first.kind == "baseline" and metric == "duration" and analysis.duration_samples.get(kernel) is not None):
+        why = (f'{metric} is a timeline metric: declare it under "@run"' if metric in TIMELINE_METRICS
+               and not kernel.startswith("@run") else
+               f'{metric} is a spread over ranks: declare it under "@ranks" (a timeline of several ranks)'
+               if metric in RANK_SPREAD_METRICS and kernel != "@ranks" else _missing_message(metric, analysis))
         return Check(**base, relation=first.relation, observed=None, reference=None, outcome=ERROR,
                      origin="baseline" if first.kind == "baseline" else "expectation",
-                     message=f"{metric} is not available for this kernel: {_missing_message(metric, analysis)}")
+                     message=f"{metric} is not available for this kernel: {why}")
     if first.kind == "baseline":
         return _check_baseline(base, first, observed, kernel, analysis, baseline, tolerances)
     if len(parts) == 2:  # two-sided, both absolute
@@ -729,10 +766,17 @@ def _check_kernel(
     if first.kind == "of_peak":
         ceiling, name = _ceiling_for(first, row, analysis)
         if ceiling is None:
-            why = ("no ceiling for it: give measured peaks with --peaks or name the GPU with --arch"
-                   if name else f"{metric} has no compute ceiling (no FLOPs counted)")
+            why = (_no_ceiling(analysis) if name else f"{metric} has no compute ceiling (no FLOPs counted)")
             return Check(**base, relation=first.relation, observed=observed, reference=None, outcome=ERROR,
                          origin="expectation", message=f"{metric} {_fmt(observed, unit)}: {why}")
+        from perfcheck.metrics.roofline import clock_mismatch, kernel_ceiling
+
+        # A datasheet figure at the clock this kernel ran at (when its row records
+        # one); a measured figure as measured, with a word when its clock differs.
+        ceiling = kernel_ceiling(ceiling, row)
+        clock = ceiling.clock_text()
+        mismatch = clock_mismatch(ceiling, _value(row, ceiling.domain) if ceiling.domain else None)
+        clock_words = (f" {clock}" if clock else "") + (f" ({mismatch})" if mismatch else "")
         # gips is in 10**9 instructions per second, its ceiling (like every ceiling) in
         # instructions per second: the share is taken in the metric's own unit.
         peak = ceiling.value * (1e-9 if unit == "GIPS" else 1.0)
@@ -742,12 +786,30 @@ def _check_kernel(
                      outcome=PASSED if ok else FAILED, origin="expectation",
                      message=f"{metric} {_fmt(observed, unit)} ({100 * observed / peak:.1f}% of peak); "
                      f"expected {first.relation} {_fmt(reference, unit)} = {100 * first.value:g}% of "
-                     f"{ceiling.kind} {ceiling.name} {_fmt(ceiling.value, ceiling.unit)}",
-                     detail=f"{ceiling.name}: {ceiling.kind}, {ceiling.source}")
+                     f"{ceiling.kind} {ceiling.name} {_fmt(ceiling.value, ceiling.unit)}{clock_words}",
+                     detail=f"{ceiling.name}: {ceiling.kind}, {ceiling.source}" + (f"; {clock}" if clock else ""))
     ok = _compare(observed, first.relation, first.value)
     return Check(**base, relation=first.relation, observed=observed, reference=first.value,
                  outcome=PASSED if ok else FAILED, origin="expectation",
                  message=f"{metric} {_fmt(observed, unit)}; expected {first.relation} {_fmt(first.value, unit)}")
+
+
+def _no_ceiling(analysis: "Analysis") -> str:
+    """Why a "% of peak" has nothing to take the share of, and what to write. A profile
+    that names its arch but not its device (sm_80: an A100 40 GB or 80 GB) gets the
+    devices it could be: bandwidth and peak rates belong to a product, not an arch."""
+    target = analysis.target
+    if target is None or target.device is not None:
+        return "no ceiling for it: give measured peaks with --peaks or name the GPU with --arch"
+    from perfcheck.arch import devices_of
+
+    candidates = devices_of(target.arch.name)
+    if not candidates:
+        return (f"no ceiling for it: the profile ran on {target.arch.name}, which has no device in perfcheck's "
+                "database; give measured peaks with --peaks (perfcheck peaks measure, BabelStream, mixbench)")
+    return (f"no ceiling for it: the profile says {target.arch.name} but not which device; name it with "
+            f'device = "{candidates[0]}" in [tool.perfcheck] (or --arch {candidates[0]}), one of: '
+            f"{', '.join(candidates)}; or give measured peaks with --peaks")
 
 
 def _check_baseline(

@@ -15,6 +15,9 @@ pull request like code::
     device = "mi100"
     name = "mulan"
 
+    [clocks]                   # optional: the clocks the peaks were measured at
+    sm_clock = 1502000000.0  # Hz
+
     [peaks]
     hbm_bw = 1075460000000.0  # B/s
 
@@ -40,13 +43,15 @@ before Python 3.11).
 from __future__ import annotations
 
 import math
+import os
 import re
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from perfcheck.atomicfile import write_atomic
+from perfcheck.documents import toml_loads
 from perfcheck.errors import InputError, UsageError
 from perfcheck.model import PeakDetail, Peaks, Source
 from perfcheck.schema import PEAK_UNITS
@@ -57,6 +62,10 @@ else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
 FORMAT = "perfcheck-machine"
+# The clocks a machine file may say its peaks were measured at ([clocks], Hz): the
+# SM / shader clock and the memory clock. A profile that ran at another clock gets a
+# warning; the measured figures are never scaled (docs/clocks.md).
+CLOCKS = ("sm_clock", "mem_clock")
 FORMAT_VERSION = 1
 CREATED_BY = "perfcheck peaks"
 
@@ -148,6 +157,12 @@ def _number(value: float, what: str) -> str:
     return repr(value)
 
 
+def _count(value: object, what: str) -> str:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise UsageError(f"machine file: {what} must be a positive whole number, not {value!r}")
+    return str(value)
+
+
 def _value(value: object, what: str) -> str:
     if isinstance(value, str):
         return _string(value)
@@ -182,21 +197,49 @@ def dumps(machine: Machine) -> str:
             if not isinstance(value, str):
                 raise UsageError(f"machine file: fingerprint {key} must be a string, not {value!r}")
             lines.append(f"{_key(key)} = {_string(value)}")
+    if machine.peaks.clocks:
+        lines += ["", "[clocks]"]
+        for name in sorted(machine.peaks.clocks):
+            lines.append(f"{_key(name)} = {_number(machine.peaks.clocks[name], f'clock {name}')}  # Hz")
     lines += ["", "[peaks]"]
     for name in sorted(machine.peaks.values):
         lines.append(f"{_key(name)} = {_number(machine.peaks.values[name], f'peak {name}')}{_unit_comment(name)}")
     for detail in machine.peaks.details:
-        entry = {"source": detail.source, "name": detail.name, "value": detail.value, "unit": detail.unit}
+        entry: dict[str, object] = {"source": detail.source, "name": detail.name, "value": detail.value,
+                                    "unit": detail.unit}
+        # perfcheck's own measurements: the spread of the repeats behind the figure.
+        entry.update({k: v for k, v in (("median", detail.median), ("min", detail.minimum),
+                                         ("max", detail.maximum)) if v is not None})
         lines += ["", "[[details]]"]
         for key in sorted(entry):
             lines.append(f"{_key(key)} = {_value(entry[key], f'detail {detail.name!r} {key}')}")
+        if detail.repeats is not None:
+            lines.append(f"repeats = {_count(detail.repeats, f'detail {detail.name!r} repeats')}")
     return "\n".join(lines) + "\n"
 
 
+def _relative_sources(machine: Machine, path: Path) -> Machine:
+    """``machine`` with each detail's source that is a file on this machine written
+    relative to the machine file's folder (``../runs/mixbench-log.txt``, '/'
+    separated): the file is committed and read on other machines and checkouts,
+    where an absolute path names someone else's home directory. Sources that are
+    not files (``perfcheck peaks measure (...)``) stay as they are."""
+    folder = path.resolve().parent
+    details = []
+    for detail in machine.peaks.details:
+        source = Path(detail.source)
+        if detail.source and source.exists():
+            relative = Path(os.path.relpath(source.resolve(), folder)).as_posix()
+            detail = replace(detail, source=relative)
+        details.append(detail)
+    return replace(machine, peaks=replace(machine.peaks, details=tuple(details)))
+
+
 def write_machine(path: str | Path, machine: Machine) -> None:
-    """Write ``machine`` to ``path`` atomically (the old file stays intact on failure)."""
+    """Write ``machine`` to ``path`` atomically (the old file stays intact on failure);
+    sources that are files are written relative to ``path``'s folder."""
     path = Path(path)
-    text = dumps(machine)  # every value is checked before any file is touched
+    text = dumps(_relative_sources(machine, path))  # every value is checked before any file is touched
     try:
         write_atomic(path, text)
     except OSError as exc:
@@ -266,7 +309,7 @@ def read_machine(path: str | Path) -> Machine:
         line = raw[: exc.start].count(b"\n") + 1
         raise InputError(path, "not UTF-8 text (a binary file?); a machine file is TOML", line=line) from None
     try:
-        doc = tomllib.loads(text)
+        doc = toml_loads(text, path, hint="write it with `perfcheck peaks FILE... --save PATH`")
     except tomllib.TOMLDecodeError as exc:
         raise _syntax_error(path, text, exc) from None
     if not text.endswith("\n"):
@@ -333,7 +376,23 @@ def _machine(path: Path, text: str, doc: Mapping[str, object]) -> Machine:
                 raise _bad(path, f"[[details]] entry {index + 1}: {key} must be a string, not {entry.get(key)!r}", line, key)
         line = _line_of(text, "details", "value", index) or _nth_header(text, "details", index)
         value = _finite(path, entry.get("value"), f"[[details]] entry {index + 1} value", line, "value")
-        details.append(PeakDetail(source=entry["source"], name=entry["name"], value=value, unit=entry["unit"]))
+        spread: dict[str, float] = {}
+        for key in ("median", "min", "max"):
+            if key in entry:
+                at = _line_of(text, "details", key, index) or _nth_header(text, "details", index)
+                spread[key] = _finite(path, entry[key], f"[[details]] entry {index + 1} {key}", at, key)
+        repeats = entry.get("repeats")
+        if repeats is not None and (isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1):
+            at = _line_of(text, "details", "repeats", index) or _nth_header(text, "details", index)
+            raise _bad(path, f"[[details]] entry {index + 1} repeats must be a positive whole number, not {repeats!r}",
+                       at, "repeats")
+        source = entry["source"]
+        beside = path.parent / source  # written relative to this file (write_machine)
+        if source and not Path(source).is_absolute() and beside.exists():
+            source = os.path.normpath(beside)
+        details.append(PeakDetail(source=source, name=entry["name"], value=value, unit=entry["unit"],
+                                  median=spread.get("median"), minimum=spread.get("min"), maximum=spread.get("max"),
+                                  repeats=repeats))
 
     fingerprint = doc.get("fingerprint", {})
     if not isinstance(fingerprint, dict):
@@ -342,9 +401,19 @@ def _machine(path: Path, text: str, doc: Mapping[str, object]) -> Machine:
         if not isinstance(value, str):
             raise _bad(path, f"[fingerprint] {key} must be a string, not {value!r}", _line_of(text, "fingerprint", key), key)
 
+    clocks_table = doc.get("clocks", {})
+    if not isinstance(clocks_table, dict):
+        raise _bad(path, "clocks must be a table ([clocks])", _line_of(text, None, "clocks"))
+    clocks: dict[str, float] = {}
+    for name, value in clocks_table.items():
+        line = _line_of(text, "clocks", name)
+        if name not in CLOCKS:
+            raise _bad(path, f"unknown clock {name!r} (known: {', '.join(CLOCKS)})", line, name)
+        clocks[name] = _finite(path, value, f"clock {name}", line, name)
+
     source = Source(path=str(path), format=FORMAT, tool="perfcheck", tool_version=str(version),
                     device=strings["device"], arch=strings["arch"])
-    peaks = Peaks(values=values, details=tuple(details), sources=(source,))
+    peaks = Peaks(values=values, details=tuple(details), sources=(source,), clocks=clocks)
     return Machine(name=strings["name"], device=strings["device"], arch=strings["arch"], peaks=peaks, path=str(path),
                    fingerprint=dict(fingerprint))
 

@@ -20,6 +20,15 @@ Clocks and synchronisation.
 
 * CPU: ``time.perf_counter_ns`` (monotonic, the highest resolution Python has)
   right before and after each call. NumPy calls return when their work is done.
+  ``clock="thread"`` times the calling thread's CPU time instead
+  (``time.thread_time_ns``, CLOCK_THREAD_CPUTIME_ID): time the OS gave to other
+  processes is not counted, so on a shared machine (a CI runner, two busy
+  neighbours on two cores) a kernel's median moves with its own work, not with
+  the load; wall-clock medians of one NumPy copy moved 2x between seconds on a
+  loaded 2-core runner where thread time moved 20% (2026-11-26). Only for kernels
+  that run on the calling thread (NumPy ufuncs; not BLAS or other thread pools,
+  whose work would be missing). The clock is part of the fingerprint
+  (``Source.tool``): a baseline timed one way is never compared with the other.
   The garbage collector is paused during the timed calls (as ``timeit`` does) so a
   collection triggered by the test's own allocations does not land in a sample.
 * CUDA: device events through PyTorch (``torch.cuda.Event``) or CuPy
@@ -56,6 +65,7 @@ from perfcheck.model import Oddity, Profile, Source
 
 FORMAT = "perf-measure"  # Source.format of a measured profile
 TOOL = "perfcheck.measure"  # Source.tool: the timer, part of a baseline's fingerprint
+CLOCKS = ("wall", "thread")  # wall: perf_counter_ns; thread: the calling thread's CPU time
 DEVICES = ("cpu", "cuda")
 PRECISIONS = ("fp64", "fp32", "fp16")
 DEFAULT_REPEAT = 20
@@ -368,6 +378,7 @@ def measure(
     device: str = "cpu",
     name: str | None = None,
     flush_cache: bool = False,
+    clock: str = "wall",
     **kwargs: Any,
 ) -> Profile:
     """Call ``fn(*args, **kwargs)`` ``warmup`` times, then time ``repeat`` calls.
@@ -377,12 +388,17 @@ def measure(
     per element for a float64 copy); percentages of peak are only as right as these.
     ``precision`` ("fp64", "fp32", "fp16") picks the FLOP roof; default: the dtype
     the floating-point array arguments share. Keyword arguments other than these
-    go to ``fn`` (use functools.partial for one that clashes).
+    go to ``fn`` (use functools.partial for one that clashes). ``clock`` ("wall" or
+    "thread", CPU only): what a call's duration is (see the module docstring).
     """
     if not callable(fn):
         raise UsageError(f"measure: the first argument must be the function to time, not {fn!r}")
     if device not in DEVICES:
         raise UsageError(f"measure: device must be 'cpu' or 'cuda', not {device!r}")
+    if clock not in CLOCKS:
+        raise UsageError(f"measure: clock must be 'wall' or 'thread', not {clock!r}")
+    if clock != "wall" and device != "cpu":
+        raise UsageError(f"measure: clock={clock!r} is for device='cpu'; a GPU kernel is timed by device events")
     repeat = _count(repeat, "repeat", 1)
     warmup = _count(warmup, "warmup", 0)
     moved = _amount(bytes, "bytes")
@@ -397,8 +413,9 @@ def measure(
     call = functools.partial(fn, *args, **kwargs)
     if device == "cpu":
         flush = _cpu_flusher() if flush_cache else None
-        columns = _time_cpu(call, repeat, warmup, flush)
-        source = Source(path=f"perf.measure({kernel})", format=FORMAT, tool=TOOL,
+        columns = _time_cpu(call, repeat, warmup, flush, thread=clock == "thread")
+        tool = TOOL if clock == "wall" else f"{TOOL}[{clock}]"
+        source = Source(path=f"perf.measure({kernel})", format=FORMAT, tool=tool,
                         device=cpu_model(), arch=platform.machine() or None)
     else:
         assert backend is not None
@@ -411,11 +428,14 @@ def measure(
                     precision=precision or (_precision_of(args, kwargs) if computed is not None else None))
 
 
-def _time_cpu(call: Callable[[], Any], repeat: int, warmup: int, flush: Callable[[], None] | None) -> dict[str, list]:
+def _time_cpu(call: Callable[[], Any], repeat: int, warmup: int, flush: Callable[[], None] | None,
+              *, thread: bool = False) -> dict[str, list]:
     for _ in range(warmup):
         call()
     starts, ends = [0] * repeat, [0] * repeat
+    used = [0] * repeat  # thread CPU time per call (thread=True)
     clock = time.perf_counter_ns
+    cpu = time.thread_time_ns
     enabled = gc.isenabled()
     gc.disable()
     try:
@@ -423,11 +443,16 @@ def _time_cpu(call: Callable[[], Any], repeat: int, warmup: int, flush: Callable
             if flush is not None:
                 flush()
             starts[i] = clock()
+            before = cpu() if thread else 0
             call()
+            if thread:
+                used[i] = cpu() - before
             ends[i] = clock()
     finally:
         if enabled:
             gc.enable()
+    if thread:  # the timeline keeps the wall-clock start; the duration is CPU time
+        return {"start_ns": starts, "duration": [ns * 1e-9 for ns in used]}
     return {"start_ns": starts, "end_ns": ends}
 
 

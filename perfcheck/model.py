@@ -21,9 +21,12 @@ class Source:
     device: str | None = None  # marketing name when the file says it, e.g. "AMD Instinct MI300X"
     arch: str | None = None  # gfx942, sm_80, ... when the file says it
     rank: int | None = None
+    # A perfcheck run under ncu: its --clock-control ("base" | "none"). Times at the
+    # base and at boost clocks must never be compared, so baselines fingerprint it.
+    clock_control: str | None = None
 
     def as_dict(self) -> dict[str, object]:
-        return {
+        doc: dict[str, object] = {
             "path": self.path,
             "format": self.format,
             "tool": self.tool,
@@ -32,6 +35,9 @@ class Source:
             "arch": self.arch,
             "rank": self.rank,
         }
+        if self.clock_control is not None:
+            doc["clock_control"] = self.clock_control
+        return doc
 
 
 @dataclass(frozen=True)
@@ -74,6 +80,12 @@ class PeakDetail:
     name: str  # e.g. "Copy", "mixbench single-precision max", "DRAM"
     value: float
     unit: str  # base unit: "B/s", "FLOP/s"
+    # A figure perfcheck measured itself (peaks measure): the spread of its repeats,
+    # rates in the same unit: ``value`` is the best of ``repeats`` timed calls.
+    median: float | None = None
+    minimum: float | None = None
+    maximum: float | None = None
+    repeats: int | None = None
 
 
 @dataclass(frozen=True)
@@ -88,6 +100,9 @@ class Peaks:
     details: tuple[PeakDetail, ...]
     sources: tuple[Source, ...]
     oddities: tuple[Oddity, ...] = field(default=())
+    # The clocks the peaks were measured at, when the file records them (Hz):
+    # "sm_clock" and/or "mem_clock" (a machine file's [clocks] table).
+    clocks: dict[str, float] = field(default_factory=dict)
 
 
 # Outcomes of a check. "recorded": no baseline existed, the current value was

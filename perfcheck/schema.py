@@ -89,6 +89,7 @@ METRIC_UNITS: dict[str, str] = {
     "duration_min": "s",
     "duration_max": "s",
     "duration_total": "s",
+    "duration_p90": "s",  # of a timeline range (metrics.timeline)
     "vgpr": "count",
     "agpr": "count",
     "sgpr": "count",
@@ -100,6 +101,9 @@ METRIC_UNITS: dict[str, str] = {
     "flop_rate": "FLOP/s",
     "attainable": "FLOP/s",
     "occupancy_pct": "%",
+    # the clocks a kernel ran at, where the profile records them (metrics.counters)
+    "sm_clock": "Hz",
+    "mem_clock": "Hz",
     # instruction roofline (perfcheck.metrics.roofline): a rate in instructions per
     # second, gips the same in 10**9 instructions per second (the papers' unit)
     "instruction_rate": "inst/s",
@@ -118,12 +122,72 @@ METRIC_UNITS: dict[str, str] = {
     "rank_imbalance": "",  # max / mean over ranks, a plain ratio
 }
 
+# Metrics of a device's timeline (perfcheck.metrics.timeline), name -> (unit, meaning),
+# checked under "@run"; the per-direction copy metrics are generated below.
+TIMELINE_METRICS: dict[str, tuple[str, str]] = {
+    "span": ("s", "first to last GPU activity (kernel, copy, memset) of the device"),
+    "busy": ("s", "union of kernel, copy and memset intervals (overlaps counted once)"),
+    "gpu_busy_pct": ("%", "busy as a percentage of span"),
+    "idle": ("s", "span - busy: time the device ran nothing"),
+    "idle_pct": ("%", "idle as a percentage of span"),
+    "idle_gap_max": ("s", "the largest stretch of idle time between two activities"),
+    "kernel_time": ("s", "union of kernel intervals, communication kernels included"),
+    "compute_time": ("s", "union of kernels that are not communication (HTA's compute time)"),
+    "compute_pct": ("%", "compute_time as a percentage of span"),
+    "non_compute_pct": ("%", "busy time that is not compute (copies, memsets, exposed communication), % of span"),
+    "kernels": ("count", "kernel dispatches"),
+    "memcpy_time": ("s", "union of memory-copy intervals"),
+    "memcpy_calls": ("count", "memory copies"),
+    "memcpy_bytes": ("B", "bytes copied (where the tool records them)"),
+    "memcpy_bw": ("B/s", "memcpy_bytes over the summed copy durations"),
+    "memset_time": ("s", "union of memset intervals"),
+    "comm_time": ("s", "union of communication (NCCL/RCCL) kernel intervals"),
+    "comm_share_pct": ("%", "comm_time as a percentage of span"),
+    "comm_overlap_pct": ("%", "communication time hidden under compute, % of comm_time"),
+}
+for _direction in ("H2D", "D2H", "D2D", "P2P", "H2H"):  # perfcheck.ingest.timeline.DIRECTIONS
+    _low = _direction.lower()
+    TIMELINE_METRICS.update({
+        f"memcpy_{_low}_time": ("s", f"union of {_direction} copy intervals"),
+        f"memcpy_{_low}_calls": ("count", f"{_direction} copies"),
+        f"memcpy_{_low}_bytes": ("B", f"bytes copied {_direction}"),
+        f"memcpy_{_low}_bw": ("B/s", f"{_direction} bytes over the summed {_direction} copy durations"),
+    })
+del _direction, _low
+# Per training step (the host range "ProfilerStep#N" that torch.profiler writes for each
+# step): the device's total over the profiled window divided by the rank's number of
+# steps, so that a regression reads "idle +12 ms per step; H2D copies 2 -> 5 per step".
+# Missing when the trace has no ProfilerStep ranges. (Totals over steps, not activities
+# inside each host range: a kernel launched in a step often runs after its host range ends.)
+TIMELINE_METRICS["steps"] = ("count", "host ProfilerStep ranges of the device's rank (the per-step divisor)")
+for _name in ("idle", "busy", "compute_time", "comm_time", "memcpy_time", "memcpy_calls", "memcpy_bytes",
+              *(f"memcpy_{d}_{q}" for d in ("h2d", "d2h", "d2d", "p2p", "h2h") for q in ("calls", "bytes"))):
+    TIMELINE_METRICS[f"{_name}_per_step"] = (TIMELINE_METRICS[_name][0], f"{_name} per ProfilerStep (total / steps)")
+del _name
+PER_STEP_OF = tuple(m[: -len("_per_step")] for m in TIMELINE_METRICS if m.endswith("_per_step"))
+
+# The spread over ranks of some device metrics, checked under "@ranks": <metric>_min,
+# _median, _max (the metric's unit) and _imbalance (max / mean over the ranks).
+RANK_SPREAD_OF = ("span", "busy", "idle", "gpu_busy_pct", "kernel_time", "memcpy_time", "comm_time", "comm_share_pct")
+RANK_SPREAD_METRICS: dict[str, tuple[str, str]] = {
+    **{f"{m}_{stat}": (TIMELINE_METRICS[m][0], f"{word} of {m} over the ranks")
+       for m in RANK_SPREAD_OF for stat, word in (("min", "least"), ("median", "median"), ("max", "most"))},
+    **{f"{m}_imbalance": ("", f"{m}_max / the mean of {m} over the ranks (1 is perfect balance)")
+       for m in RANK_SPREAD_OF},
+    "straggler": ("", "the rank with the longest span"),
+}
+
+
 def metric_unit(name: str) -> str:
     """Unit of a per-kernel quantity: the registry above, else the naming rules of
     DESIGN.md section 4 (``_pct`` percent, ``_bytes`` bytes, ``_bw`` bytes per
     second, ``flops*`` FLOP, a ``_rate`` suffix per second, ``ai_*`` FLOP per byte)."""
     if name in METRIC_UNITS:
         return METRIC_UNITS[name]
+    if name in TIMELINE_METRICS:
+        return TIMELINE_METRICS[name][0]
+    if name in RANK_SPREAD_METRICS:
+        return RANK_SPREAD_METRICS[name][0]
     if name.endswith("_pct"):
         return "%"
     base, rate = (name[: -len("_rate")], True) if name.endswith("_rate") else (name, False)

@@ -49,6 +49,7 @@ class SuiteRun:
     # most comparable runs any of their verdicts was taken over (the PR comment says so)
     history_judged: int = 0
     history_runs: int | None = None
+    store_error: str | None = None  # the history store could not be read for the gate (one line)
 
     @property
     def name(self) -> str:
@@ -65,6 +66,8 @@ class Run:
 
     suites: list[SuiteRun]
     reports: dict[str, list[Path]] = field(default_factory=dict)
+    # The history store could not be read or written (one line); the reports were written.
+    history_error: str | None = None
 
     @property
     def checks(self) -> list[Check]:
@@ -78,7 +81,10 @@ class Run:
 
     @property
     def exit_code(self) -> int:
-        """0 when every check passed or recorded; 1 when one failed or errored."""
+        """0 when every check passed or recorded; 1 when one failed or errored; 2 (an
+        input error, as the CLI's) when the history store could not be used."""
+        if self.history_error is not None:
+            return 2
         return 0 if all(c.passed for c in self.checks) else 1
 
 

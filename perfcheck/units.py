@@ -14,6 +14,8 @@ _SCALES: dict[str, list[tuple[float, str]]] = {
     "B": [(1024.0**3, "GiB"), (1024.0**2, "MiB"), (1024.0, "KiB"), (1.0, "B")],
     "B/s": [(1e12, "TB/s"), (1e9, "GB/s"), (1e6, "MB/s"), (1e3, "kB/s"), (1.0, "B/s")],
     "FLOP/s": [(1e12, "TFLOP/s"), (1e9, "GFLOP/s"), (1e6, "MFLOP/s"), (1.0, "FLOP/s")],
+    # Clocks in MHz even above 1 GHz, as datasheets and profilers print them ("1410 MHz").
+    "Hz": [(1e6, "MHz"), (1e3, "kHz"), (1.0, "Hz")],
     "OP/s": [(1e12, "TOP/s"), (1e9, "GOP/s"), (1e6, "MOP/s"), (1.0, "OP/s")],
     # the spellings the expectation grammar reads back (perfcheck.expect: Ginst/s ...)
     "inst/s": [(1e12, "Tinst/s"), (1e9, "Ginst/s"), (1e6, "Minst/s"), (1.0, "inst/s")],

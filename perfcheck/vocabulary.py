@@ -30,6 +30,7 @@ DECLARED = "perf.measure"
 _TRACE = "kernel trace"
 _RESOURCES = "kernel trace (launch resources)"
 _GPU = "launch resources and the GPU (--arch)"
+_TIMELINE = "a timeline (Kineto trace, Nsight Systems export), under \"@run\" or \"range:NAME\""
 
 # What each metric means. Launch resources and the aggregate durations take their
 # meaning from the column registry (schema.COLUMNS) instead.
@@ -64,10 +65,15 @@ MEANINGS: dict[str, str] = {
     "smem_latency": "mean latency of a scalar memory instruction, in cycles (rocprof-compute's SMEM Latency)",
     "lds_latency": "mean latency of an LDS instruction, in cycles (rocprof-compute's LDS Latency)",
     "ifetch_latency": "mean latency of an instruction fetch, in cycles (rocprof-compute's Instruction Fetch Latency)",
+    "sm_clock": "SM / shader clock the kernel ran at (mean over its dispatches); theoretical roofs scale to it "
+                "(docs/clocks.md)",
+    "mem_clock": "memory (DRAM) clock the kernel ran at (mean over its dispatches); scales the theoretical "
+                 "HBM roof where the datasheet memory clock is known",
     "waves_per_cu": "resident wavefronts per CU that the launch resources allow (AMD)",
     "warps_per_sm": "resident warps per SM that the launch resources allow (NVIDIA)",
     "workgroups_per_cu": "resident workgroups / blocks per CU or SM that the launch resources allow",
-    "duration": "median duration of one dispatch",
+    "duration": "median duration of one dispatch (of a range under \"range:NAME\": one run of it)",
+    "duration_p90": "90th percentile of a range's duration (\"range:NAME\")",
     "calls": "dispatches of the kernel",
     "ranks": "MPI ranks that ran the kernel",
     "rank_duration_min": "least time one rank spent in the kernel (sum of its dispatches there)",
@@ -188,6 +194,12 @@ def _declared(quantity: str | None) -> tuple[tuple[str, ...], ...] | None:
 
 
 def _needs(name: str, quantity: str | None, unit: str) -> str:
+    from perfcheck.schema import RANK_SPREAD_METRICS, TIMELINE_METRICS
+
+    if name in RANK_SPREAD_METRICS:
+        return "the timelines of several ranks, under \"@ranks\""
+    if name in TIMELINE_METRICS or name == "duration_p90":
+        return _TIMELINE
     if name in _TRACE_ONLY:
         return _TRACE_ONLY[name]
     if quantity is None:
@@ -208,8 +220,14 @@ def _needs(name: str, quantity: str | None, unit: str) -> str:
 def _meaning(name: str) -> str:
     from perfcheck.schema import COLUMNS
 
+    from perfcheck.schema import RANK_SPREAD_METRICS, TIMELINE_METRICS
+
+    if name in RANK_SPREAD_METRICS:
+        return RANK_SPREAD_METRICS[name][1] + " (\"@ranks\")"
     if name in MEANINGS:
         return MEANINGS[name]
+    if name in TIMELINE_METRICS:
+        return TIMELINE_METRICS[name][1] + " (per device, \"@run\")"
     if name in COLUMNS:
         return COLUMNS[name].meaning + (" (per kernel: the largest over its dispatches)"
                                         if COLUMNS[name].group == "launch" else "")

@@ -207,6 +207,14 @@ def _one_line(exc: BaseException) -> str:
     return f"perfcheck: error: {exc}"
 
 
+def _shown_path(path: Path) -> str:
+    """``path`` relative to the working directory where it is inside it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
 # --- config suites as test items ------------------------------------------------------------------
 
 
@@ -238,10 +246,12 @@ class PerfConfigFile(pytest.File):
             yield PerfSuite.from_parent(self, name=name)
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:  # type: ignore[override]
-        from perfcheck.errors import PerfcheckError
+        from perfcheck.errors import OutOfMemory, PerfcheckError
 
         if isinstance(excinfo.value, PerfcheckError):
             return _one_line(excinfo.value)
+        if isinstance(excinfo.value, MemoryError):  # a large profile, not a bug
+            return _one_line(OutOfMemory(excinfo.value))
         return super().repr_failure(excinfo)  # type: ignore[return-value]
 
 
@@ -331,10 +341,12 @@ class PerfSuite(pytest.Collector):
                 yield item
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:  # type: ignore[override]
-        from perfcheck.errors import PerfcheckError
+        from perfcheck.errors import OutOfMemory, PerfcheckError
 
         if isinstance(excinfo.value, PerfcheckError):
             return _one_line(excinfo.value)
+        if isinstance(excinfo.value, MemoryError):  # a large profile, not a bug
+            return _one_line(OutOfMemory(excinfo.value))
         return super().repr_failure(excinfo)  # type: ignore[return-value]
 
 
@@ -469,12 +481,12 @@ class Perf:
     def measure(self, fn: Callable[..., Any], *args: Any, bytes: float | None = None,  # noqa: A002
                 flops: float | None = None, precision: str | None = None, repeat: int | None = None,
                 warmup: int | None = None, device: str = "cpu", name: str | None = None, flush_cache: bool = False,
-                arch: str | None = None, peaks: Sequence[str | Path] | str | None = None, suite: str | None = None,
+                clock: str = "wall", arch: str | None = None, peaks: Sequence[str | Path] | str | None = None, suite: str | None = None,
                 **kwargs: Any) -> "Perf":
         """Time ``fn(*args, **kwargs)`` for the following ``expect`` calls: one kernel named
         after ``fn`` (or ``name``), one dispatch per timed call (``perfcheck.measure.measure``,
         which documents ``bytes``/``flops``/``precision``/``repeat``/``warmup``/``device``/
-        ``flush_cache``). ``peaks``/``arch`` as for ``load``. ``device="cuda"`` without
+        ``flush_cache``/``clock``). ``peaks``/``arch`` as for ``load``. ``device="cuda"`` without
         PyTorch or CuPy, or without a GPU, skips the test with the reason."""
         from perfcheck.measure import measure
 
@@ -482,7 +494,7 @@ class Perf:
 
         def run() -> Any:
             return measure(fn, *args, bytes=bytes, flops=flops, precision=precision, device=device, name=name,
-                           flush_cache=flush_cache, **options, **kwargs)
+                           flush_cache=flush_cache, clock=clock, **options, **kwargs)
 
         return self._start("measure", {"arch": arch, "peaks": peaks}, suite, measure=run)
 
@@ -545,7 +557,7 @@ class Perf:
         """Resolve the suite's settings (this call > marker > --perf-* > PERFCHECK_* > config
         file), then read ``profiles`` or run ``measure`` (it returns a Profile)."""
         from perfcheck import checking
-        from perfcheck.config import Layer
+        from perfcheck.config import Layer, MissingFile
         from perfcheck.errors import PerfcheckError
         from perfcheck.measure import DeviceUnavailable
 
@@ -565,13 +577,19 @@ class Perf:
                 "marker", marker_kwargs, lambda key: f"@pytest.mark.perf({key}=...) on {item.name}", here))
             resolver = resolver.with_layer(Layer.from_mapping("fixture", given, lambda key: f"perf.{call}({key}=...)", here))
             if measure is None:
-                settings = resolver.suite(name, profiles=profiles, expect={}, validate=True)
+                settings = resolver.suite(name, profiles=profiles, expect={}, validate=True,
+                                          profiles_origin=f"perf.{call}(...)")
                 self._run = checking.prepare(settings)
             else:  # settings first: a bad peaks path fails before the measuring
                 settings = resolver.suite(name, expect={}, validate=True, measured=True)
                 self._run = checking.prepare(settings, measure())
         except DeviceUnavailable as exc:
             skip = str(exc)
+        except MissingFile as exc:
+            problem = _one_line(exc)
+            if exc.origin.startswith(("perf.", "@pytest.mark.perf")):
+                # a newcomer writes the path from the project root, as on the command line
+                problem += f" (paths in a test are relative to the test file, {_shown_path(Path(item.path))})"
         except PerfcheckError as exc:
             problem = _one_line(exc)
         if skip is not None:
@@ -706,8 +724,16 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             runs.append(run)
         settings = state.resolver().report_settings({})
         state.finished = checking.finish(runs, settings)
+        if state.finished.history_error:  # every report was written; the history was not
+            state.errors.append(f"perfcheck: error: {state.finished.history_error}")
+            session.exitstatus = pytest.ExitCode.USAGE_ERROR
     except PerfcheckError as exc:
         state.errors.append(_one_line(exc))
+        session.exitstatus = pytest.ExitCode.USAGE_ERROR
+    except MemoryError as exc:  # ArrowMemoryError too: a large store or profile, not a bug
+        from perfcheck.errors import OutOfMemory
+
+        state.errors.append(_one_line(OutOfMemory(exc)))
         session.exitstatus = pytest.ExitCode.USAGE_ERROR
 
 

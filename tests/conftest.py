@@ -51,6 +51,15 @@ class CliResult:
         return json.loads(self.out)
 
 
+@pytest.fixture(autouse=True)
+def _terminal_width_of_a_pipe(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test starts as output to a pipe: no COLUMNS/LINES from the terminal that ran
+    pytest (pytest-xdist's workers get the controller's COLUMNS, which would shorten kernel
+    names in the tables the tests read). Tests of terminal widths set COLUMNS themselves."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.delenv("LINES", raising=False)
+
+
 @pytest.fixture
 def cli(capsys: pytest.CaptureFixture[str]):
     """Run ``perfcheck ARGS...`` in-process; returns exit code, stdout, stderr."""

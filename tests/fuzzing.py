@@ -5,10 +5,23 @@ tool output directory) into a scratch directory, mutates it with one to three
 operators drawn from a seeded generator, and drives it through the CLI's own entry
 point in-process, the way a user would:
 
-* a profile: ``perfcheck inspect --json PATH``;
+* a profile: ``perfcheck inspect --json PATH``; a trace with a timeline (Kineto,
+  Nsight Systems, rocpd, rocprof results.db, rocprofv3 CSV traces), half the time
+  ``perfcheck inspect --timeline --json PATH`` as well, whose figures must be finite,
+  non-negative and, as percentages, at most 100; JSON profiles and peaks and TOML
+  machine files get the results files' hostile JSON values now and then;
 * a peaks file (BabelStream, mixbench, ERT, STREAM, likwid, roofline.csv, a
   machine file): ``perfcheck peaks --json PATH`` and
-  ``perfcheck inspect --json PROFILE --peaks PATH``.
+  ``perfcheck inspect --json PROFILE --peaks PATH``;
+* a results file (``perfcheck check --json`` of the example suite, written in the
+  scratch directory), mutated also with hostile JSON values (numbers that overflow,
+  64-bit overflows, impossible times, lone surrogates, deep nesting):
+  ``perfcheck history add`` into a fresh store, then ``history list --json`` and
+  ``history export`` of that store, which must work whatever ``add`` accepted;
+* a history store (made by ``history add`` from such files), damaged as stores are
+  (tables, columns, values, pages, a foreign trigger, an impossible time):
+  ``history list --json``, ``history detect --json``, ``history report --markdown``
+  and ``history export``.
 
 Each case ends in exactly one outcome:
 
@@ -102,6 +115,33 @@ def corpus(profiles: Path = PROFILES, scratch: Path | None = None) -> list[Targe
             with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
                 if main(["peaks", str(log), "--save", str(machine), "--device", "mi100"]) == 0:
                     targets.append(Target("machine/mulan.toml", "peaks", machine))
+        targets += history_targets(scratch)
+    return targets
+
+
+def history_targets(scratch: Path) -> list[Target]:
+    """A results file of the example suite and a store holding three runs of it, both
+    written by perfcheck itself in ``scratch`` (the project's own example data)."""
+    from perfcheck.cli import main
+
+    folder = scratch / "history"
+    folder.mkdir(parents=True, exist_ok=True)
+    config = ROOT / "examples" / "stencil" / "perfcheck.toml"
+    files = []
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        for suite in ("after", "before", "after"):
+            path = folder / f"results-{len(files)}.json"
+            main(["check", "--config", str(config), "--suite", suite, "--baseline-dir", str(folder / "b"),
+                  "--json", str(path)])
+            if path.exists():
+                files.append(path)
+        store = folder / "history.sqlite"
+        if files and main(["history", "add", *map(str, files), "--history", str(store)]) == 0:
+            with contextlib.closing(sqlite3.connect(store)) as db:
+                db.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # one file: the copy is the whole store
+    targets = [Target(f"history/{p.name}", "results", p) for p in files[:1]]
+    if (folder / "history.sqlite").exists():
+        targets.append(Target("history/history.sqlite", "store", folder / "history.sqlite"))
     return targets
 
 
@@ -362,9 +402,104 @@ def sqlite_mutate(rng: random.Random, path: Path) -> str:
     return f"sqlite-{op.split('(')[0]}"
 
 
-def mutate(rng: random.Random, root: Path) -> list[str]:
+# Hostile SQLite profiles (issue 16): what a file can make its reader execute. Each
+# takes a copy of a real database and the name of a table or view the reader reads.
+
+
+def _rows_view(db: sqlite3.Connection, name: str) -> str:
+    """Move ``name``'s rows aside (a table renamed, a view recreated under another
+    name) so that a hostile view can take its name; returns where the rows are."""
+    kind, sql = db.execute("SELECT type, sql FROM sqlite_master WHERE name = ?", (name,)).fetchone()
+    if kind == "table":
+        db.execute(f'ALTER TABLE "{name}" RENAME TO "{name}_rows"')
+    else:
+        db.execute(f'DROP VIEW "{name}"')
+        db.execute(f'CREATE VIEW "{name}_rows" AS {sql[sql.upper().index(" AS") + 3:]}')
+    return f"{name}_rows"
+
+
+def h_runaway(db: sqlite3.Connection, name: str) -> None:
+    """Its rows, repeated by a recursive counter without end."""
+    rows = _rows_view(db, name)
+    db.execute(f'CREATE VIEW "{name}" AS WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r) '
+               f'SELECT "{rows}".* FROM r, "{rows}"')
+
+
+def h_huge_strings(db: sqlite3.Connection, name: str) -> None:
+    """Every text column 80 MB long (beyond the readers' 64 MiB limit)."""
+    columns = [(r[1], r[2]) for r in db.execute(f'SELECT * FROM pragma_table_info("{name}")')]
+    rows = _rows_view(db, name)
+    select = ", ".join(f'hex(zeroblob(40000000)) AS "{c}"' if (t or "").upper() == "TEXT" else f'"{c}"' for c, t in columns)
+    db.execute(f'CREATE VIEW "{name}" AS SELECT {select} FROM "{rows}"')
+
+
+def h_wide(db: sqlite3.Connection, name: str) -> None:
+    """1,500 more columns (beyond the readers' 1,000)."""
+    rows = _rows_view(db, name)
+    extra = ", ".join(f"{i} AS c{i}" for i in range(1500))
+    db.execute(f'CREATE VIEW "{name}" AS SELECT *, {extra} FROM "{rows}"')
+
+
+def h_quote_column(db: sqlite3.Connection, name: str) -> None:
+    """A column whose name holds a double quote."""
+    if db.execute("SELECT type FROM sqlite_master WHERE name = ?", (name,)).fetchone()[0] == "table":
+        db.execute(f'ALTER TABLE "{name}" ADD COLUMN "x"" FROM sqlite_master; --" INTEGER DEFAULT 1')
+
+
+def h_null_values(db: sqlite3.Connection, name: str) -> None:
+    """NULL in every column of every other row (NOT NULL constraints lifted)."""
+    if db.execute("SELECT type FROM sqlite_master WHERE name = ?", (name,)).fetchone()[0] != "table":
+        return
+    db.execute("PRAGMA writable_schema = ON")
+    db.execute("UPDATE sqlite_master SET sql = replace(sql, 'NOT NULL', '') WHERE name = ?", (name,))
+    db.commit()
+    db.execute("PRAGMA writable_schema = OFF")
+
+
+def h_null_values_rows(db: sqlite3.Connection, name: str) -> None:
+    if db.execute("SELECT type FROM sqlite_master WHERE name = ?", (name,)).fetchone()[0] != "table":
+        return
+    for column in [r[1] for r in db.execute(f'SELECT * FROM pragma_table_info("{name}")') if not r[5]]:
+        db.execute(f'UPDATE "{name}" SET "{column}" = NULL WHERE rowid % 2 = 0')
+
+
+HOSTILE_SQLITE: dict[str, Callable[[sqlite3.Connection, str], None]] = {
+    "runaway": h_runaway,
+    "huge-strings": h_huge_strings,
+    "wide": h_wide,
+    "quote-column": h_quote_column,
+}
+
+# The tables and views each SQLite reader reads, per real file.
+SQLITE_SOURCES = {
+    "nsys/nvidia-fuser-h200-nsys2025.1/report1.sqlite":
+        ["META_DATA_EXPORT", "CUPTI_ACTIVITY_KIND_KERNEL", "StringIds", "TARGET_INFO_GPU", "TARGET_INFO_CUDA_DEVICE"],
+    "rocprofv3/batched_gemm-mi300x-rocpd/15_results.db":
+        ["kernels", "rocpd_kernel_dispatch", "rocpd_info_agent", "rocpd_info_kernel_symbol", "rocpd_info_queue",
+         "rocpd_info_thread", "rocpd_pmc_event"],
+    "rocprof-v1/batched_gemm-mi300x/results.db": ["OPS", "KERN", "HIP"],
+}
+
+
+def hostile_sqlite(path: Path, operation: str, name: str) -> None:
+    """Apply ``HOSTILE_SQLITE[operation]`` to ``name`` in the database at ``path``
+    (``null`` nulls every nullable-made column of every other row)."""
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        if operation == "null":
+            h_null_values(db, name)
+        else:
+            HOSTILE_SQLITE[operation](db, name)
+        db.commit()
+    if operation == "null":
+        with contextlib.closing(sqlite3.connect(path)) as db:
+            h_null_values_rows(db, name)
+            db.commit()
+
+
+def mutate(rng: random.Random, root: Path, kind: str = "profile") -> list[str]:
     """Mutate the copy at ``root`` (a file or a directory) in place; returns the
-    names of the operators applied."""
+    names of the operators applied. ``kind``: the target's kind (the JSON and store
+    operators are for results files and history stores)."""
     applied: list[str] = []
     if root.is_dir():
         files = sorted(p for p in root.rglob("*") if p.is_file())
@@ -379,7 +514,23 @@ def mutate(rng: random.Random, root: Path) -> list[str]:
     else:
         path = root
     is_sqlite = path.read_bytes()[:16] == b"SQLite format 3\x00"
+    is_store = is_sqlite and kind == "store"
+    is_results = kind == "results"
+    # JSON profiles and peaks (Kineto, Proton, rocprof results.json, ERT) and TOML machine
+    # files get the hostile JSON values too, less often than results files
+    is_document = not is_sqlite and (path.suffix in (".json", ".hatchet", ".toml"))
     for _ in range(rng.choice([1, 1, 1, 2, 3])):
+        if is_store:
+            try:
+                applied.append(store_mutate(rng, path))
+            except sqlite3.Error:
+                applied.append("store-failed")
+            continue
+        if (is_results and rng.random() < 0.7) or (is_document and rng.random() < 0.3):
+            name = rng.choice(sorted(JSON_OPERATORS))
+            path.write_bytes(JSON_OPERATORS[name](rng, path.read_bytes()))
+            applied.append(name)
+            continue
         if is_sqlite and rng.random() < 0.8:
             try:
                 applied.append(sqlite_mutate(rng, path))
@@ -390,6 +541,82 @@ def mutate(rng: random.Random, root: Path) -> list[str]:
         path.write_bytes(BYTE_OPERATORS[name](rng, path.read_bytes()))
         applied.append(name)
     return applied
+
+
+HOSTILE_JSON_NUMBERS = (b"1e400", b"-1e400", b"9" * 400, b"9223372036854775808", b"-9223372036854775809",
+                        b"1e300", b"1e12", b"-1e12", b"NaN", b"Infinity", b"0", b"-0.0")
+
+
+def m_json_number(rng: random.Random, data: bytes) -> bytes:
+    numbers = list(re.finditer(rb'(?<=[:\[,\s])-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?(?=[,\]}\s])', data))
+    if not numbers:
+        return data
+    match = rng.choice(numbers)
+    return data[:match.start()] + rng.choice(HOSTILE_JSON_NUMBERS) + data[match.end():]
+
+
+def m_json_surrogate(rng: random.Random, data: bytes) -> bytes:
+    strings = list(re.finditer(rb'"[^"\\]{1,200}"', data))
+    if not strings:
+        return data
+    match = rng.choice(strings)
+    cut = rng.randint(match.start() + 1, match.end() - 1)
+    return data[:cut] + rng.choice([b"\\ud800", b"\\udfff", b"\\u0000", b"\\u202e"]) + data[cut:]
+
+
+def m_json_deep(rng: random.Random, data: bytes) -> bytes:
+    # a JSON member's value (": ") or a TOML key's ("= "): both decoders recurse per level
+    values = list(re.finditer(rb'(?<=: |= )(?:-?\d[^,\n}]*|"[^"\n]*"|null|true|false)', data))
+    if not values:
+        return data
+    match = rng.choice(values)
+    depth = rng.choice([100, 5_000, 100_000])
+    return data[:match.start()] + b"[" * depth + match.group(0) + b"]" * depth + data[match.end():]
+
+
+def m_json_drop_key(rng: random.Random, data: bytes) -> bytes:
+    keys = list(re.finditer(rb'"(fingerprint|run|time|id|machine|measurements|samples|checks|suites)": ', data))
+    if not keys:
+        return data
+    match = rng.choice(keys)
+    return data[:match.start() + 1] + b"x" + data[match.start() + 1:]  # the key renamed: as if missing
+
+
+JSON_OPERATORS: dict[str, Callable[[random.Random, bytes], bytes]] = {
+    "json-number": m_json_number, "json-number-2": m_json_number, "json-surrogate": m_json_surrogate,
+    "json-deep": m_json_deep, "json-drop-key": m_json_drop_key,
+}
+
+
+def store_mutate(rng: random.Random, path: Path) -> str:
+    """What happens to history stores: another tool's edits, a foreign trigger, an
+    impossible time an older perfcheck accepted, overwritten pages."""
+    op = rng.choice(["trigger", "time", "text-real", "drop-column", "pages", "user-version", "sqlite", "sqlite"])
+    if op == "pages":
+        data = bytearray(path.read_bytes())
+        page = 4096
+        for start in rng.sample(range(page, max(page + 1, len(data)), page), k=min(2, max(1, len(data) // page - 1))):
+            data[start + rng.randint(0, 100):start + rng.randint(100, page)] = b"\xff" * 64
+        path.write_bytes(bytes(data))
+        return "store-pages"
+    if op == "sqlite":
+        return sqlite_mutate(rng, path)
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        if op == "trigger":
+            db.execute("CREATE TRIGGER planted AFTER INSERT ON runs BEGIN DELETE FROM results; END")
+        elif op == "time":
+            when = rng.choice(["1e12", "-1e12", "1e308", "'soon'"])
+            db.execute(f"UPDATE runs SET time = {when} WHERE rowid = 1")
+        elif op == "text-real":
+            column = rng.choice(["value", "median", "spread", "low", "high", "n"])
+            bad = rng.choice(["'fast'", "x'00ff'", "9e999", "-9e999"])
+            db.execute(f"UPDATE results SET {column} = {bad}")
+        elif op == "drop-column":
+            db.execute(f"ALTER TABLE results DROP COLUMN {rng.choice(['spread', 'low', 'outcome'])}")
+        else:
+            db.execute(f"PRAGMA user_version = {rng.choice([0, 1, 99])}")
+        db.commit()
+    return f"store-{op}"
 
 
 # ------------------------------------------------------------------------------------
@@ -476,8 +703,12 @@ def _crash_class(exc: BaseException) -> str:
 _WRAPPED = re.compile(r"\((TypeError|OverflowError|ValueError|KeyError|IndexError|AttributeError|ZeroDivisionError)\b")
 
 
-def run_cli(argv: list[str], *, named: Path, judge: Callable[[dict], list[str]], bound: float) -> Outcome:
-    """``perfcheck ARGV`` in-process, judged. ``named`` is what an error must name."""
+def run_cli(argv: list[str], *, named: Path, judge: Callable[[dict], list[str]] | None, bound: float,
+            ok_codes: tuple[int, ...] = (0,), said: tuple[str, ...] = ()) -> Outcome:
+    """``perfcheck ARGV`` in-process, judged. ``named`` is what an error must name;
+    ``judge`` None: the command prints no JSON to judge; ``ok_codes``: exit statuses
+    of a success (``history detect`` exits 1 when it finds a regression); ``said``:
+    the command's own progress lines on stderr (``perfcheck: digest: ...``)."""
     from perfcheck.cli import main
 
     out, err = io.StringIO(), io.StringIO()
@@ -503,7 +734,7 @@ def run_cli(argv: list[str], *, named: Path, judge: Callable[[dict], list[str]],
         w = leaked[0]
         return Outcome("leak", f"{w.category.__name__} at {Path(w.filename).name}:{w.lineno}", str(w.message)[:200])
     lines = [line for line in err.getvalue().splitlines() if line.strip()]
-    stray = [line for line in lines if not line.startswith(("perfcheck: warning: ", "perfcheck: error: "))]
+    stray = [line for line in lines if not line.startswith(("perfcheck: warning: ", "perfcheck: error: ", *said))]
     if stray:
         return Outcome("leak", "stray stderr", stray[0][:200])
     errors = [line for line in lines if line.startswith("perfcheck: error: ")]
@@ -516,8 +747,10 @@ def run_cli(argv: list[str], *, named: Path, judge: Callable[[dict], list[str]],
         # A Python exception a reader did not anticipate, turned into a one-line error by
         # the readers' safety net: acceptable, but counted (it names no line or column).
         return Outcome("error", f"wrapped {wrapped.group(1)}" if wrapped else "", errors[0][:300])
-    if code != 0:
+    if code not in ok_codes:
         return Outcome("crash", f"exit {code}", err.getvalue()[-300:])
+    if judge is None:
+        return Outcome("ok", "")
     try:
         doc = _strict_json(out.getvalue())
     except ValueError as exc:
@@ -558,7 +791,7 @@ def run_case(targets: list[Target], index: int, seed: int, workdir: Path, *, bou
         shutil.copytree(target.source, copy)
     else:
         shutil.copyfile(target.source, copy)
-    operators = mutate(rng, copy)
+    operators = mutate(rng, copy, target.kind)
     # A third of the profiles are read for a named GPU, so that damaged launch
     # resources also reach the occupancy rules and the theoretical ceilings.
     arch = ["--arch", rng.choice(ARCHES)] if rng.random() < 1 / 3 else []
@@ -566,8 +799,15 @@ def run_case(targets: list[Target], index: int, seed: int, workdir: Path, *, bou
         operators.append(f"arch={arch[1]}")
     started = time.perf_counter()
     outcomes = []
-    if target.kind == "profile":
+    if target.kind in ("results", "store"):
+        operators[:] = [o for o in operators if not o.startswith("arch=")]
+        outcomes += _history_case(target, copy, case_dir, bound)
+    elif target.kind == "profile":
         outcomes.append(run_cli(["inspect", "--json", str(copy), *arch], named=copy, judge=_judge_inspect, bound=bound))
+        if _has_timeline(target) and rng.random() < 0.5:
+            operators.append("timeline")
+            outcomes.append(run_cli(["inspect", "--timeline", "--json", str(copy)], named=copy, judge=_judge_timeline,
+                                    bound=bound))
     else:
         outcomes.append(run_cli(["peaks", "--json", str(copy)], named=copy, judge=_judge_peaks, bound=bound))
         profile = profiles / PEAKS_PROFILE
@@ -575,6 +815,80 @@ def run_case(targets: list[Target], index: int, seed: int, workdir: Path, *, bou
             outcomes.append(run_cli(["inspect", "--json", str(profile), "--peaks", str(copy)], named=copy,
                                     judge=_judge_inspect, bound=bound))
     return Case(index, target, operators, outcomes, time.perf_counter() - started)
+
+
+def _has_timeline(target: Target) -> bool:
+    """Whether the unmodified target is read by a timeline reader (inspect --timeline)."""
+    from perfcheck.errors import PerfcheckError
+    from perfcheck.ingest import detect
+    from perfcheck.ingest.timeline import timeline_formats
+
+    try:
+        return detect(target.source, "profile").name in timeline_formats()
+    except PerfcheckError:
+        return False
+
+
+def _judge_timeline(doc: dict) -> list[str]:
+    """Every figure of the timeline is a finite, non-negative number (times, counts,
+    bytes, rates), a percentage at most 100."""
+    problems = []
+    figures = [(d.get("metrics", {}), "device") for d in doc.get("devices", [])]
+    figures += [(r.get("metrics", {}), f"range {r.get('range')!r}") for r in doc.get("ranges", [])]
+    figures += [({f"{name}.{k}": v for k, v in spread.items() if k in ("min", "median", "max")}, "ranks")
+                for name, spread in doc.get("ranks", {}).items() if isinstance(spread, dict)]
+    for metrics, where in figures:
+        for name, value in metrics.items():
+            if value is None:
+                continue
+            if not isinstance(value, (int, float)) or not math.isfinite(value):
+                problems.append(f"{where} {name} = {value!r}")
+            elif value < 0:
+                problems.append(f"negative {name}")
+            elif name.split(".")[0].endswith("_pct") and value > 100 + 1e-6:
+                problems.append(f"{name} over 100%")
+    return problems
+
+
+def _judge_listing(doc: dict) -> list[str]:
+    runs = doc.get("runs")
+    return [] if isinstance(runs, list) else ["no runs list"]
+
+
+def _judge_detect(doc: dict) -> list[str]:
+    problems = []
+    for point in doc.get("change_points", []):
+        for name in ("before", "after", "change_pct", "p", "time"):
+            value = point.get(name)
+            if not isinstance(value, (int, float)) or not math.isfinite(value):
+                problems.append(f"change point {name} = {value!r}")
+    return problems
+
+
+# what history commands report on stderr besides warnings and errors
+_HISTORY_SAID = ("perfcheck: notice: ", "perfcheck: digest: ", "perfcheck: Bencher: ", "perfcheck: OpenMetrics: ")
+
+
+def _history_case(target: Target, copy: Path, case_dir: Path, bound: float) -> list[Outcome]:
+    """A results file: added to a fresh store, whose reading and exports must then
+    work (a value ``add`` accepted must never break a later command). A store: every
+    reading command."""
+    readers = [
+        (["history", "list", "--json"], _judge_listing, (0,)),
+        (["history", "detect", "--json"], _judge_detect, (0, 1)),
+        (["history", "report", "--markdown", str(case_dir / "digest.md")], None, (0,)),
+        (["history", "export", "--bencher", str(case_dir / "bencher"), "--openmetrics", str(case_dir / "m.txt")], None, (0,)),
+    ]
+    if target.kind == "results":
+        store = case_dir / "fresh.sqlite"
+        added = run_cli(["history", "add", str(copy), "--history", str(store)], named=copy, judge=None, bound=bound,
+                        said=_HISTORY_SAID)
+        if added.outcome != "ok":
+            return [added]
+        return [added, *(run_cli([*argv, "--history", str(store)], named=store, judge=judge, bound=bound,
+                                 ok_codes=codes, said=_HISTORY_SAID) for argv, judge, codes in readers)]
+    return [run_cli([*argv, "--history", str(copy)], named=copy, judge=judge, bound=bound, ok_codes=codes,
+                    said=_HISTORY_SAID) for argv, judge, codes in readers]
 
 
 @dataclass

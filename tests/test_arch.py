@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import pytest
 
@@ -194,7 +195,39 @@ def test_arch_show_text_cites_sources(cli) -> None:
     result = cli("arch", "show", "mi100")
     assert result.code == 0
     assert "compute_units: 120    [arch-specs.md §1.2 V [S1],[S5]]" in result.out
-    assert "peak_gips: 180.24" in result.out
+    assert "peak_gips: 180.2 Ginst/s" in result.out
+
+
+def test_arch_show_formats_figures_with_units_and_lists_its_sources(cli) -> None:
+    out = cli("arch", "show", "a100").out
+    for line in ("  clock_hz: 1410 MHz    [", "  mem_bw: 1.555 TB/s    [", "  l2_bytes: 40 MiB    [",
+                 "    flop_rate_fp32: 19.5 TFLOP/s    [", "    tensor_rate_int8: 624 TOP/s    [",
+                 "  shared_per_sm: 164 KiB    [", "    tensor_rate_fp16: 2,048 FLOP/clk    ["):
+        assert line in out, line
+    assert "19500000000000.0" not in out and "1410000000.0" not in out
+    # what the citations refer to, for a pip user without the reference file
+    sources = out[out.index("\nsources: "):]
+    assert "  §2.3 NVIDIA: per-SM per-clock rates and peak TFLOP/s" in sources
+    assert "  [S22] stas00/ml-engineering @ 744d01e18b79" in sources
+    assert "      https://github.com/stas00/ml-engineering/blob/744d01e18b79/compute/accelerator/README.md" in sources
+    assert "[S1]" not in sources  # an AMD document, not cited by an NVIDIA device
+    doc = cli("arch", "show", "a100", "--json").json()
+    assert [d["tag"] for d in doc["cited"]["documents"]] == ["S22", "S23", "S24", "S25", "S26", "S29"]
+    assert doc["device"]["peaks"]["flop_rate_fp32"] == 19.5e12  # JSON stays in base units
+
+
+@pytest.mark.parametrize("name", ARCHES + DEVICES)
+def test_every_cited_document_and_section_is_described_in_the_package(name: str) -> None:
+    from perfcheck.arch import citations, reference_sections
+
+    texts = _flatten(describe(lookup(name))["sources"])
+    tags = {t for text in texts for t in re.findall(r"\[(S\d+)\b", text)}
+    found = citations(texts)
+    assert {c.tag for c in found} >= tags and all(c.document and c.table and c.url for c in found)
+    named = {m for text in texts for m in re.findall(r"§(\d+(?:\.\d+)?)", text)}
+    assert {s.lstrip("§") for s, _ in reference_sections(texts)} == named
+    if name == "b200":
+        assert any(c.tag == "B200 ncu CSV" and "meinie0826/Roofline-Analysis" in c.url for c in found)
 
 
 def test_arch_list(cli) -> None:
@@ -317,3 +350,39 @@ def test_arch_spec_vendor_fields() -> None:
     assert nvidia.max_waves_per_cu is None
     assert json.loads(json.dumps(describe(lookup("h100-sxm"))))["device"]["tensor_clock_hz"] == 1.83e9
     assert math.isclose(lookup("h100-sxm").device.peak_gips, 1045.44)
+
+
+def test_board_part_number_of_a_real_trace_resolves() -> None:
+    from perfcheck.analysis import analyse
+
+    # HTA's AlexNet Kineto trace names its GPU "NVIDIA A100-PG509-200" (CC 8.0, 40 GB)
+    a = analyse([profile("kineto/hta-critical-path-alexnet-a100/benchmark_result_2869224_1695835535_trace.json.gz")])
+    assert (a.target.name, a.target_origin, a.target.assumed) == ("a100", "detected", None)
+
+
+@pytest.mark.parametrize(("name", "arch", "device"), [
+    ("NVIDIA A100-SXM4-64GB", "sm_80", "a100"),
+    ("AMD Instinct MI300X-HF", "gfx942", "mi300x"),
+])
+def test_unknown_board_of_a_known_chip_is_assumed_with_a_warning(name: str, arch: str, device: str) -> None:
+    import pandas as pd
+
+    from perfcheck.analysis import analyse_profile
+    from perfcheck.model import Profile
+
+    source = Source("trace.json", "kineto", "kineto", device=name, arch=arch)
+    target = detect([source])
+    assert target.device.name == device and target.arch.name == arch
+    assert target.assumed.startswith(f"device {name!r} is not in the architecture database; taken as {device}")
+    a = analyse_profile(Profile(pd.DataFrame({"kernel": ["k"], "duration": [1e-3]}), (source,)))
+    assert [str(o) for o in a.oddities] == [f"trace.json: {target.assumed}"]
+
+
+@pytest.mark.parametrize(("name", "arch"), [
+    ("Tesla V100-PCIE-16GB", "sm_70"),  # the database's V100 is the SXM2 part (another clock)
+    ("NVIDIA H100 NVL", "sm_90"),  # no product of sm_90 named in it
+    ("AMD Radeon Graphics", "gfx90a"),
+])
+def test_no_guess_without_a_product_name_or_against_the_form_factor(name: str, arch: str) -> None:
+    target = detect([Source("p", "f", "t", device=name, arch=arch)])
+    assert (target.arch.name, target.device, target.assumed) == (arch, None, None)

@@ -1,4 +1,4 @@
-"""The CI examples and the README's CI section say what is true: perfcheck is
+"""The CI examples and the CI reference (docs/ci.md) say what is true: perfcheck is
 installed from its repository (no package index serves it yet), the GitHub example
 uses the action, the GitLab example profiles on a GPU runner and checks on a CPU
 runner, and this repository's CI runs the action on the stencil example."""
@@ -15,7 +15,8 @@ BARE_INSTALL = re.compile(r"pip install\s+(-\S+\s+)*[\"']?perfcheck\b(?![./@\w-]
 
 
 def _texts() -> dict[str, str]:
-    files = [ROOT / "README.md", *sorted((ROOT / "examples").rglob("*.yml")), *sorted((ROOT / "examples").rglob("*.md"))]
+    files = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "examples").rglob("*.yml")),
+             *sorted((ROOT / "examples").rglob("*.md"))]
     return {str(p.relative_to(ROOT)): p.read_text() for p in files}
 
 
@@ -58,8 +59,8 @@ def test_project_ci_runs_the_action_on_the_stencil_example() -> None:
     assert len(uses) == 2 and all(s["with"]["config"] == "examples/stencil/perfcheck.toml" for s in uses)
 
 
-def test_readme_ci_section_makes_no_false_claims() -> None:
-    text = (ROOT / "README.md").read_text()
+def test_ci_reference_makes_no_false_claims() -> None:
+    text = (ROOT / "docs" / "ci.md").read_text()
     assert "GitHub has no JUnit view of its own" in text
     assert "GitHub's test view" not in text and "GitHub's test-report" not in text
     for path in ("action.yml", "examples/ci/github-actions.yml", "examples/ci/gitlab-ci.yml", "examples/ci/gitlab-perfcheck.yml"):
@@ -74,7 +75,7 @@ def test_ci_texts_say_what_pip_and_gitlab_really_do() -> None:
     texts = {**_texts(), "action.yml": (ROOT / "action.yml").read_text()}
     for name, text in texts.items():
         assert "no package index is needed" not in text.lower() and "(no package index needed)" not in text, name
-    readme = " ".join(texts["README.md"].split())
+    readme = " ".join(texts["docs/ci.md"].split())
     assert "`<testcase>`, as GitLab's test report reads them" not in readme
     assert "GitLab's test report reads `file` (it has no line)" in readme
     assert "`artifacts:reports:metrics` (a GitLab Premium feature" in readme

@@ -149,3 +149,16 @@ def test_profiles_compare_directly_with_arch_and_peaks(cli) -> None:
     assert result.out.startswith("compare: results-before.csv on AMD Instinct MI100 \u2192 results-after.csv")
     row = next(line for line in result.out.splitlines() if line.startswith("EOCloverFBCGPU("))
     assert "44.9% \u2192 85.2%" in row and "(lds \u2192 vgpr)" in row
+
+
+def test_profiles_written_as_json_are_compared_as_profiles(cli) -> None:
+    """A Kineto trace ends in .json like a results file: it was read as one before ("is
+    not a perfcheck results file"), so two traces could not be compared."""
+    from conftest import profile
+
+    before = profile("kineto/pytorch-kineto-unittest-h100-sync-fix-pair/before_fix_trace.json")
+    after = before.with_name("after_fix_trace.json")
+    result = cli("compare", before, after)
+    assert result.code == 0, result.err
+    assert result.out.startswith("compare: before_fix_trace.json on NVIDIA H100 (sm_90) \u2192 after_fix_trace.json")
+    assert any(line.startswith("Kernel ") for line in result.out.splitlines())

@@ -82,6 +82,10 @@ def test_patterns() -> None:
     assert match_kernels("re:^OE", kernels) == ["OECloverFBCGPU"]
     assert match_kernels("/Dag/", kernels) == ["EOCloverDagFBCGPU"]
     assert match_kernels("void k<float>*", kernels) == ["void k<float>(float*)"]  # [ ] are not special here
+    # a glob need not spell NVIDIA's return type: "void " is ignored in front of a name
+    assert match_kernels("k<float>*", kernels) == ["void k<float>(float*)"]
+    assert match_kernels("k*", ["void k<float>(float*)", "kv(int)", "avoid k()"]) == ["void k<float>(float*)", "kv(int)"]
+    assert match_kernels("*float*", kernels) == ["void k<float>(float*)"]
 
 
 def _analysis(**columns: list) -> Analysis:
@@ -128,6 +132,20 @@ def test_missing_peak_is_an_error() -> None:
     assert check.outcome == ERROR and "--peaks" in check.message
 
 
+def test_no_ceiling_for_a_known_arch_lists_its_devices_and_the_config_key() -> None:
+    from dataclasses import replace as replaced
+
+    from perfcheck.arch import Target, lookup
+
+    analysis = replaced(_analysis(hbm_bw=[1e12, 1e12]), ceilings={},
+                        target=Target(lookup("sm_80").arch), target_origin="detected")
+    (check, _) = evaluate("s", {"*": ["hbm_bw >= 50% of peak"]}, analysis)
+    assert check.outcome == ERROR
+    assert ("no ceiling for it: the profile says sm_80 but not which device; name it with "
+            'device = "a100" in [tool.perfcheck] (or --arch a100), one of: a100, a100-80gb; '
+            "or give measured peaks with --peaks") in check.message
+
+
 def test_baseline_expectation_without_baseline_records() -> None:
     (check, _) = evaluate("s", {"*": ["duration <= baseline + 5%"]}, _analysis(duration=[1e-3, 2e-3]))
     assert check.outcome == RECORDED and check.passed and check.origin == "baseline"
@@ -147,3 +165,16 @@ def test_evaluate_real_stencil_example() -> None:
     occupancy = [c for c in checks if c.metric == "occupancy_pct"]
     assert all(c.outcome == FAILED and c.observed == pytest.approx(20.0) for c in occupancy)
     assert all(c.outcome == PASSED for c in checks if c.metric == "lds_per_workgroup")
+
+
+def test_glob_without_void_matches_a_real_rocprofv3_kernel(cli, tmp_path) -> None:
+    import json
+
+    from conftest import profile
+
+    trace = profile("rocprofv3/rocprofiler-sdk-docs-2025/kernel_trace.csv")
+    result = cli("check", trace, "--expect", "addition_kernel*", "calls == 3", "--json", tmp_path / "r.json")
+    assert result.code == 0, result.out + result.err
+    assert "perfcheck: 1 passed" in result.out
+    (suite,) = json.loads((tmp_path / "r.json").read_text())["suites"].values()
+    assert [c["kernel"] for c in suite["checks"]] == ["void addition_kernel<float>(float*, float const*, float const*, int, int)"]

@@ -37,6 +37,9 @@ def test_the_judge_catches_what_it_is_for(tmp_path: Path) -> None:
     assert fuzzing._judge_inspect({"kernels": [{"calls": 0, "metrics": {}}]}) == ["calls 0"]
     assert fuzzing._judge_inspect({"kernels": [{"calls": 2, "metrics": {"duration": -1.0}}]}) == ["negative duration"]
     assert fuzzing._judge_peaks({"peaks": {"hbm_bw": 0}}) == ["peak hbm_bw = 0"]
+    assert fuzzing._judge_timeline({"devices": [{"metrics": {"gpu_busy_pct": 140.0, "idle": -1, "span": None}}],
+                                    "ranks": {"busy": {"min": float("nan"), "straggler": 3}}}) == [
+        "gpu_busy_pct over 100%", "negative idle", "ranks busy.min = nan"]
     with pytest.raises(ValueError):
         fuzzing._strict_json('{"a": NaN}')
     missing = tmp_path / "absent.csv"

@@ -18,6 +18,7 @@ import pytest
 
 from perfcheck.model import ERROR, FAILED, PASSED, Check
 from perfcheck.report.github import annotation, annotations, marker_line, post_comment, pull_request_number
+from tests.conftest import one_line_error
 
 ROOT = Path(__file__).resolve().parent.parent
 STENCIL = ROOT / "examples" / "stencil" / "perfcheck.toml"
@@ -91,24 +92,40 @@ class _Stub:
     """A loopback stand-in for the GitHub REST API: records every request and keeps
     the comments of one pull request."""
 
-    def __init__(self, status: int = 200, filler: int = 0) -> None:
+    def __init__(self, status: int = 200, filler: int = 0, *, login: str | None = "perf-bot") -> None:
         self.requests: list[tuple[str, str, dict, dict | None]] = []
         # other people's comments first (pagination: more than one page of 100)
-        self.comments: list[dict] = [{"id": 1000 + i, "body": f"looks good {i}"} for i in range(filler)]
+        self.comments: list[dict] = [{"id": 1000 + i, "body": f"looks good {i}", "user": {"login": "reviewer"}}
+                                     for i in range(filler)]
         self.status = status
+        # the token's user (GET /user); None: an installation token (GITHUB_TOKEN), which
+        # GET /user refuses and whose comments are the Actions bot's
+        self.login = login
+        self.answers: dict[tuple[str, str], tuple[int, object, dict]] = {}  # (method, path) -> canned answer
         stub = self
 
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *args: object) -> None:
                 pass
 
-            def _answer(self, code: int, doc: object) -> None:
+            def _answer(self, code: int, doc: object, headers: dict | None = None) -> None:
                 data = json.dumps(doc).encode()
                 self.send_response(code)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
+                for name, value in (headers or {}).items():
+                    self.send_header(name, value)
                 self.end_headers()
                 self.wfile.write(data)
+
+            def _canned(self) -> bool:
+                from urllib.parse import urlsplit
+
+                canned = stub.answers.get((self.command, urlsplit(self.path).path))
+                if canned is None:
+                    return False
+                self._answer(*canned)
+                return True
 
             def _record(self) -> dict | None:
                 length = int(self.headers.get("Content-Length") or 0)
@@ -118,6 +135,12 @@ class _Stub:
 
             def do_GET(self) -> None:  # noqa: N802
                 self._record()
+                if self._canned():
+                    return None
+                if self.path == "/user":
+                    if stub.login is None:
+                        return self._answer(403, {"message": "Resource not accessible by integration"})
+                    return self._answer(200, {"login": stub.login, "id": 9})
                 if stub.status != 200:
                     return self._answer(stub.status, {"message": "Resource not accessible by integration"})
                 from urllib.parse import parse_qs, urlsplit
@@ -127,12 +150,17 @@ class _Stub:
 
             def do_POST(self) -> None:  # noqa: N802
                 body = self._record()
-                comment = {"id": 1, "body": body["body"], "html_url": "http://stub/c/1"}
+                if self._canned():
+                    return
+                comment = {"id": 1, "body": body["body"], "html_url": "http://stub/c/1",
+                           "user": {"login": stub.login or "github-actions[bot]"}}
                 stub.comments.append(comment)
                 self._answer(201, comment)
 
             def do_PATCH(self) -> None:  # noqa: N802
                 body = self._record()
+                if self._canned():
+                    return
                 cid = int(self.path.rsplit("/", 1)[1])
                 comment = next(c for c in stub.comments if c["id"] == cid)
                 comment["body"] = body["body"]
@@ -161,9 +189,9 @@ def test_comment_is_created_then_updated_never_duplicated() -> None:
     assert len(ours) == 1 and ours[0]["body"].endswith("perfcheck: 12 checks passed")
     methods = [(m, p.split("?")[0]) for m, p, _, _ in stub.requests]
     assert methods == [
-        ("GET", "/repos/o/r/issues/7/comments"), ("GET", "/repos/o/r/issues/7/comments"),
+        ("GET", "/user"), ("GET", "/repos/o/r/issues/7/comments"), ("GET", "/repos/o/r/issues/7/comments"),
         ("POST", "/repos/o/r/issues/7/comments"),
-        ("GET", "/repos/o/r/issues/7/comments"), ("GET", "/repos/o/r/issues/7/comments"),
+        ("GET", "/user"), ("GET", "/repos/o/r/issues/7/comments"), ("GET", "/repos/o/r/issues/7/comments"),
         ("PATCH", "/repos/o/r/issues/comments/1"),
     ]
     headers = stub.requests[-1][2]
@@ -193,7 +221,7 @@ def test_cli_comment_uses_the_environment(tmp_path, monkeypatch, capsys) -> None
         assert main(["github", "comment", "--markdown", str(summary)]) == 0
     out = capsys.readouterr().out
     assert "created comment 1 on me/proj#42" in out and "updated comment 1 on me/proj#42" in out
-    assert [r[0] for r in stub.requests] == ["GET", "POST", "GET", "PATCH"]
+    assert [r[0] for r in stub.requests] == ["GET", "GET", "POST", "GET", "GET", "PATCH"]
 
 
 def test_cli_comment_refused_is_one_line(tmp_path, monkeypatch, capsys) -> None:
@@ -225,6 +253,130 @@ def test_pull_request_number_sources(tmp_path) -> None:
     assert pull_request_number({"GITHUB_EVENT_PATH": str(event)}) == 5
     assert pull_request_number({"GITHUB_REF": "refs/pull/17/merge"}) == 17
     assert pull_request_number({"GITHUB_REF": "refs/heads/main"}) is None
+
+
+# --- the API cannot take the token or the comment anywhere (issue 16 section 3) -------------
+
+
+def test_a_redirect_to_another_host_is_not_followed_and_gets_no_token() -> None:
+    from perfcheck.report.github import GitHubError
+
+    with _Stub() as stub, _Stub() as elsewhere:
+        stub.answers[("GET", "/repos/o/r/issues/7/comments")] = (
+            302, {}, {"Location": f"{elsewhere.url}/repos/o/r/issues/7/comments?page=1"})
+        with pytest.raises(GitHubError, match="redirected to another host .*not followed: the token is only sent"):
+            post_comment("x", repository="o/r", number=7, token="s3cret", api_url=stub.url)
+    assert elsewhere.requests == []  # nothing at all reached the other host
+    assert [m for m, *_ in stub.requests] == ["GET", "GET"]
+
+
+def test_a_redirect_on_the_api_host_is_followed_for_reading() -> None:
+    with _Stub() as stub:  # a renamed repository: GitHub answers 301 to the new name
+        stub.answers[("GET", "/repos/old/r/issues/7/comments")] = (
+            301, {}, {"Location": "/repos/new/r/issues/7/comments?per_page=100&page=1"})
+        done = post_comment("x", repository="old/r", number=7, token="t", api_url=stub.url)
+    assert done.action == "created"
+    followed = [r for r in stub.requests if r[1].startswith("/repos/new/")]
+    assert len(followed) == 1 and followed[0][2]["Authorization"] == "Bearer t"
+
+
+def test_a_redirected_post_is_an_error_not_a_get(cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
+    summary = tmp_path / "summary.md"
+    summary.write_text("x\n")
+    with _Stub() as stub:
+        stub.answers[("POST", "/repos/me/proj/issues/3/comments")] = (302, {}, {"Location": "/somewhere/else"})
+        for name, value in {"GITHUB_API_URL": stub.url, "GITHUB_TOKEN": "abc", "GITHUB_REPOSITORY": "me/proj"}.items():
+            monkeypatch.setenv(name, value)
+        result = cli("github", "comment", "--markdown", summary, "--pr", "3")
+    line = one_line_error(result, None, "answered with a redirect (HTTP 302), not followed")
+    assert "created comment" not in result.out and "GitHub API POST" in line
+    assert [p for _, p, *_ in stub.requests if p.startswith("/somewhere")] == []
+
+
+def test_one_deadline_bounds_the_whole_exchange_even_when_a_server_drips() -> None:
+    import socket
+    import time
+
+    from perfcheck.report.github import GitHubError
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(4)
+    stop = threading.Event()
+
+    def drip() -> None:  # headers, then a byte every 0.2 s of a 100,000-byte body
+        conn, _ = server.accept()
+        conn.recv(65536)
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n")
+        try:
+            while not stop.is_set():
+                conn.sendall(b" ")
+                time.sleep(0.2)
+        except OSError:
+            pass
+        finally:
+            conn.close()
+
+    thread = threading.Thread(target=drip, daemon=True)
+    thread.start()
+    start = time.monotonic()
+    try:
+        with pytest.raises(GitHubError, match="did not finish within 1.5 s"):
+            post_comment("x", repository="o/r", number=1, token="t",
+                         api_url=f"http://127.0.0.1:{server.getsockname()[1]}", timeout=1.5)
+    finally:
+        stop.set()
+        server.close()
+    assert time.monotonic() - start < 10  # a busy 2-core box: well under the drip's 5.5 hours
+
+
+def test_pages_searched_are_capped() -> None:
+    from perfcheck.report import github
+    from perfcheck.report.github import GitHubError
+
+    with _Stub(filler=100 * (github.MAX_PAGES + 3)) as stub:
+        with pytest.raises(GitHubError, match=f"more than {github.MAX_PAGES * 100} comments"):
+            post_comment("x", repository="o/r", number=1, token="t", api_url=stub.url)
+    assert len(stub.requests) == 1 + github.MAX_PAGES and not [r for r in stub.requests if r[0] == "POST"]
+
+
+@pytest.mark.parametrize("method, path, answer, what", [
+    ("POST", "/repos/me/proj/issues/3/comments", {"html_url": "x"}, "has no comment id"),
+    ("POST", "/repos/me/proj/issues/3/comments", {"id": "12"}, "has no comment id"),
+    ("POST", "/repos/me/proj/issues/3/comments", [1, 2], "has no comment id"),
+    ("GET", "/repos/me/proj/issues/3/comments", {"message": "moved"}, "not a list of comments"),
+])
+def test_unexpected_json_is_a_one_line_error(cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, method: str,  # noqa: ANN001
+                                             path: str, answer: object, what: str) -> None:
+    summary = tmp_path / "summary.md"
+    summary.write_text("x\n")
+    with _Stub() as stub:
+        stub.answers[(method, path)] = (201 if method == "POST" else 200, answer, {})
+        for name, value in {"GITHUB_API_URL": stub.url, "GITHUB_TOKEN": "abc", "GITHUB_REPOSITORY": "me/proj"}.items():
+            monkeypatch.setenv(name, value)
+        one_line_error(cli("github", "comment", "--markdown", summary, "--pr", "3"), None, what)
+
+
+def test_a_marker_planted_by_someone_else_neither_blocks_nor_hijacks() -> None:
+    planted = {"id": 5, "body": f"{marker_line()}\nplanted", "user": {"login": "mallory"}}
+    quoted = {"id": 6, "body": f"> {marker_line()}\nquoting the bot", "user": {"login": "perf-bot"}}
+    with _Stub() as stub:
+        stub.comments += [planted, quoted]
+        first = post_comment("mine", repository="o/r", number=7, token="t", api_url=stub.url)
+        second = post_comment("mine again", repository="o/r", number=7, token="t", api_url=stub.url)
+    assert (first.action, first.comment_id, second.action, second.comment_id) == ("created", 1, "updated", 1)
+    assert planted["body"].endswith("planted") and quoted["body"].endswith("quoting the bot")
+    assert not [p for m, p, *_ in stub.requests if m == "PATCH" and not p.endswith("/1")]
+
+
+def test_with_the_actions_token_the_bots_comment_is_the_sticky_one() -> None:
+    bot = {"id": 77, "body": f"{marker_line()}\nold", "user": {"login": "github-actions[bot]"}}
+    planted = {"id": 5, "body": f"{marker_line()}\nplanted", "user": {"login": "mallory"}}
+    with _Stub(login=None) as stub:  # GITHUB_TOKEN: GET /user is refused
+        stub.comments += [planted, bot]
+        done = post_comment("new", repository="o/r", number=7, token="t", api_url=stub.url)
+    assert (done.action, done.comment_id) == ("updated", 77) and bot["body"].endswith("new")
+    assert planted["body"].endswith("planted")
 
 
 # --- the composite action's steps, run as the runner runs them -----------------------------

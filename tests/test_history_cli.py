@@ -47,17 +47,20 @@ def test_detect_fails_on_a_recent_regression(cli, store_at) -> None:  # noqa: AN
     store = _nightly(store_at(), values)
     result = cli("history", "detect", "--history", store)
     assert result.code == 1, result.out
-    assert "+7.6% regression (new)" in result.out and "regression (new)" in result.out and "27ffff" in result.out
-    assert "1 regression in the last 3 runs" in result.out
+    assert "+7.6% regression (new, open)" in result.out and "27ffff" in result.out
+    assert "1 open regression (1 new in the last 3 runs)" in result.out
     doc = cli("history", "detect", "--history", store, "--json").json()
-    assert doc["recent_regressions"] == 1
+    assert doc["recent_regressions"] == 1 and doc["open_regressions"] == 1
     (point,) = doc["findings"]
     assert (point["run_id"], point["direction"], point["recent"]) == ("night-27", "regression", True)
+    assert (point["status"], point["new"]) == ("open", True)
     assert point["time_iso"] == "2026-01-28T00:00:00+00:00" and point["p"] < 0.001
     markdown = cli("history", "detect", "--history", store, "--markdown").out
-    assert markdown.startswith("**1 new regression**") and "| nightly on mi250x_gfx90a_rocprofv3-1.0.0 | `stencil_kernel` | duration +7.6% regression (new) |" in markdown
-    assert cli("history", "detect", "--history", store, "--last", "2").code == 0  # it started 3 runs ago
-    assert cli("history", "detect", "--history", store, "--kernel", "other").code == 0
+    assert markdown.startswith("**1 open regression** (1 new)") and r"| nightly on mi250x\_gfx90a\_rocprofv3-1.0.0 | `stencil_kernel` | duration \+7.6% regression \(new, open\) |" in markdown
+    # it started 3 runs ago: no longer new, still open (exit 1) unless only new ones fail
+    older = cli("history", "detect", "--history", store, "--last", "2")
+    assert older.code == 1 and "(open)" in older.out and "new" not in older.out.split("finding")[0]
+    assert cli("history", "detect", "--history", store, "--last", "2", "--fail-on", "new").code == 0
 
 
 def test_a_spike_last_night_is_not_a_regression(cli, tmp_path: Path) -> None:  # noqa: ANN001

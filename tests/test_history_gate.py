@@ -172,3 +172,83 @@ def test_update_baseline_is_not_judged_on_history(stencil: Path, cli, history_at
     _seed_history(history_at, check["observed"] / 1.5, 8)
     code, check = _duration_check(cli, "--update-baseline")
     assert code == 0 and "history" not in check["message"]
+
+
+# --- the accepted level and the baseline file's guard (issue 15) ------------------------------------
+
+def _duration_check_record(observed: float, stored: float, outcome: str):  # noqa: ANN202
+    from perfcheck.model import Check
+
+    return Check(suite="after", kernel=EO, pattern="*", expression="duration <= baseline + 5%", metric="duration",
+                 relation="<=", observed=observed, reference=stored * 1.05, unit="s", outcome=outcome,
+                 origin="baseline", message="duration ...", baseline=stored)
+
+
+def test_the_history_never_passes_what_the_baseline_file_fails_beyond_its_noise() -> None:
+    from perfcheck.history.gate import rejudge
+
+    ref = reference(1.3e-3 * _drift(8, 30, 0.01))  # the history's level: 30% above the file's
+    (stale,) = rejudge([_duration_check_record(1.31e-3, 1.0e-3, "failed")], {(EO, "duration"): ref}, None, {})
+    assert stale.outcome == "failed" and "vs history" in stale.message
+    assert "vs the baseline file 1 ms (+31.0%)" in stale.message and "(allowance + measured noise), failed" in stale.message
+    # the file agrees with the history (within allowance + noise): passes, one figure
+    (fresh,) = rejudge([_duration_check_record(1.31e-3, 1.28e-3, "passed")], {(EO, "duration"): ref}, None, {})
+    assert fresh.outcome == "passed" and "baseline file" not in fresh.message
+    # beyond the strict file bound but within its noise: passes, and says both figures
+    (near,) = rejudge([_duration_check_record(1.31e-3, 1.24e-3, "failed")], {(EO, "duration"): ref}, None, {})
+    assert near.outcome == "passed" and "vs the baseline file" in near.message and not near.message.endswith("failed")
+
+
+def test_an_open_regression_is_named_in_the_failure() -> None:
+    from dataclasses import replace as with_
+
+    from perfcheck.history.changepoints import ChangePoint
+    from perfcheck.history.gate import rejudge
+
+    cp = ChangePoint("m", "after", EO, "duration", "s", "night-06", "06" + "ab" * 19, T0, 5, 1e-3, 1.3e-3, 30.1,
+                     "regression", 1e-6, 5, 8)
+    ref = with_(reference(1e-3 * _drift(9, 5, 0.01)), open=cp)
+    (check,) = rejudge([_duration_check_record(1.3e-3, 1e-3, "failed")], {(EO, "duration"): ref}, None, {})
+    assert check.outcome == "failed"
+    assert check.message.startswith("open regression since 06ababababab (2026-01-01, run night-06), +30.1%: accept it "
+                                    "with perfcheck history accept 'EOCloverFBCGPU(float*, float const*, int)' "
+                                    "--suite after --metric duration --reason TEXT, or fix it; duration 1.3 ms")
+    (fixed,) = rejudge([_duration_check_record(1.0e-3, 1e-3, "passed")], {(EO, "duration"): ref}, None, {})
+    assert fixed.outcome == "passed" and not fixed.message.startswith("open regression")  # the fix passes
+
+
+def test_with_too_few_runs_before_an_open_regression_the_file_decides_and_names_it() -> None:
+    from dataclasses import replace as with_
+
+    from perfcheck.history.changepoints import ChangePoint
+    from perfcheck.history.gate import rejudge
+
+    cp = ChangePoint("m", "after", EO, "duration", "s", "night-03", None, T0, 3, 1e-3, 1.3e-3, 30.0,
+                     "regression", 1e-6, 3, 8)
+    ref = with_(reference(1e-3 * _drift(10, 3, 0.01)), open=cp)  # 3 runs before it: too few for a reference
+    assert not ref.usable
+    (check,) = rejudge([_duration_check_record(1.3e-3, 1e-3, "failed")], {(EO, "duration"): ref}, None, {})
+    assert check.outcome == "failed" and check.message.startswith("open regression since night-03")
+    assert "[baseline file: history has 3 comparable runs on this machine, needs 5]" in check.message
+
+
+def test_a_change_point_at_a_run_without_a_commit_names_the_run(stencil: Path, cli, history_at) -> None:  # noqa: ANN001
+    # Runs added without a commit (a store fed by hand or by a CI without git) before
+    # runs with one read back with a NaN commit (pandas' string column); the reference
+    # since a change point at such a run names the run instead.
+    from perfcheck import baseline as baselines
+    from perfcheck.analysis import analyse
+    from perfcheck.history.store import machine_key
+
+    observed = _observed()
+    machine = machine_key(baselines.fingerprint(analyse([EXAMPLE / "results-after.csv"], arch="mi100")))
+    levels = [observed * 2] * 8 + [observed / 1.2] * 8
+    with open_store(history_at) as store:
+        for i, value in enumerate(levels):
+            commit = f"{i:07d}" if i >= 10 else None
+            store.add(RunRecord(f"nocommit-{i}", T0 + i * 86400, commit=commit),
+                      [Result(machine, "after", EO, "duration", value, "s")])
+    Path("baselines/after").mkdir(parents=True)
+    code, check = _duration_check(cli)
+    assert code == 1 and check["outcome"] == "failed", check["message"]
+    assert "since the change point at nocommit-8 (" in check["message"]

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from perfcheck.history import Machine, Result, RunRecord, detect, open_store, recent_regressions
-from perfcheck.history.findings import findings
+from perfcheck.history import lifecycle
+from perfcheck.history.findings import findings, with_states
 from perfcheck.history.scan import scan
 
 T0 = 1_767_225_600.0
@@ -40,7 +41,9 @@ def _whole(store, relative: bool, **where):  # noqa: ANN001, ANN202
     frame = store.series(**where)
     points = detect(frame, relative=relative, **OPTIONS)
     recent = recent_regressions(points, frame, last=12)
-    return points, findings(points, frame, recent=recent, select="all", arches={"m1": "gfx90a", "m2": "gfx908"})
+    states = {s.point: s for s in lifecycle.states(points, frame, (), last=12)}  # as history detect judges them
+    return points, with_states(findings(points, frame, recent=recent, select="all",
+                                        arches={"m1": "gfx90a", "m2": "gfx908"}), states)
 
 
 @pytest.mark.parametrize("relative", [False, True])
@@ -93,15 +96,13 @@ def test_write_atomic_takes_pieces(tmp_path) -> None:  # noqa: ANN001
 
 @pytest.mark.parametrize("last", [None, 12])
 def test_the_digest_of_parts_is_the_digest_of_the_whole_view(store_at, last) -> None:  # noqa: ANN001
-    from perfcheck.history.dashboard import history_view, markdown_digest
+    from perfcheck.history.dashboard import history_view_of, markdown_digest
     from perfcheck.history.scan import digest
 
     with open_store(store_at()) as store:
         _fill(store)
-        frame = store.series(last=last)  # what load_view did before issue 22
-        points = detect(frame)
-        view = history_view(frame, points, title="nightly",
-                            found=findings(points, frame, select="all", arches={"m1": "gfx90a", "m2": "gfx908"}))
+        frame = store.series(last=last)  # what load_view does: the whole selection at once
+        view = history_view_of(frame, arches={"m1": "gfx90a", "m2": "gfx908"}, title="nightly")
         whole = markdown_digest(view, link="https://ci.example/report")
         for rows in (90, 10**6):
             assert digest(store, last=last, title="nightly", link="https://ci.example/report", rows=rows) == whole

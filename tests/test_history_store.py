@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import os
 import sqlite3
 from pathlib import Path
 
@@ -45,7 +46,9 @@ def test_round_trip_series_runs_and_machines(store_at) -> None:  # noqa: ANN001 
 def test_a_run_is_stored_once(store_at) -> None:  # noqa: ANN001 (both backends)
     with open_store(store_at()) as store:
         assert _add(store, 0, 1e-3)
-        assert not _add(store, 0, 2e-3)  # same id: nothing changes
+        assert not _add(store, 0, 1e-3)  # the same run again: nothing changes
+        with pytest.raises(InputError, match="'run-000' is already stored with other values"):
+            _add(store, 0, 2e-3)  # the same id, other values: not the same run
         assert store.series()["value"].tolist() == [1e-3, 1e12]
 
 
@@ -186,9 +189,16 @@ def test_an_older_results_file_imports_once(tmp_path: Path) -> None:
     assert first.run.run_id == second.run.run_id and first.run.run_id.startswith("file-")
     assert "no run block" in first.notices[0]
     assert first.machines[0].fingerprint["device"] == "AMD Instinct MI100"
+    copy = tmp_path / "copied" / path.name  # the same file elsewhere, with another modification time
+    copy.parent.mkdir()
+    copy.write_bytes(path.read_bytes())
+    os.utime(copy, (1_700_000_000, 1_700_000_000))
+    third = read_results(copy)
+    assert third.run.run_id == first.run.run_id and third.run.time != first.run.time
     with open_store(tmp_path / "h.sqlite") as store:
         assert store.add(first.run, first.results, first.machines).added
         assert not store.add(second.run, second.results, second.machines).added
+        assert not store.add(third.run, third.results, third.machines).added  # the same run, not a clash
 
 
 @pytest.mark.parametrize(("text", "what"), [
@@ -295,8 +305,9 @@ def test_a_version_2_store_gets_series_ids_and_keeps_every_value(store_at) -> No
     assert frame.iloc[1]["low"] == 2e-4 and frame.iloc[5]["value"] != frame.iloc[5]["value"]  # NaN stays missing
     assert runs[["run_id", "machines", "suites", "values"]].fillna("-").values.tolist() == [
         ["r0", "m1", "nightly", 3], ["r1", "m0,m1", "nightly,other", 3], ["r2", "-", "-", 0]]
-    with open_store(location) as store:  # still idempotent, and a new run finds its series
-        assert not store.add(RunRecord("r1", T0 + DAY), [Result("m1", "nightly", "axpy", "duration", 1.0, "s")]).added
+    with open_store(location) as store:  # a run id keeps naming one run, and a new run finds its series
+        with pytest.raises(InputError, match="already stored with other values"):
+            store.add(RunRecord("r1", T0 + DAY), [Result("m1", "nightly", "axpy", "duration", 1.0, "s")])
         assert store.add(RunRecord("r3", T0 + 3 * DAY), [Result("m1", "nightly", LONG, "duration", 2.2e-3, "s"),
                                                           Result("m1", "nightly", "new", "duration", 1.0, "s")]).added
         after = store.series(kernel=LONG, metric="duration")

@@ -247,3 +247,15 @@ def test_triad_only_summary(tmp_path: Path) -> None:
     )
     peaks = read_peaks(write(tmp_path, text))
     assert peaks.values == exactly({"hbm_bw": 1306.218e9})
+
+
+def test_inf_rate_is_missing_not_the_whole_peak(tmp_path: Path) -> None:
+    # A zero time prints "inf" MBytes/sec: that row is missing; the best of the others
+    # (Triad 436491.299 MB/s) is still the peak.
+    text = profile("babelstream/uob-babelstream-v3.3-titanxp/cuda.txt").read_text()
+    path = tmp_path / "inf.txt"
+    path.write_text(text.replace("Copy        433182.244", "Copy               inf"))
+    peaks = read_peaks([path])
+    assert peaks.values == {"hbm_bw": 436491.299e6}
+    assert [d.name for d in peaks.details] == ["Mul", "Add", "Triad", "Dot"]
+    assert [str(o) for o in peaks.oddities] == [f"{path}: inf/nan rates left out: Copy"]

@@ -252,3 +252,16 @@ def test_sum_cut_inside_config(cli, tmp_path: Path) -> None:
     result = cli("peaks", path)
     _one_line_error(result, path)
     assert "CONFIG line is cut off" in result.err
+
+
+def test_inf_ceilings_are_missing_figures(tmp_path: Path) -> None:
+    # ERT prints its ceilings with printf: inf/nan where a precision could not run;
+    # that ceiling is left out, said once, and the rest of the file still reads.
+    text = profile("ert/weakknight-roofline-p100/sum").read_text()
+    path = tmp_path / "sum"
+    path.write_text(text.replace("  2907.99 FP64 GFLOPs", "      inf FP64 GFLOPs").replace("   727.00 L1", "      nan L1"))
+    peaks = read_peaks([path])
+    assert peaks.values == {"hbm_bw": 439.42e9}
+    assert [str(o) for o in peaks.oddities if "inf/nan" in o.what] == [
+        f"{path}: ceiling 'FP64 GFLOPs' is inf/nan (a precision the device does not support?); no ceiling for it",
+        f"{path}: bandwidth ceiling 'L1' is inf/nan; left out"]

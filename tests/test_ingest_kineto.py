@@ -237,3 +237,20 @@ def test_a_lone_surrogate_escape_in_a_name_is_shown_not_fatal(tmp_path: Path, cl
     result = cli("check", path, "--expect", "k*", "duration <= 1 s", "--junit", tmp_path / "j.xml",
                  "--markdown", tmp_path / "s.md")
     assert result.code == 0, result.err
+
+
+@pytest.mark.parametrize("compress", [False, True])
+def test_traceevents_after_large_metadata_is_sniffed(tmp_path: Path, compress: bool) -> None:
+    # Real traces (a BERT run on H100 and MI300X) put 20-30 KiB of deviceProperties /
+    # distributedInfo before "traceEvents", and may have no schemaVersion near the top.
+    import json
+
+    real = json.loads(gzip.decompress(profile(A100).read_bytes()))
+    doc = {"deviceProperties": real["deviceProperties"] * 24, "distributedInfo": real["distributedInfo"],
+           "traceEvents": real["traceEvents"], "schemaVersion": real["schemaVersion"]}
+    text = json.dumps(doc, indent=1)
+    assert text.index('"traceEvents"') > 30 * 1024 and text.index('"schemaVersion"') > 64 * 1024
+    path = tmp_path / ("trace.json.gz" if compress else "trace.json")
+    path.write_bytes(gzip.compress(text.encode()) if compress else text.encode())
+    assert detect(path, "profile").name == "kineto"
+    assert len(read_profile(path).dispatches) == 79

@@ -266,3 +266,59 @@ def test_other_text_forced_as_mixbench(tmp_path: Path, cli) -> None:
     path = tmp_path / "other.txt"
     path.write_text("hello\nworld\n")
     assert_one_line_error(cli("peaks", path, "--format", "mixbench"), path, "no mixbench 'Compute iters, ...' table")
+
+
+TOPAZ = "mixbench/pawsey-topaz-v100/mixbench-log.txt"
+
+
+def _with_cells(lines: list[str], fields: range, token: str, rows: slice = slice(None)) -> list[str]:
+    """The log with ``fields`` of the data rows in ``rows`` printed as ``token``."""
+    out = list(lines)
+    data = [i for i, line in enumerate(lines) if line.lstrip()[:1].isdigit() and "," in line][rows]
+    for i in data:
+        parts = out[i].rstrip("\n").split(",")
+        for f in fields:
+            parts[f] = token.rjust(len(parts[f]))
+        out[i] = ",".join(parts) + "\n"
+    return out
+
+
+def test_inf_columns_are_an_unsupported_precision(tmp_path: Path, cli) -> None:
+    # mixbench-ocl on a device without fp64 prints inf/nan in every fp64 field: that
+    # precision has no ceiling (said once); every other figure is read as before.
+    lines = _with_cells(lines_of(TOPAZ), range(5, 9), "inf")
+    lines = _with_cells(lines, range(7, 8), "-nan", slice(0, 3))
+    path = tmp_path / "no-fp64.txt"
+    path.write_text("".join(lines))
+    result = cli("peaks", path, "--json")
+    assert result.code == 0, result.err
+    doc = result.json()
+    assert doc["peaks"] == {"flop_rate_fp16": 24683680000000, "flop_rate_fp32": 12378770000000,
+                            "hbm_bw": 851120000000, "iop_rate_int32": 10472290000000}
+    assert not any(d["name"].startswith("double") for d in doc["details"])
+    assert [w["message"] for w in doc["warnings"] if "inf/nan" in w["message"]] == [
+        "double precision: every value is inf/nan (a precision the device does not support?); no ceiling for it"]
+    assert result.err.count("inf/nan") == 1  # said once
+
+
+def test_single_inf_value_is_missing_not_an_error(tmp_path: Path) -> None:
+    lines = _with_cells(lines_of(TOPAZ), range(12, 13), "inf", slice(4, 5))  # one half-precision GB/sec
+    path = tmp_path / "one-inf.txt"
+    path.write_text("".join(lines))
+    peaks = read_peaks(path)
+    assert peaks.values["flop_rate_fp32"] == 12378770000000
+    assert [str(o) for o in peaks.oddities] == [f"{path}: inf/nan values left out"]
+
+
+def test_the_reported_gpu_clock_is_the_clock_of_the_peaks(tmp_path: Path) -> None:
+    # "GPU clock rate:      1380 MHz" in the device block: the compute peaks' clock,
+    # against which a profile at another clock is warned about (docs/clocks.md).
+    assert read_peaks([profile(TOPAZ)]).clocks == {"sm_clock": 1380e6}
+    assert read_peaks([profile(MI100)]).clocks == {"sm_clock": 1502e6}
+    # two files that disagree: no clock for the merged figures
+    assert read_peaks([profile(TOPAZ), profile(MI100)]).clocks == {}
+
+
+def test_peaks_json_shows_the_clock(cli) -> None:
+    result = cli("peaks", profile(TOPAZ), "--json")
+    assert result.code == 0 and result.json()["clocks"] == {"sm_clock": 1380000000}

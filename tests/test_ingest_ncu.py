@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from perfcheck.errors import InputError
 from perfcheck.ingest import read_profile
 from perfcheck.ingest.formats import Want
 from perfcheck.ingest.ncu import base_unit
@@ -439,3 +440,27 @@ def test_bad_block_size(cli, tmp_path):
     path = tmp_path / "block.csv"
     path.write_text(_details([(0, "a", "x__y", "", "1")]).replace("(256, 1, 1)", "256x1x1"))
     _assert_one_line_error(cli("inspect", path), path, f"{path}:2:", "Block Size")
+
+
+def test_details_rows_without_rule_results_are_shorter(tmp_path):
+    # ncu 2023+ details pages: the rule columns are written only on rows with a rule
+    # result, so metric rows have fewer fields than the header; the last row is one.
+    header = ('"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size",'
+              '"Grid Size","Device","CC","Section Name","Metric Name","Metric Unit","Metric Value","Rule Name",'
+              '"Rule Type","Rule Description","Estimated Speedup Type","Estimated Speedup"')
+    ident = '"0","1","app","h","k(float *)","1","7","(256, 1, 1)","(40, 1, 1)","0","8.0"'
+    rows = [f'{ident},"GPU Speed Of Light Throughput","Duration","usecond","12.5"',
+            f'{ident},"GPU Speed Of Light Throughput","","","","SOLBottleneck","OPT","Low utilisation","global","50"',
+            f'{ident},"Launch Statistics","Registers Per Thread","register/thread","32"']
+    path = tmp_path / "details.csv"
+    path.write_text("\n".join([header, *rows]) + "\n")
+    d = read_profile(path).dispatches
+    assert d["duration"].tolist() == [12.5e-6] and d["registers"].tolist() == [32]
+    # the same row cut inside its quoted value at the end of the file is still refused
+    path.write_text("\n".join([header, *rows])[:-3])
+    with pytest.raises(InputError, match="last row is cut off"):
+        read_profile(path)
+    # and so is a row that ends before its Metric Value
+    path.write_text("\n".join([header, *rows[:2], f'{ident},"Launch Statistics","Registers Per Thread"']) + "\n")
+    with pytest.raises(InputError, match="last row is cut off"):
+        read_profile(path)

@@ -130,3 +130,36 @@ def test_a_damaged_compute_capability_is_no_architecture(tmp_path: Path, cli, ma
     assert p.source.arch is None and p.source.device == "NVIDIA H200"
     assert any("no compute capability" in o.what for o in p.oddities)
     assert cli("inspect", copy).code == 0
+
+
+def _schema_2x(tmp_path: Path, *, keep_meta: bool, drop: str | None = None) -> Path:
+    """The H200 export turned into what nsys 2021-2022 wrote: schema 2.x metadata
+    (or none), optionally without a kernel column the reader needs."""
+    import shutil
+
+    path = tmp_path / "report2x.sqlite"
+    shutil.copy(profile(H200), path)
+    con = sqlite3.connect(path)
+    with con:
+        if keep_meta:
+            con.execute("UPDATE META_DATA_EXPORT SET value = '2.7.1' WHERE name = 'EXPORT_SCHEMA_VERSION'")
+        else:
+            con.execute("DROP TABLE META_DATA_EXPORT")
+        if drop:
+            con.execute(f"ALTER TABLE CUPTI_ACTIVITY_KIND_KERNEL DROP COLUMN {drop}")
+    con.close()
+    return path
+
+
+def test_schema_2x_export_is_read(tmp_path: Path) -> None:
+    path = _schema_2x(tmp_path, keep_meta=False)
+    assert detect(path, "profile").name == "nsys-sqlite"
+    p = read_profile(path)
+    assert len(p.dispatches) == 18  # the kernel and string tables are those of 3.x
+    assert any("no META_DATA_EXPORT table" in o.what for o in p.oddities)
+
+
+def test_schema_2x_without_a_needed_column_names_version_and_fix(tmp_path: Path, cli) -> None:
+    path = _schema_2x(tmp_path, keep_meta=True, drop="globalPid")
+    line = one_line_error(cli("inspect", path), path, "export schema 2.7.1")
+    assert "nsys export --type sqlite" in line and "newer Nsight Systems" in line

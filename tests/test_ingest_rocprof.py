@@ -5,6 +5,7 @@ Expected numbers are read off the files by hand (durations are EndNs - BeginNs).
 
 from __future__ import annotations
 
+import csv
 import shutil
 import sqlite3
 from pathlib import Path
@@ -15,7 +16,7 @@ import pytest
 from conftest import profile
 from conftest import one_line_error
 from perfcheck.errors import InputError
-from perfcheck.ingest import read_profile, rocprof
+from perfcheck.ingest import detect, read_profile, rocprof
 from perfcheck.ingest.formats import Sniff
 from perfcheck.ingest.rocprof import device_from_rocminfo, read_counter_groups
 
@@ -580,7 +581,7 @@ def test_db_truncated_or_garbage(cli, tmp_path: Path) -> None:
     garbage.write_bytes(b"SQLite format 3\x00" + b"garbage" * 20)
     one_line_error(cli("inspect", garbage), garbage)
     line = one_line_error(cli("inspect", "--format", "rocprof-db", garbage), garbage)
-    assert "cannot be read as a rocprof database" in line
+    assert "cannot read the rocprof database" in line
 
 
 def test_sysinfo_not_rocminfo(cli, tmp_path: Path) -> None:
@@ -615,3 +616,47 @@ def test_output_directory_with_two_runs_is_a_one_line_error(cli, tmp_path):
     one_line_error(cli("inspect", tmp_path), tmp_path, "holds 2 rocprof runs (a.csv, b.csv)")
     # a folder with only an input file is not a profile
     assert cli("inspect", profile("rocprof-v1/pawsey-s3d-setonix")).code == 2
+
+
+def test_barrier_and_copy_packets_are_not_kernels_in_any_amd_format(tmp_path) -> None:
+    # rocprofv3 kernel trace and rocprof v1 results: a "<barrier packet>" row (what
+    # rocprof lists for the AQL barriers HIP inserts) and a copy operation are
+    # dropped with a warning and a count; the kernels are read as before.
+    v3 = profile("rocprofv3/rocprofiler-sdk-docs-2025/kernel_trace.csv").read_text().splitlines(keepends=True)
+    row = next(csv.reader([v3[1]]))
+
+    def line(name: str) -> str:
+        return ",".join(f'"{v}"' if i in (0, 1, 7) else v for i, v in enumerate([*row[:7], name, *row[8:]])) + "\n"
+
+    barrier, copy = line("<barrier packet>"), line("CopyHostToDevice")
+    path = tmp_path / "kernel_trace.csv"
+    path.write_text("".join([v3[0], barrier, *v3[1:], copy]))
+    profile_ = read_profile(path)
+    assert len(profile_.dispatches) == len(v3) - 1
+    assert not profile_.dispatches["kernel"].str.contains("packet|Copy").any()
+    assert [str(o) for o in profile_.oddities if "not kernels" in o.what] == [
+        f"{path}: GPU packets that are not kernels dropped ('<barrier packet>', 'CopyHostToDevice') (2 rows)"]
+
+    v1 = profile("rocprof-v1/omniperf-SQ-mi100/SQ_LEVEL_WAVES.csv").read_text().splitlines(keepends=True)
+    row = v1[1].split(",")
+    path = tmp_path / "results.csv"
+    path.write_text("".join([v1[0], *v1[1:], ",".join([str(len(v1) - 1), '"<barrier packet>"', *row[2:]])]))
+    profile_ = read_profile(path)
+    assert len(profile_.dispatches) == len(v1) - 1
+    assert any("'<barrier packet>'" in o.what for o in profile_.oddities)
+
+
+def test_results_db_with_only_a_kern_table_is_sniffed(tmp_path: Path) -> None:
+    # `rocprof --stats` without API tracing: results.db holds the kernel table alone
+    # (KERN, results.csv's columns). Here filled with a real results.csv's rows.
+    csv_path = profile("rocprof-v1/omniperf-SQ-mi100/SQ_LEVEL_WAVES.csv")
+    rows = pd.read_csv(csv_path, dtype=str)
+    path = tmp_path / "results.db"
+    with sqlite3.connect(path) as con:
+        rows.to_sql("KERN", con, index=False)
+    con.close()
+    assert detect(path, "profile").name == "rocprof-db"
+    from_db, from_csv = read_profile(path).dispatches, read_profile(csv_path).dispatches
+    assert len(from_db) == len(from_csv) == len(rows)
+    assert from_db["kernel"].tolist() == from_csv["kernel"].tolist()
+    assert from_db["duration"].tolist() == from_csv["duration"].tolist()

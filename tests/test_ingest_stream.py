@@ -181,3 +181,13 @@ def test_cuda_port_stray_text_still_warns(tmp_path: Path) -> None:
     path = tmp_path / "cuda-stream.out"
     path.write_text(CUDA_RUN.format(copy=1.0, triad=2.0) + "{not json}\n")
     assert [o.what.split(" (")[0] for o in read_peaks(path).oddities] == ["text STREAM does not write was ignored after its table"]
+
+
+def test_nan_rate_is_missing_not_the_whole_peak(tmp_path: Path) -> None:
+    text = profile("stream/uob-babelstream-v2.0-broadwell/mccalpin-cray.txt").read_text()
+    path = tmp_path / "nan.txt"
+    path.write_text(text.replace("Triad:         124799.5", "Triad:              nan"))
+    peaks = read_peaks([path])
+    assert [d.name for d in peaks.details] == ["Copy", "Scale", "Add"]
+    assert peaks.values == {"mem_bw": max(d.value for d in peaks.details)}
+    assert [str(o) for o in peaks.oddities] == [f"{path}: inf/nan rates left out: Triad"]

@@ -3,7 +3,8 @@
 ``TYPE_CHECKING``), is an edge.
 
 * ingest imports nothing above it: only the ground floor (errors, schema, model,
-  atomicfile), the machine-file records it reads, and itself. (The run directory's
+  atomicfile), the bounded decoders (documents), the machine-file records it reads,
+  and itself. (The run directory's
   reader lives in ``perfcheck.ingest.runs``; before, ``ingest/runs.py`` imported
   ``run/merge.py``, which imported ingest.)
 * the faces (``cli.py``, ``cli_run.py``, ``__main__``) sit on top: no library module
@@ -32,6 +33,7 @@
     progress       progress     the progress line on stderr (the kernel tables draw it)
     terminal       terminal     what the terminal allows (width, whether a person watches)
     store location storeurl     a history store's path or URL (password masked)
+    documents      documents    JSON and TOML from outside, decoded with nesting bounded
     ground floor   perfcheck (the version), errors, schema, model, atomicfile,
                    kernelkey, units
 
@@ -50,7 +52,8 @@ from pathlib import Path
 import perfcheck
 
 PACKAGE = Path(perfcheck.__file__).parent
-GROUND = {"perfcheck.errors", "perfcheck.schema", "perfcheck.model", "perfcheck.atomicfile", "perfcheck.machine"}
+GROUND = {"perfcheck.errors", "perfcheck.schema", "perfcheck.model", "perfcheck.atomicfile", "perfcheck.machine",
+          "perfcheck.documents"}
 FACES = {"perfcheck.cli", "perfcheck.cli_run", "perfcheck.__main__"}
 
 
@@ -131,6 +134,7 @@ def test_pass_kinds_agree() -> None:
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("ground floor", ("perfcheck", "perfcheck.errors", "perfcheck.schema", "perfcheck.model", "perfcheck.atomicfile",
                       "perfcheck.kernelkey", "perfcheck.units")),
+    ("documents", ("perfcheck.documents",)),
     ("store locations", ("perfcheck.storeurl",)),
     ("terminal", ("perfcheck.terminal",)),
     ("progress", ("perfcheck.progress",)),

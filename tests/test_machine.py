@@ -119,6 +119,28 @@ def test_round_trip_of_the_real_mixbench_peaks(tmp_path: Path, archdb: types.Mod
     assert oct(path.stat().st_mode & 0o777) == oct(0o666 & ~_umask())
 
 
+def test_saved_sources_are_relative_to_the_machine_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cli) -> None:
+    # a file meant to be committed names its sources as any checkout finds them
+    project = tmp_path / "project"
+    (project / "peaks").mkdir(parents=True)
+    (project / "peaks" / "mixbench-log.txt").write_bytes(profile(MIXBENCH_MI100).read_bytes())
+    monkeypatch.chdir(project)
+    result = cli("peaks", project / "peaks" / "mixbench-log.txt", "--save", "baselines/machines/mulan.toml")
+    assert result.code == 0, result.err
+    text = (project / "baselines" / "machines" / "mulan.toml").read_text()
+    assert 'source = "../../peaks/mixbench-log.txt"' in text and str(tmp_path) not in text
+    # read back (from anywhere) the source names the file again; a re-save gives the same bytes
+    monkeypatch.chdir(tmp_path)
+    back = read_machine(project / "baselines" / "machines" / "mulan.toml")
+    assert {d.source for d in back.peaks.details} == {str(project / "peaks" / "mixbench-log.txt")}
+    write_machine(project / "baselines" / "machines" / "mulan.toml", back)
+    assert (project / "baselines" / "machines" / "mulan.toml").read_text() == text
+    # a source that is not a file (perfcheck peaks measure) is kept as it is
+    measured = Peaks({"hbm_bw": 1e12}, (PeakDetail("perfcheck peaks measure (copy)", "copy", 1e12, "B/s"),), ())
+    write_machine(tmp_path / "m.toml", Machine("m", None, None, measured))
+    assert 'source = "perfcheck peaks measure (copy)"' in (tmp_path / "m.toml").read_text()
+
+
 def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)

@@ -58,6 +58,20 @@ def test_durations_measure_the_call() -> None:
     assert (durations >= 0.002).all() and (durations < 0.2).all()
 
 
+def test_thread_clock_counts_only_this_threads_work() -> None:
+    # Sleeping is time the OS gives to others: the wall clock counts it, the thread's
+    # CPU clock does not (what keeps a busy neighbour out of a kernel's duration).
+    wall = measure(time.sleep, 0.02, repeat=3, warmup=0)
+    thread = measure(time.sleep, 0.02, repeat=3, warmup=0, clock="thread")
+    assert (wall.dispatches["duration"] >= 0.02).all()
+    assert (thread.dispatches["duration"] < 0.01).all()
+    busy = measure(lambda: sum(range(200_000)), repeat=3, warmup=0, clock="thread")
+    assert (busy.dispatches["duration"] > 0).all()
+    assert busy.dispatches["start_ns"].is_monotonic_increasing  # the timeline stays wall-clock
+    # a baseline timed by one clock is never compared with the other: the tool differs
+    assert (wall.source.tool, thread.source.tool) == ("perfcheck.measure", "perfcheck.measure[thread]")
+
+
 def test_kernel_names_and_declared_work() -> None:
     def scale(x: np.ndarray, factor: float = 2.0) -> np.ndarray:
         return x * factor
@@ -90,6 +104,8 @@ def test_kernel_names_and_declared_work() -> None:
         ({"flops": float("nan")}, "flops is nan"),
         ({"device": "tpu"}, "device must be 'cpu' or 'cuda'"),
         ({"precision": "fp8"}, "precision must be one of fp64, fp32, fp16"),
+        ({"clock": "cpu"}, "clock must be 'wall' or 'thread'"),
+        ({"clock": "thread", "device": "cuda"}, "clock='thread' is for device='cpu'"),
     ],
 )
 def test_bad_arguments_are_usage_errors(kwargs: dict, fragment: str) -> None:

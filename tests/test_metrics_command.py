@@ -77,7 +77,8 @@ def test_known_counter_names_per_vendor(cli) -> None:
     hbm = doc["hbm_bw"]["counters"]
     assert hbm["rocprofv3"] == [["FETCH_SIZE", "WRITE_SIZE"]]
     assert ["TCC_EA_RDREQ_sum", "TCC_EA_RDREQ_32B_sum", "TCC_EA_WRREQ_sum", "TCC_EA_WRREQ_64B_sum"] in hbm["omniperf"]
-    assert hbm["ncu"] == [["dram__bytes.sum"]] and hbm["nvprof"] == [["dram_read_transactions", "dram_write_transactions"]]
+    # what `perfcheck run` collects: with ncu also the DRAM clock the HBM roof scales to
+    assert hbm["ncu"] == [["dram__bytes.sum", "dram__cycles_elapsed.avg.per_second"]] and hbm["nvprof"] == [["dram_read_transactions", "dram_write_transactions"]]
     occupancy = doc["achieved_occupancy_pct"]["counters"]
     assert occupancy["rocprofv3"] == [["SQ_LEVEL_WAVES_ACCUM", "GRBM_GUI_ACTIVE"]]
     assert occupancy["rocprof"] == [["SQ_LEVEL_WAVES", "SQ_ACCUM_PREV_HIRES", "GRBM_GUI_ACTIVE"]]
@@ -114,7 +115,8 @@ def test_table_shows_every_metric_unit_and_counters(cli) -> None:
     hbm = result.out.split("\nhbm_bw ", 1)[1].split("\nl2_bw ", 1)[0]
     assert "thresholds: B/s, KB/s" in hbm and "'N% of peak'" in hbm
     assert "amd: rocprofv3: FETCH_SIZE, WRITE_SIZE; rocprof: FETCH_SIZE, WRITE_SIZE; omniperf: TCC_EA_RDREQ_sum" in hbm
-    assert "nvidia: ncu: dram__bytes.sum; nvprof: dram_read_transactions, dram_write_transactions" in hbm
+    assert ("nvidia: ncu: dram__bytes.sum, dram__cycles_elapsed.avg.per_second; nvprof: dram_read_transactions, "
+            "dram_write_transactions") in hbm
     calls = result.out.split("\ncalls ", 1)[1].split("\n")[:3]
     assert "thresholds: a plain number" in calls[1] and "needs: kernel trace" in calls[2]
 

@@ -184,3 +184,54 @@ def test_cli_errors_are_one_line(cli, tmp_path: Path, capsys: pytest.CaptureFixt
     garbage.write_text('format_version = 1\n[machine]\nname = "x"\n[fingerprint]\ncpus = 2\n')
     line = one_line_error(cli("peaks", garbage), garbage, "[fingerprint] cpus must be a string")
     assert f"{garbage}:5:" in line
+
+
+def test_each_figure_keeps_the_spread_of_its_repeats(measured: microbench.Measured, tmp_path: Path) -> None:
+    peaks = measured.peaks()
+    for r, d in zip(measured.results, peaks.details):
+        assert d.value == d.maximum == r.value and d.repeats == r.calls
+        assert d.minimum <= d.median <= d.maximum
+        assert d.median == pytest.approx(r.work / r.median) and d.minimum == pytest.approx(r.work / r.worst)
+    path = tmp_path / "m.toml"
+    from perfcheck.machine import machine_from_peaks, write_machine
+
+    write_machine(path, machine_from_peaks("m", peaks, fingerprint=measured.fingerprint))
+    text = path.read_text()
+    assert "\nrepeats = 3\n" in text and "\nmedian = " in text and "\nmin = " in text and "\nmax = " in text
+    back = read_machine(path).peaks.details
+    assert [(d.median, d.minimum, d.maximum, d.repeats) for d in back] == [
+        (d.median, d.minimum, d.maximum, d.repeats) for d in peaks.details]
+
+
+def _result(best: float, median: float, peak: str | None = "mem_bw") -> microbench.Result:
+    return microbench.Result("copy", peak, 1e9 / best, "B/s", 1e9, best, median, 10, "test", median * 2)
+
+
+def test_a_spread_over_ten_percent_is_a_warning() -> None:
+    source = Source("s", "f", "t")
+    quiet = microbench.Measured("cpu", (_result(1.0, 1.05),), {}, 1, source)
+    assert quiet.peaks().oddities == ()
+    busy = microbench.Measured("cpu", (_result(1.0, 1.5), _result(1.0, 2.0, peak=None)), {}, 1, source)
+    (warning,) = busy.peaks().oddities  # only benchmarks that give a peak are judged
+    assert "copy (mem_bw): the median of 10 calls ran 33% below the best; a busy machine?" in warning.what
+
+
+def test_cuda_repeats_with_the_stand_in(monkeypatch: pytest.MonkeyPatch) -> None:
+    # --device cuda times with CUDA events through perfcheck.measure; the stand-in
+    # PyTorch's kernel takes 1.5 ms, then 3 ms per call after the first timed one.
+    from test_measure import _FakeTorch
+
+    torch = _FakeTorch()
+    monkeypatch.setitem(sys.modules, "torch", torch)
+    calls = []
+
+    def kernel() -> None:
+        calls.append(1)
+        torch.gpu_ms += 1.5 if len(calls) <= 2 else 3.0  # warm-up and first timed call fast
+
+    r = microbench._bandwidth("copy", kernel, 2**20, "hbm_bw", 5, "cuda", "stand-in")
+    assert (r.best, r.median, r.worst, r.calls) == (1.5e-3, 3e-3, 3e-3, 5)
+    measured = microbench.Measured("cuda", (r,), {}, 8 * 2**20, Source("s", "f", "t"))
+    (warning,) = measured.peaks().oddities
+    assert "copy (hbm_bw): the median of 5 calls ran 50% below the best" in warning.what
+    assert measured.peaks().details[0].median == pytest.approx(16 * 2**20 / 3e-3)

@@ -38,12 +38,14 @@ def test_twine_check_passes(dist: Path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
 
 
-def test_sdist_carries_license_tests_examples_and_action(dist: Path) -> None:
+def test_sdist_carries_license_docs_tests_examples_and_action(dist: Path) -> None:
     sdist = next(dist.glob("*.tar.gz"))
     with tarfile.open(sdist) as tar:
         names = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
     for wanted in ("LICENSE", "action.yml", "tests/test_packaging.py", "examples/stencil/perfcheck.toml",
-                   "examples/ci/github-actions.yml", "perfcheck/report/schemas/results.schema.json"):
+                   "examples/ci/github-actions.yml", "perfcheck/report/schemas/results.schema.json",
+                   "CONTRIBUTING.md", "examples/cpu/README.md",
+                   *(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md"))):
         assert wanted in names, wanted
     assert not any("__pycache__" in n for n in names)
 
@@ -59,3 +61,5 @@ def test_wheel_metadata_declares_license_and_pytest_framework(dist: Path) -> Non
     assert any(n.endswith("licenses/LICENSE") or n.endswith("/LICENSE") for n in names)
     assert "perfcheck/report/schemas/results.schema.json" in names
     assert "perfcheck/arch/data/mi100.toml" in names or any(n.startswith("perfcheck/arch/data/") for n in names)
+    # what the citations [Sn] refer to ships with the data that cites them
+    assert "perfcheck/arch/data/sources.toml" in names

@@ -224,6 +224,27 @@ def test_fixture_and_marker(pytester) -> None:
     assert (pytester.path / "b" / "timing" / "mi100_gfx908_rocprof.json").is_file()
 
 
+def test_missing_path_in_a_test_says_it_is_relative_to_the_test_file(pytester) -> None:
+    pytester.makepyfile(pyproject_toml="")
+    tests = pytester.mkdir("tests")
+    (tests / "test_paths.py").write_text(
+        "import pytest\n\n"
+        "def test_from_the_root(perf):\n"
+        "    perf.load('tests/profiles/x.csv')\n\n"
+        "@pytest.mark.perf(peaks='machines/m.toml')\n"
+        f"def test_marker_peaks(perf):\n"
+        f"    perf.load(r'{EXAMPLE / 'results-after.csv'}')\n"
+    )
+    result = pytester.runpytest("--perf", "-p", "no:cacheprovider")
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines([
+        "*perfcheck: error: perf.load(...): no such file 'tests/tests/profiles/x.csv' "
+        "(paths in a test are relative to the test file, tests/test_paths.py)",
+        "*perfcheck: error: @pytest.mark.perf(peaks=...) on test_marker_peaks: no such file 'tests/machines/m.toml' "
+        "(paths in a test are relative to the test file, tests/test_paths.py)",
+    ])
+
+
 def test_reports_from_pytest(pytester) -> None:
     pytester.makefile(".toml", perfcheck=SUITES)
     pytester.makepyfile(FIXTURE_TESTS)
@@ -289,3 +310,20 @@ def test_real_profiles_suite(pytester) -> None:
         "*::mixbench-mi200::void benchmark_func<float, 256, 8u, 0u>(float, float[*])[[]hbm_bw >= 1.3 TB/s[]] PASSED*",
         "*::gemm-ncu::void gemm_v0<float>(T1[*], T1[*], T1[*], int, int, int)[[]flop_rate >= 1.5 TFLOP/s[]] PASSED*",
     ])
+
+
+def test_running_out_of_memory_is_one_line_not_an_internal_error(pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A store or profile too large for the machine: the session's end (reports,
+    history) says what ran out in one line and exits as a usage error, not pytest's
+    INTERNALERROR (exit 3)."""
+    import perfcheck.checking
+
+    def exhausted(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        raise MemoryError()
+
+    monkeypatch.setattr(perfcheck.checking, "finish", exhausted)
+    pytester.makefile(".toml", perfcheck=SUITES)
+    result = pytester.runpytest("--perf", "--perf-suite", "before", "--perf-baseline-dir", str(pytester.path / "b"))
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stdout.fnmatch_lines(["perfcheck: error: ran out of memory*--since*"])
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()

@@ -105,7 +105,7 @@ def test_suite_properties_carry_context_and_every_check(report: Path) -> None:
     assert props["device"] == "AMD Instinct MI100"
     assert props["arch"] == "gfx908"
     assert props["ceiling.hbm_bw"].startswith("1.229 TB/s (theoretical: arch database: mi100")
-    assert props["ceiling.flop_rate_fp64"].startswith("11.5 TFLOP/s (theoretical")
+    assert props["ceiling.flop_rate_fp64"].startswith("11.5 TFLOP/s at the datasheet 1502 MHz (theoretical")
     assert props["baseline.path"] == "baselines/stencil/amd-instinct-mi100.json"
     assert props["baseline.action"] == "compared"
     assert props["check: OECloverDagFBCGPU :: duration <= baseline + 5%"] == (

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from hostile_names import HOSTILE_NAMES
 from perfcheck.analysis import analyse
 from perfcheck.model import ERROR, FAILED, PASSED, RECORDED, Check
 from perfcheck.report import markdown
@@ -141,15 +142,7 @@ def test_ci_context_links_the_run_and_names_the_refs() -> None:
     assert '<a href="https://github.com/o/r/actions/runs/123">run 123</a>' in _render(text)
 
 
-HOSTILE = [
-    "k\r| injected | row |",
-    "<img src=x onerror=alert(1)>kernel",
-    "<script>alert(1)</script>",
-    "name with `backticks` and **stars** and [link](http://x)",
-    "esc\x1b[31mred\x1b[0m and \x00nul and \u202eevil",
-    "line\nbreak\u2028sep",
-    "{lambda(int)#1}::operator()<T|U>",
-]
+HOSTILE = HOSTILE_NAMES
 
 
 def test_no_kernel_or_device_name_breaks_a_row_or_renders_html(analyses) -> None:

@@ -143,7 +143,11 @@ def test_bandwidth_needs_the_byte_counters_in_one_extra_pass() -> None:
     assert amd_blocks("FETCH_SIZE") + amd_blocks("WRITE_SIZE") == {"TCC": 4}
     nvidia = plan("ncu", "nvidia", "ncu", ["hbm_bw"])
     assert len(nvidia.passes) == 1
-    assert nvidia.passes[0].counters == (*NCU_TRACE_METRICS, "dram__bytes.sum")
+    # ncu profiles at the base clock: the DRAM clock the HBM roof scales to comes along
+    # (docs/clocks.md); a FLOP rate brings the SM clock
+    assert nvidia.passes[0].counters == (*NCU_TRACE_METRICS, "dram__bytes.sum", "dram__cycles_elapsed.avg.per_second")
+    flops = plan("ncu", "nvidia", "ncu", ["flop_rate"]).passes[0].counters
+    assert flops[-1] == "smsp__cycles_elapsed.avg.per_second" and "dram__cycles_elapsed.avg.per_second" not in flops
 
 
 def test_counters_of_several_blocks_share_a_pass() -> None:
@@ -280,7 +284,8 @@ def test_rocprof_v1_run_matches_the_recorded_outputs(standins, cli) -> None:  # 
 
 def test_ncu_run_matches_the_recorded_outputs(standins, cli) -> None:  # noqa: ANN001
     shutil.copy(profile(B200), standins.data / "raw.csv")
-    standins.values({"dram__bytes.sum": {"value": 1.5, "unit": "Gbyte"}})
+    standins.values({"dram__bytes.sum": {"value": 1.5, "unit": "Gbyte"},
+                     "dram__cycles_elapsed.avg.per_second": {"value": 3.996, "unit": "cycle/nsecond"}})
     result = cli("run", "--profiler", "ncu", "--json", "--expect", "*", "hbm_bw >= 1 GB/s",
                  "--expect", "*", "occupancy >= 1%", "--", "./app")
     assert result.code == 0, result.err
@@ -297,8 +302,31 @@ def test_ncu_run_matches_the_recorded_outputs(standins, cli) -> None:  # noqa: A
     assert kernel["metrics"]["hbm_bw"] == pytest.approx(16 * 1.5e9 / recorded["metrics"]["duration_total"], rel=1e-9)
     (call,) = standins.calls("ncu")
     metrics = call["argv"][call["argv"].index("--metrics") + 1].split(",")
-    assert metrics == [*NCU_TRACE_METRICS, "dram__bytes.sum"]
-    assert call["argv"][:6] == ["--csv", "--page", "raw", "--target-processes", "all", "--metrics"]
+    assert metrics == [*NCU_TRACE_METRICS, "dram__bytes.sum", "dram__cycles_elapsed.avg.per_second"]
+    # the DRAM clock the run recorded (3.996 cycle/ns, in Hz), per kernel
+    assert kernel["metrics"]["mem_clock"] == pytest.approx(3.996e9)
+    assert call["argv"][:8] == ["--csv", "--page", "raw", "--target-processes", "all", "--clock-control", "base",
+                                "--metrics"]
+    # the clock control is stated, recorded in the manifest and in the baselines' fingerprint
+    run_dir = Path(doc["profiles"][0]["path"])
+    assert json.loads((run_dir / "perfcheck-run.json").read_text())["clock_control"] == "base"
+    assert doc["profiles"][0]["clock_control"] == "base"
+
+
+def test_ncu_clock_control_none_and_not_for_amd(standins, cli, tmp_path: Path) -> None:  # noqa: ANN001
+    from perfcheck.analysis import analyse
+    from perfcheck.baseline import fingerprint
+
+    shutil.copy(profile(B200), standins.data / "raw.csv")
+    result = cli("run", "--profiler", "ncu", "--clock-control", "none", "--run-dir", str(tmp_path / "r"), "--", "./app")
+    assert result.code == 0, result.err
+    (call,) = standins.calls("ncu")
+    assert call["argv"][call["argv"].index("--clock-control") + 1] == "none"
+    assert fingerprint(analyse([tmp_path / "r"]))["clock_control"] == "none"
+    # an ingested ncu file says nothing of its clock control: no such key
+    assert "clock_control" not in fingerprint(analyse([profile(B200)]))
+    line = _error_line(cli("run", "--profiler", "rocprofv3", "--clock-control", "base", "--", "./app"))
+    assert "clock_control is an ncu setting; rocprofv3 does not lock clocks" in line
 
 
 # --- ranks ------------------------------------------------------------------------------------------
@@ -356,10 +384,29 @@ def test_missing_profiler(standins, cli, monkeypatch, tmp_path) -> None:  # noqa
     monkeypatch.setenv("PATH", str(empty))
     line = _error_line(cli("run", "--profiler", "ncu", "--", "./app"))
     assert "ncu is not installed (not found on PATH)" in line and "Nsight Compute" in line
-    (run_dir,) = _runs(standins.work)
-    assert f"raw outputs kept in {run_dir}" in line
-    manifest = json.loads((run_dir / rundir.MANIFEST).read_text())
-    assert manifest["status"] == "failed" and "ncu is not installed" in manifest["error"]
+    # nothing ran, so nothing is left behind: no empty run folder per failed try
+    assert "raw outputs kept" not in line and _runs(standins.work) == []
+    assert not (standins.work / rundir.RUNS_DIR).exists()
+    # none named and none installed: says which were looked for
+    line = _error_line(cli("run", "--", "./app"))
+    assert "no profiler found on PATH: looked for rocprofv3, rocprof, ncu" in line and "--profiler" in line
+    assert _runs(standins.work) == []
+    line = _error_line(cli("run", "--run-dir", "mine", "--", "./app"))
+    assert not (standins.work / "mine").exists()
+    line = _error_line(cli("run", "--profiler", "rocprofv3", "--launcher", "srun -n 2", "--", "./app"))
+    assert "rocprofv3 is not installed" in line and _runs(standins.work) == []
+
+
+def test_the_installed_profiler_is_chosen_and_named(standins, cli, monkeypatch, tmp_path) -> None:  # noqa: ANN001
+    only_ncu = tmp_path / "only-ncu"
+    only_ncu.mkdir()
+    (only_ncu / "ncu").symlink_to(standins.bin / "ncu")
+    monkeypatch.setenv("PATH", str(only_ncu))
+    shutil.copy(profile(B200), standins.data / "raw.csv")
+    result = cli("run", "--json", "--", "./app")
+    assert result.code == 0, result.err
+    assert "perfcheck: profiler ncu: the first installed of rocprofv3, rocprof, ncu (--profiler names one)" in result.err
+    assert [c["tool"] for c in standins.calls()] == ["ncu"]
 
 
 def test_denied_counters(standins, cli, monkeypatch) -> None:  # noqa: ANN001
@@ -572,6 +619,15 @@ def test_suite_settings_with_a_command(tmp_path: Path) -> None:
         config.write_text(body.replace(bad, what))
         with pytest.raises(ConfigError, match=what.split(" ")[0]):
             resolver(config=config, env={}, cwd=tmp_path).suite("g")
+    config.write_text(body.replace('profiler = "ncu"', 'profiler = "ncu"\nclock_control = "boost"'))
+    with pytest.raises(ConfigError, match="clock_control must be one of base, none, not 'boost'"):
+        resolver(config=config, env={}, cwd=tmp_path).suite("g")
+    config.write_text(body.replace('profiler = "ncu"', 'profiler = "rocprof"\nclock_control = "none"'))
+    with pytest.raises(ConfigError, match="clock_control is an ncu setting"):
+        resolver(config=config, env={}, cwd=tmp_path).suite("g")
+    config.write_text(body.replace('profiler = "ncu"', 'profiler = "ncu"\nclock_control = "none"'))
+    suite = resolver(config=config, env={}, cwd=tmp_path).suite("g")
+    assert suite.clock_control == "none" and SuiteSettings.from_dict(suite.as_dict()) == suite
     env = {"PERFCHECK_LAUNCHER": "mpirun -np 2"}  # the environment wins over the file
     config.write_text(body)
     assert resolver(config=config, env=env, cwd=tmp_path).suite("g").launcher == "mpirun -np 2"

@@ -118,6 +118,7 @@ class Device:
     sources: Mapping[str, Any] = field(repr=False)
     memory_bytes: int | None = None
     tensor_clock_hz: float | None = None  # clock the TF32..INT8 tensor figures imply (H100/H200, §5.7)
+    mem_clock_hz: float | None = None  # memory clock mem_bw holds at, where a source gives it
     note: str | None = None
 
     @property
@@ -132,6 +133,10 @@ class Target:
 
     arch: ArchSpec
     device: Device | None = None
+    # Set when the device was inferred, not named: the board name a file gave is
+    # unknown, but its chip (compute capability / gfx id) and product family are.
+    # The analysis says it once as a warning.
+    assumed: str | None = None
 
     @property
     def name(self) -> str:
@@ -171,7 +176,7 @@ def _arch_name(text: str) -> str | None:
 
 _ARCH_FIELDS = {f.name for f in fields(ArchSpec)} - {"name", "rates", "sources"}
 _DEVICE_KEYS = {"display_name", "aliases", "arch", "compute_units", "clock_hz", "mem_bw", "l2_bytes",
-                "l3_bytes", "memory_bytes", "tensor_clock_hz", "note", "peaks", "sources"}
+                "l3_bytes", "memory_bytes", "tensor_clock_hz", "mem_clock_hz", "note", "peaks", "sources"}
 
 
 def _frozen(mapping: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -217,6 +222,7 @@ def _make_device(name: str, table: dict[str, Any], arches: Mapping[str, ArchSpec
         sources=_frozen(sources),
         memory_bytes=table.get("memory_bytes"),
         tensor_clock_hz=table.get("tensor_clock_hz"),
+        mem_clock_hz=table.get("mem_clock_hz"),
         note=table.get("note"),
     )
 
@@ -251,7 +257,96 @@ def _database() -> _Database:
     return _Database(MappingProxyType(arches), MappingProxyType(devices), MappingProxyType(by_key), MappingProxyType(ambiguous))
 
 
+# ------------------------------------------------------------------ cited sources
+
+
+@dataclass(frozen=True)
+class Citation:
+    """One document a figure cites (data/sources.toml): ``tag`` as the citations
+    write it (``S22``), what the document is, which table or part of it, where it is."""
+
+    tag: str
+    document: str
+    table: str
+    url: str
+
+
+# "[S22]", "[S23 cudaOccMaxBlocksPerMultiprocessor]", "[S29],[S22]", and the real
+# profile some NVIDIA figures are read from
+_TAG = re.compile(r"\[(S\d+)\b|(B200 ncu CSV)")
+_SECTION = re.compile(r"§(\d+(?:\.\d+)?)")
+
+
+@lru_cache(maxsize=1)
+def _sources_file() -> dict[str, Any]:
+    entry = resources.files("perfcheck.arch") / "data" / "sources.toml"
+    return tomllib.loads(entry.read_text(encoding="utf-8"))
+
+
+def citations(texts: Sequence[str]) -> list[Citation]:
+    """The documents ``texts`` (citation strings) cite, each once, S1 first."""
+    table = _sources_file()["sources"]
+    tags: set[str] = set()
+    for text in texts:
+        tags.update(a or b for a, b in _TAG.findall(text))
+    found = [Citation(tag, **table[tag]) for tag in tags if tag in table]
+    return sorted(found, key=lambda c: (not c.tag[1:].isdigit(), int(c.tag[1:]) if c.tag[1:].isdigit() else 0, c.tag))
+
+
+def reference_sections(texts: Sequence[str]) -> list[tuple[str, str]]:
+    """(``§2.3``, its title) of each section of arch-specs.md ``texts`` name, in order;
+    a sub-item (``§5.10``) is listed under its section's title."""
+    sections: dict[str, str] = _sources_file()["sections"]
+    named: set[str] = set()
+    for text in texts:
+        named.update(_SECTION.findall(text))
+
+    def order(number: str) -> tuple[int, ...]:
+        return tuple(int(part) for part in number.split("."))
+
+    out = []
+    for number in sorted(named, key=order):
+        title = sections.get(f"§{number}") or sections.get(f"§{number.split('.')[0]}")
+        if title is not None:
+            out.append((f"§{number}", title))
+    return out
+
+
+def reference_document() -> str:
+    """What "arch-specs.md" in a citation is."""
+    return str(_sources_file()["reference"]["document"])
+
+
+def figure_unit(key: str, table: str = "") -> str:
+    """Unit of a figure of ``perfcheck arch show`` (base units): ``table`` is the nested
+    table holding it (``peaks``, ``rates_per_clock``) or "" at the top of an arch or
+    device. "" for plain counts and labels."""
+    if table == "peaks":
+        if key.endswith("_bw"):
+            return "B/s"
+        return "OP/s" if re.search(r"_int\d+$", key) else "FLOP/s"
+    if table == "rates_per_clock":
+        return "OP/clk" if re.search(r"_int\d+$", key) else "FLOP/clk"
+    if key == "clock_hz":
+        return "Hz"
+    if key == "mem_bw":
+        return "B/s"
+    if key == "peak_gips":
+        return "GIPS"
+    if key.endswith(("_bytes", "_granule")) and key.startswith(("l2", "l3", "memory", "lds", "shared")):
+        return "B"
+    if key.startswith(("lds_per", "shared_per", "max_lds", "max_shared", "shared_carveouts", "shared_reserved")):
+        return "B"
+    return ""
+
+
 # ------------------------------------------------------------------ public API
+
+
+def devices_of(arch: str) -> list[str]:
+    """Names of the devices of arch ``arch`` (``sm_80`` -> a100, a100-80gb), in the data
+    files' order: what a profile that reveals only its arch could have run on."""
+    return [name for name, device in _database().devices.items() if device.arch == arch]
 
 
 def known() -> tuple[list[str], list[str]]:
@@ -312,7 +407,39 @@ def _detect_one(source: Source) -> Target | None:
             # "mi200" is an MI210 or one GCD of an MI250/MI250X: the arch is certain,
             # the CU count is not.
             arch = _family_arch(db.ambiguous[key])
+        if arch is not None and key not in db.ambiguous:
+            guess = _board_of(source.device, arch)
+            if guess is not None:
+                return Target(arch, guess, assumed=(
+                    f"device {source.device!r} is not in the architecture database; taken as {guess.name} "
+                    f"({guess.display_name}), the {arch.name} product its name contains; name the GPU with "
+                    "--arch if that is wrong"))
     return Target(arch) if arch is not None else None
+
+
+_FORM = re.compile(r"pcie|sxm\d?|nvl|oam", re.IGNORECASE)
+
+
+def _other_form(name: str, device: Device) -> bool:
+    """The name says a form factor the device's spellings do not ("Tesla
+    V100-PCIE-16GB" against the SXM2-only v100: another clock, another product)."""
+    said = {f.lower() for f in _FORM.findall(name)}
+    known = {f.lower() for s in (device.display_name, *device.aliases) for f in _FORM.findall(s)}
+    return bool(said) and bool(known) and not said <= known
+
+
+def _board_of(name: str, arch: ArchSpec) -> Device | None:
+    """The product of ``arch`` an unknown board name belongs to ("NVIDIA A100-SXM4-64GB"
+    on sm_80 -> a100): the device of that arch whose canonical name is the longest
+    part of the name, when exactly one is. None when no product name is in it."""
+    key = _key(name)
+    found = [(len(_key(d.name)), d) for d in _database().devices.values()
+             if d.arch == arch.name and _key(d.name) and _key(d.name) in key and not _other_form(name, d)]
+    if not found:
+        return None
+    longest = max(n for n, _ in found)
+    best = [d for n, d in found if n == longest]
+    return best[0] if len(best) == 1 else None
 
 
 def detect(sources: Sequence[Source]) -> Target | None:
@@ -328,7 +455,10 @@ def detect(sources: Sequence[Source]) -> Target | None:
         return None
     devices = {t.device.name: t.device for t in targets if t.device is not None}
     if len(devices) == 1:
-        return Target(targets[0].arch, next(iter(devices.values())))
+        assumed = next((t.assumed for t in targets if t.assumed), None)
+        if any(t.device is not None and not t.assumed for t in targets):
+            assumed = None  # another file named the device exactly
+        return Target(targets[0].arch, next(iter(devices.values())), assumed=assumed)
     return Target(targets[0].arch)
 
 
@@ -393,4 +523,22 @@ def describe(target: Target) -> dict[str, Any]:
         sources["device"] = device_sources
         sources["peak_gips"] = _PEAK_GIPS_SOURCE
     doc["sources"] = sources
+    texts = _citation_texts(sources)
+    # what the citations refer to: the sections of arch-specs.md and the documents [Sn]
+    doc["cited"] = {
+        "reference": reference_document(),
+        "sections": [{"section": number, "title": title} for number, title in reference_sections(texts)],
+        "documents": [{"tag": c.tag, "document": c.document, "table": c.table, "url": c.url}
+                      for c in citations(texts)],
+    }
     return doc
+
+
+def _citation_texts(sources: Mapping[str, Any]) -> list[str]:
+    out: list[str] = []
+    for value in sources.values():
+        if isinstance(value, str):
+            out.append(value)
+        elif isinstance(value, Mapping):
+            out.extend(_citation_texts(value))
+    return out

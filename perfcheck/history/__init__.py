@@ -48,6 +48,19 @@ Writing (the suite runner and ``perfcheck history add`` only; checks never write
     read_results(path) -> ImportedRun(run, results, machines, notices)   # a check --json file
     current_run() -> RunRecord                      # id, time, commit, branch, CI job from the environment
 
+The lifecycle of a regression (``perfcheck.history.lifecycle``; docs/history.md)::
+
+    from perfcheck.history import accepted, lifecycle, select
+
+    entries = accepted.read("baselines/accepted.toml")     # [] when absent; InputError when broken
+    found = lifecycle.states(points, frame, entries, last=3)
+    #   list[State], one per change point: .point, .status (open | accepted | recovered;
+    #   None for an improvement), .new (in the last 3 runs), .level, .closed_by, .accepted_by
+    lifecycle.level(points_of_one_series, values, entries)  # Level(start, end, open): the accepted level's runs
+    accepted.append(path, accepted.accept(open_states, reason=..., by=accepted.who(), every_metric=True))
+    frame = select.series(store, select.Filters.of(suite=..., kernel="EOClover*", metric="time"))
+    #   UsageError naming the closest names when a filter selects no series
+
 The history-aware gate (``perfcheck.history.gate``) reads a store; see its docstring.
 """
 

@@ -36,6 +36,8 @@ class HistoryStore(Protocol):
                kernel: str | Sequence[str] | None = None, metric: str | Sequence[str] | None = None,
                since: float | None = None, last: int | None = None) -> "pd.DataFrame": ...
 
+    def series_keys(self) -> "pd.DataFrame": ...  # machine, suite, kernel, metric of every series
+
     def batches(self, *, machine: str | None = None, suite: str | Sequence[str] | None = None,
                 kernel: str | Sequence[str] | None = None, metric: str | Sequence[str] | None = None,
                 since: float | None = None, last: int | None = None,

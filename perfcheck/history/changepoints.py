@@ -299,8 +299,22 @@ def _prune(y: np.ndarray, cps: list[int], p: float, window: int, min_after: int)
                 mid = (left.mean() + right.mean()) / 2.0
                 side = np.sign(right.mean() - left.mean())
                 newest = bounds[i + 2] == len(y) and len(right) <= min_after + 2
-                too_short = not bool(np.all(side * ((right if newest else right[:min_after]) - mid) > 0))
+                nearer = side * ((right if newest else right[:min_after + 1]) - mid) > 0
+                # the estimate of where a step starts is off by one when its first run is
+                # still nearer the old level (noise): the step starts a run later, where the
+                # runs that follow are all at the new level (without this, a blatant step
+                # found once is dropped for good when more runs move the estimate back)
+                if not newest and len(nearer) > min_after and not nearer[0] and nearer[1:].all() and cp + 1 not in cps \
+                        and min(bounds[i + 2], cp + 1 + window) - (cp + 1) >= min_after:
+                    moved = (i, cp + 1)
+                    break
+                too_short = not bool((nearer if newest else nearer[:min_after]).all())
             pvalues.append(1.0 if too_short else _ttest(left, right))
+        else:
+            moved = None
+        if moved is not None:
+            cps[moved[0]] = moved[1]
+            continue
         worst = int(np.argmax(pvalues))
         if pvalues[worst] < p:
             return [Split(cp, pv) for cp, pv in zip(cps, pvalues)]

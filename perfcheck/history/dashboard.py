@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from html import escape
 from pathlib import Path
@@ -35,6 +35,8 @@ import pandas as pd
 from perfcheck import __version__
 from perfcheck.atomicfile import write_atomic
 from perfcheck.history.chart import legend_svg, trend_svg
+from perfcheck.metrics.timeline import is_timeline_name
+from perfcheck.report import mdescape
 from perfcheck.units import format_value
 
 if TYPE_CHECKING:
@@ -88,7 +90,8 @@ def history_view(frame: pd.DataFrame, points: Iterable[object] = (), *, title: s
     without them the charts draw none."""
     series = frame.rename(columns={"run_id": "run"}).copy()
     records = [p.as_dict() if hasattr(p, "as_dict") else dict(p) for p in points]  # type: ignore[call-overload]
-    changes = pd.DataFrame(records, columns=[*CHANGE_COLUMNS, "machine", "commit", "direction", "run_id"]) if records else \
+    extra = ["open"] if records and "open" in records[0] else []  # the lifecycle's verdict, when known
+    changes = pd.DataFrame(records, columns=[*CHANGE_COLUMNS, "machine", "commit", "direction", "run_id", *extra]) if records else \
         pd.DataFrame(columns=[*CHANGE_COLUMNS, "machine", "commit"])
     if records:
         changes["kind"] = changes["direction"]
@@ -119,18 +122,27 @@ def load_view(store: object, *, suites: Iterable[str] | None = None, machine: st
               last: int | None = None, title: str = "perfcheck history") -> HistoryView:
     """The view of an open ``Store``: its series (``suites``/``machine`` filters,
     the ``last`` N runs of each series) and the change points found in them."""
-    from perfcheck.history.changepoints import MIN_AFTER, P_VALUE, WINDOW
-    from perfcheck.history.findings import ALL
-    from perfcheck.history.scan import scan
-
-    where = {"machine": machine, "suite": list(suites) if suites else None}
-    frame = store.series(**where, last=last)  # type: ignore[attr-defined]
+    frame = store.series(machine=machine, suite=list(suites) if suites else None, last=last)  # type: ignore[attr-defined]
     arches = {slug: fp.get("arch", "") for slug, fp in store.machines().items()}  # type: ignore[attr-defined]
+    return history_view_of(frame, arches=arches, title=title)
+
+
+def history_view_of(frame: pd.DataFrame, *, arches: Mapping[str, str] | None = None, accepted: Sequence[object] = (),
+                    title: str = "perfcheck history") -> HistoryView:
+    """The view of ``frame`` (``Store.series``): its change points, grouped into findings,
+    each regression open, accepted or recovered by the ``accepted`` entries
+    (``perfcheck.history.lifecycle``: open until a person accepts it or it recovers)."""
+    from perfcheck.history.changepoints import detect
+    from perfcheck.history.findings import ALL, findings, with_states
+    from perfcheck.history.lifecycle import states
+
+    points = detect(frame)
+    known = {s.point: s for s in states(points, frame, accepted)}  # type: ignore[arg-type]
     # every change in some finding (a metric no check watches still heads one: the
-    # dashboard shows those below the checked ones); found part by part (scan)
-    done = scan(store, **where, p=P_VALUE, min_after=MIN_AFTER, window=WINDOW, last=None, tail=last,  # type: ignore[arg-type]
-                select=ALL, arches=arches)
-    return history_view(frame, done.points, title=title, found=done.found)
+    # dashboard shows those below the checked ones)
+    found = with_states(findings(points, frame, select=ALL, arches=arches or {}), known)
+    records = [{**cp.as_dict(), "open": known[cp].open if cp in known else False} for cp in points]
+    return history_view(frame, records, title=title, found=found)
 
 
 def _normalised(view: HistoryView) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -449,7 +461,7 @@ def suite_html(view: HistoryView, suite: str) -> str:
     runs = mine["run"].nunique() if (mine["run"] != "").any() else mine["time"].nunique()
     body = [
         "<header>",
-        f'<p><a href="index.html">&larr; all suites</a></p>',
+        '<p><a href="index.html">&larr; all suites</a></p>',
         f"<h1>Suite {escape(suite)}</h1>",
         f'<p class="meta">{runs} runs, {_when(mine["time"].min())} to {_when(mine["time"].max())} UTC'
         + (f"; machines: {escape(', '.join(m for m in machines if m))}" if any(machines) else "")
@@ -458,16 +470,29 @@ def suite_html(view: HistoryView, suite: str) -> str:
         "<main>",
         "<h2>Open regressions</h2>",
         _regressions_section(open_regressions(HistoryView(mine, my_changes)), _units(mine), with_suite=False),
-        "<h2>Kernels</h2>",
-        legend_svg(),
     ]
-    groups = list(mine.groupby(["machine", "kernel"], sort=True))
+    # The program's timeline ("@run", "@ranks", "range:NAME") first, under its own
+    # heading: it is the run's picture, not one kernel among the others.
+    every = list(mine.groupby(["machine", "kernel"], sort=True))
+    timeline = [g for g in every if is_timeline_name(str(g[0][1]))]
+    kernels = [g for g in every if not is_timeline_name(str(g[0][1]))]
+    legend = [legend_svg()]  # once, under the first heading
+    for title, groups in (("Timeline: the run and its ranges", timeline), ("Kernels", kernels)):
+        if groups or title == "Kernels" and not timeline:
+            body += [f"<h2>{title}</h2>", *legend, *_sections(groups, my_changes, machines)]
+            legend = []
+    body.append("</main>")
+    return _page(f"{suite} - {view.title}", body)
+
+
+def _sections(groups: list, my_changes: pd.DataFrame, machines: list[str]) -> list[str]:
+    """A table of contents and one section per (machine, kernel) of ``groups``."""
     toc = "".join(
         f'<li><a class="kernel" href="#{kernel_anchor(machine, kernel)}">{escape(kernel)}</a>'
         + (f" ({escape(machine)})" if len(machines) > 1 else "") + "</li>"
         for (machine, kernel), _ in groups
     )
-    body.append(f'<nav class="toc"><ul>{toc}</ul></nav>')
+    body = [f'<nav class="toc"><ul>{toc}</ul></nav>']
     for (machine, kernel), rows in groups:
         heading = escape(kernel) + (f' <span class="sub">on {escape(machine)}</span>' if len(machines) > 1 else "")
         figures: dict[bool, list[str]] = {True: [], False: []}
@@ -505,8 +530,7 @@ def suite_html(view: HistoryView, suite: str) -> str:
                         f'</summary>{same}<div class="charts">{"".join(figures[False])}</div></details>')
         body.append(f'<section id="{kernel_anchor(machine, kernel)}"><h2 class="kernel">{heading}</h2>'
                     f"{section}</section>")
-    body.append("</main>")
-    return _page(f"{suite} - {view.title}", body)
+    return body
 
 
 def index_html(view: HistoryView) -> str:
@@ -523,7 +547,8 @@ def index_html(view: HistoryView) -> str:
         newest_row = mine.loc[mine["time"].idxmax()]
         rows.append([
             f'<a href="{escape(suite_file(str(suite)))}">{escape(str(suite))}</a>',
-            str(mine[["machine", "kernel"]].drop_duplicates().shape[0]),
+            str(mine.loc[~mine["kernel"].astype(str).map(is_timeline_name), ["machine", "kernel"]]
+                .drop_duplicates().shape[0]),
             str(len(last)),
             str(mine["run"].nunique() if (mine["run"] != "").any() else mine["time"].nunique()),
             f"{_when(newest_row['time'])} {_commit(newest_row['commit'])}",
@@ -569,13 +594,9 @@ def write_site(view: HistoryView, directory: str | Path) -> list[Path]:
 # --- Markdown digest -------------------------------------------------------------------------
 
 
-def _md(text: str) -> str:
-    """A table cell: one line, no column breaks, no HTML."""
-    return text.replace("\n", " ").replace("|", "\\|").replace("<", "&lt;")
-
-
-def _md_code(text: str) -> str:
-    return "`" + text.replace("`", "'").replace("|", "\\|") + "`"
+# Names from the store are escaped as the check summary and the PR comment escape them.
+_md = mdescape.text
+_md_code = mdescape.code
 
 
 @dataclass(frozen=True)
@@ -626,12 +647,13 @@ def digest_text(facts: DigestFacts, *, title: str, link: str | None = None) -> s
     latest = facts.latest
     outside = latest[latest["outside"]]
     units = facts.units
-    lines = [f"## {title}", ""]
+    lines = [f"## {_md(title)}", ""]
     if latest.empty:
         return "\n".join([*lines, "No runs recorded yet.", ""])
     newest = latest.loc[latest["time"].idxmax()]
     runs = len(facts.runs)
-    head = (f"Latest run {_when(newest['time'])} UTC" + (f", commit `{newest['commit'][:12]}`" if newest["commit"] else "")
+    head = (f"Latest run {_when(newest['time'])} UTC" + (f", commit {_md_code(newest['commit'][:12], table=False)}"
+                                                          if newest["commit"] else "")
             + f"; {runs} runs, {latest.shape[0]} series. ")
     if found.empty and outside.empty:
         head += "No open regressions, every latest value within its budget."
@@ -647,10 +669,10 @@ def digest_text(facts: DigestFacts, *, title: str, link: str | None = None) -> s
                   "|---|---|---|---|---:|---:|---:|---|"]
         for row in found.head(MAX_DIGEST_ROWS).itertuples(index=False):
             unit = units.get((row.suite, row.machine, row.kernel, row.metric), "")
-            since = _when(row.time) + (f" `{row.commit[:12]}`" if row.commit else "")
+            since = _when(row.time) + (f" {_md_code(row.commit[:12])}" if row.commit else "")
             lines.append(f"| {_md(row.suite)} | {_md_code(row.kernel)} | {_md(row.metric)} | {since} | "
-                         f"{format_value(row.before, unit)} | {format_value(row.after, unit)} | "
-                         f"{row.change_pct:+.1f}%{_md(' (also ' + row.also + ')') if row.also else ''} | "
+                         f"{_md(format_value(row.before, unit))} | {_md(format_value(row.after, unit))} | "
+                         f"{row.change_pct:+.1f}%{' ' + _md('(also ' + row.also + ')') if row.also else ''} | "
                          f"{_md(row.why) or '-'} |")
         if len(found) > MAX_DIGEST_ROWS:
             lines.append(f"\n...and {len(found) - MAX_DIGEST_ROWS} more.")
@@ -663,7 +685,7 @@ def digest_text(facts: DigestFacts, *, title: str, link: str | None = None) -> s
                   "| suite | kernel | metric | value | budget |", "|---|---|---|---:|---|"]
         for row in outside.head(MAX_DIGEST_ROWS).itertuples(index=False):
             lines.append(f"| {_md(row.suite)} | {_md_code(row.kernel)} | {_md(row.metric)} | "
-                         f"{format_value(row.value, row.unit)} | {_md(budget_text(row.low, row.high, row.unit))} |")
+                         f"{_md(format_value(row.value, row.unit))} | {_md(budget_text(row.low, row.high, row.unit))} |")
         if len(outside) > MAX_DIGEST_ROWS:
             lines.append(f"\n...and {len(outside) - MAX_DIGEST_ROWS} more.")
     return "\n".join(lines) + "\n"

@@ -77,6 +77,7 @@ def bencher_documents(series: pd.DataFrame) -> list[tuple[dict[str, object], dic
     frame["measure"] = [measure_name(m, u) for m, u in zip(frame["metric"].astype(str), frame["unit"].fillna("").astype(str))]
     scale = np.where(frame["measure"] == LATENCY, 1e9, 1.0)  # latency: seconds -> nanoseconds
     frame["bmf_value"] = frame["value"].astype(float) * scale
+    frame = frame[np.isfinite(frame["bmf_value"])].copy()  # a value that overflowed when scaled is missing, not inf
     spread = frame["spread"].astype(float) if "spread" in frame else pd.Series(np.nan, index=frame.index)
     frame["bmf_lower"] = frame["bmf_value"] * (1.0 - spread)
     frame["bmf_upper"] = frame["bmf_value"] * (1.0 + spread)
@@ -109,8 +110,15 @@ def _text(value: object) -> str | None:
 
 
 def _file_name(run_id: str, machine: str) -> str:
-    clean = re.sub(r"[^A-Za-z0-9_.-]+", "-", f"{run_id}--{machine}").strip("-.")[:120]
-    return f"{clean or 'run'}.json"
+    """A portable file name for the run: its id and machine where they are safe as they
+    are; where a character had to be replaced or the name shortened, a digest of the
+    exact pair is appended, so ``night/1``, ``night 1`` and ``night:1`` get three files."""
+    raw = f"{run_id}--{machine}"
+    clean = re.sub(r"[^A-Za-z0-9_.-]+", "-", raw).strip("-.")[:120]
+    if clean != raw:
+        digest = hashlib.sha1(f"{run_id}\0{machine}".encode("utf-8", "surrogatepass")).hexdigest()[:10]
+        clean = f"{clean}~{digest}" if clean else digest
+    return f"{clean}.json"
 
 
 def write_bencher(series: pd.DataFrame, directory: str | Path) -> list[Path]:

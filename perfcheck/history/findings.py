@@ -35,11 +35,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from perfcheck.diagnosis import Diagnosis, diagnose, whole_run
+from perfcheck.diagnosis import Diagnosis, diagnose, whole_run, with_run
 from perfcheck.history.changepoints import KEY, RUN_WIDE, ChangePoint
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from perfcheck.history.lifecycle import State
 
 ALL = "all"
 HEADLINE_FIRST = "duration"
@@ -55,6 +57,9 @@ class Finding:
     diagnosis: Diagnosis | None = None
     new: bool = False  # a regression starting in the latest runs (``recent_regressions``)
     status: str | None = None  # the lifecycle state where known (open | accepted | recovered)
+    accepted_reason: str | None = None  # the accepted file's reason (status accepted)
+    recovered_at: str | None = None  # the run of the recovery (status recovered)
+    open_metrics: tuple[str, ...] = ()  # the metrics of this change still open (headline and also moved)
 
     @property
     def machine(self) -> str:
@@ -76,8 +81,11 @@ class Finding:
         doc = self.headline.as_dict()
         doc["new"] = self.new
         doc["recent"] = self.new  # the name before findings were grouped
-        if self.status is not None:
-            doc["status"] = self.status
+        # the lifecycle (None for an improvement, or where it was not computed)
+        doc["status"] = self.status
+        doc["accepted_reason"] = self.accepted_reason
+        doc["recovered_at"] = self.recovered_at
+        doc["open_metrics"] = list(self.open_metrics)
         doc["also_moved"] = [{"metric": cp.metric, "unit": cp.unit, "before": cp.before, "after": cp.after,
                               "change_pct": cp.change_pct, "direction": cp.direction, "run_id": cp.run_id}
                              for cp in self.also]
@@ -193,6 +201,10 @@ def findings(
         diagnosis = None
         if head.kernel != RUN_WIDE:
             at = rows_of.get((head.machine, head.suite, head.kernel))
+            if at is not None and head.kernel.startswith("range:"):  # a step: the run's timeline rows beside it
+                timeline = [i for (m, s, k), i in rows_of.items()
+                            if m == head.machine and s == head.suite and str(k).startswith("@run")]
+                at = np.concatenate([at, *timeline]) if timeline else at
             diagnosis = _diagnose(head, frame.iloc[at] if at is not None else None, positions,
                                   machines.get(head.machine),
                                   wide.get((head.machine, head.suite, head.metric, head.run_id)))
@@ -268,7 +280,8 @@ def _diagnose(head: ChangePoint, frame: "pd.DataFrame | None", positions: Mappin
     ``frame``: the kernel's rows (or more)."""
     if frame is None or not len(frame):
         return None
-    mine = frame[(frame["machine"] == head.machine) & (frame["suite"] == head.suite) & (frame["kernel"] == head.kernel)]
+    suite = frame[(frame["machine"] == head.machine) & (frame["suite"] == head.suite)]
+    mine = suite[suite["kernel"] == head.kernel]
     where = positions.get((head.machine, head.suite), {})
     start = where.get(head.run_id)
     if start is None or not len(mine):
@@ -276,19 +289,56 @@ def _diagnose(head: ChangePoint, frame: "pd.DataFrame | None", positions: Mappin
     runs = sorted({r for r in mine["run_id"].astype(str) if r in where}, key=lambda r: where[r])
     before_runs = [r for r in runs if where[r] < start][-max(head.runs_before, 1):]
     after_runs = [r for r in runs if where[r] >= start][:max(head.runs_after, 1)]
+    # a range row (a step) is read with the run's timeline rows beside it (``with_run``)
+    kernels = suite["kernel"].astype(str)
+    near = suite[(kernels == head.kernel) | (head.kernel.startswith("range:") & kernels.str.startswith("@run"))]
 
     # numpy, not a groupby per side: this runs for every finding (a year of nights of
     # 2,000 kernels spent half of `history detect` in pandas' group splitting here)
-    metric = mine["metric"].astype(str).to_numpy(dtype=object)
-    value = mine["value"].to_numpy(dtype="float64")
-    run_id = mine["run_id"].astype(str).to_numpy(dtype=object)
+    kernel = near["kernel"].astype(str).to_numpy(dtype=object)
+    metric = near["metric"].astype(str).to_numpy(dtype=object)
+    value = near["value"].to_numpy(dtype="float64")
+    run_id = near["run_id"].astype(str).to_numpy(dtype=object)
 
-    def side(runs: list[str]) -> dict[str, np.ndarray]:
+    def side(runs: list[str]) -> Mapping[str, np.ndarray]:
         keep = np.isin(run_id, np.asarray(runs, dtype=object))
-        # metrics in the order of their first row, as groupby(sort=False) gave them
-        return {m: value[keep & (metric == m)] for m in dict.fromkeys(metric[keep].tolist())}
+        values: dict[str, dict[str, np.ndarray]] = {}
+        # kernels and metrics in the order of their first row, as groupby(sort=False) gave them
+        for k, m in dict.fromkeys(zip(kernel[keep].tolist(), metric[keep].tolist())):
+            values.setdefault(k, {})[m] = value[keep & (kernel == k) & (metric == m)]
+        return with_run(head.kernel, values) or {}
 
     return diagnose(side(before_runs), side(after_runs), subject=head.metric, arch=arch, whole_run_pct=whole_run)
+
+
+def with_states(found: Sequence[Finding], states: Mapping[ChangePoint, "State"],
+                named: Iterable[str] | None = None) -> list[Finding]:
+    """``found`` with their lifecycle (``perfcheck.history.lifecycle.states``): a finding is
+    open while its headline or a metric that moved with it is an open regression (one
+    change: accepting part of it leaves it open), else the headline's status. ``named``:
+    the metrics asked for by name (--metric): only those count."""
+    from dataclasses import replace
+
+    asked = set(named) if named is not None else None
+    out = []
+    for f in found:
+        members = [f.headline, *f.also]
+        if asked is not None:
+            members = [cp for cp in members if cp.metric in asked] or [f.headline]
+        mine = [states[cp] for cp in members if cp in states]
+        opened = [s for s in mine if s.open]
+        head = states.get(f.headline)
+        if opened:
+            status, new = "open", any(s.new for s in opened)
+        elif head is not None:
+            status, new = head.status, head.new
+        else:
+            status, new = next((s.status for s in mine if s.status is not None), None), f.new
+        out.append(replace(
+            f, status=status, new=new, open_metrics=tuple(dict.fromkeys(s.point.metric for s in opened)),
+            accepted_reason=head.accepted_by.reason if head is not None and head.accepted_by is not None else None,
+            recovered_at=head.closed_by.run_id if head is not None and head.closed_by is not None else None))
+    return out
 
 
 def describe_start(cp: ChangePoint) -> str:

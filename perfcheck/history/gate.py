@@ -2,10 +2,15 @@
 machine's recent runs instead of one stored snapshot.
 
 With a store, ``duration <= baseline + 5%`` takes as its baseline the median of the
-last ``RECENT_RUNS`` runs of that kernel and metric on this machine since the last
-change point (``perfcheck.history.changepoints``: a lasting shift starts a new
-baseline by itself; single-run spikes are set aside), and as its noise the
-run-to-run spread measured there. Why: one run's dispatches show within-run noise
+last ``RECENT_RUNS`` runs of that kernel and metric on this machine at its last
+**accepted level** (``perfcheck.history.lifecycle``: the runs after the last change
+point that set a level, an accepted regression, an improvement or a recovery, and
+before the first open regression; single-run spikes are set aside), and as its noise
+the run-to-run spread measured there. An unaccepted regression never becomes the
+reference: while it lasts the check fails and names it (``open regression since
+...: accept it with perfcheck history accept ... or fix it``). And the history never
+passes what the committed baseline file fails by more than the allowance plus the
+same measured noise; when the two disagree, the message gives both figures. Why: one run's dispatches show within-run noise
 only, while runs differ by more (clocks, placement, thermals; one project measured
 2.8% within a run against 14.8% between jobs), so a snapshot baseline fails merges
 on drift alone.
@@ -44,6 +49,7 @@ from perfcheck.model import FAILED, PASSED, RECORDED, Check
 if TYPE_CHECKING:
     from perfcheck.analysis import Analysis
     from perfcheck.storeurl import StoreURL
+    from perfcheck.history.changepoints import ChangePoint
 
 RECENT_RUNS = 10  # the baseline is the median of this many latest runs since the last change point
 MIN_RUNS = 5  # fewer comparable runs: the baseline file decides
@@ -83,6 +89,9 @@ class Reference:
     since_run: str | None = None  # the change point's run (None: the series' first run)
     since_commit: str | None = None
     since_time: float | None = None
+    # the first open regression of the series (perfcheck.history.lifecycle): the reference
+    # is the accepted level before it, never the regressed runs
+    open: "ChangePoint | None" = None
 
     @property
     def usable(self) -> bool:
@@ -93,17 +102,44 @@ class Reference:
         if self.since_run is not None:
             when = dt.datetime.fromtimestamp(self.since_time, dt.timezone.utc).strftime("%Y-%m-%d") if self.since_time else "?"
             start = f"since the change point at {(self.since_commit or self.since_run)[:12]} ({when})"
-        return (f"history: median of the last {self.runs} runs on this machine {start}, "
+        until = ""
+        if self.open is not None:
+            until = f" until the open regression at {_where(self.open)}"
+        return (f"history: median of the last {self.runs} runs on this machine {start}{until}, "
                 f"run-to-run spread {100 * self.spread:.2g}%")
 
 
+def _where(cp: "ChangePoint") -> str:
+    when = dt.datetime.fromtimestamp(cp.time, dt.timezone.utc).strftime("%Y-%m-%d")
+    return f"{(cp.commit or cp.run_id)[:12]} ({when}, run {cp.run_id})"
+
+
+def open_message(cp: "ChangePoint") -> str:
+    """What a check failing on an open regression says: where it started, by how much,
+    and the two ways out."""
+    return (f"open regression since {_where(cp)}, {cp.change_pct:+.1f}%: accept it with perfcheck history accept "
+            f"{_quoted(cp.kernel)} --suite {_quoted(cp.suite)} --metric {cp.metric} --reason TEXT, or fix it")
+
+
+def _quoted(text: str) -> str:
+    import shlex
+
+    return shlex.quote(text)
+
+
 def reference(values: Sequence[float] | np.ndarray, *, recent: int = RECENT_RUNS, min_runs: int = MIN_RUNS,
-              p: float = P_VALUE, min_after: int = MIN_AFTER, window: int = WINDOW) -> Reference:
-    """The history reference of one series (oldest first; NaN ignored)."""
+              p: float = P_VALUE, min_after: int = MIN_AFTER, window: int = WINDOW,
+              stretch: tuple[int, int] | None = None) -> Reference:
+    """The history reference of one series (oldest first; NaN ignored): the runs since
+    its last change point, or ``stretch`` (start, end): the accepted level's runs
+    (``perfcheck.history.lifecycle.level``)."""
     x = np.asarray(values, dtype="float64")
-    splits = split_points(x, p=p, min_after=min_after, window=window)
-    start = splits[-1].index if splits else 0
-    tail = x[start:]
+    if stretch is None:
+        splits = split_points(x, p=p, min_after=min_after, window=window)
+        start, end = (splits[-1].index if splits else 0), len(x)
+    else:
+        start, end = stretch
+    tail = x[start:end]
     tail = tail[np.isfinite(tail) & (tail > 0)]
     if len(tail) >= 3:
         tail = tail[~spikes(np.log(tail))]
@@ -141,6 +177,7 @@ class Judgement:
     reference: float  # the literal bound: baseline x (1 + allowance) + absolute
     limit: float  # where it fails: reference widened by the noise
     se: float
+    z: float  # the t quantile the limit is widened by (se x z)
 
 
 def judge(observed: float, relation: str, fraction: float, absolute: float | None, ref: Reference,
@@ -160,19 +197,25 @@ def judge(observed: float, relation: str, fraction: float, absolute: float | Non
     else:
         limit = bound * math.exp(-z * se)
         passed = observed >= limit if relation == ">=" else observed > limit
-    return Judgement(passed, base, bound, limit, se)
+    return Judgement(passed, base, bound, limit, se, z)
 
 
 # --- checks against a store ---------------------------------------------------------------------
 
-def references(store_path: "str | Path | StoreURL", machine: str, suite: str, wanted: Sequence[tuple[str, str]]) -> dict[tuple[str, str], Reference]:
-    """History references of ``wanted`` (kernel, metric) pairs of ``suite`` on ``machine``.
-    A store that does not exist yet has no history (the runner creates it at the end)."""
+def references(store_path: "str | Path | StoreURL", machine: str, suite: str, wanted: Sequence[tuple[str, str]],
+               accepted_path: str | Path | None = None) -> dict[tuple[str, str], Reference]:
+    """History references of ``wanted`` (kernel, metric) pairs of ``suite`` on ``machine``:
+    each from its series' accepted level (the runs before an open regression; the
+    accepted file ``accepted_path`` says which regressions were accepted). A store that
+    does not exist yet has no history (the runner creates it at the end)."""
+    from perfcheck.history import accepted, lifecycle
+    from perfcheck.history.changepoints import detect
     from perfcheck.history.store import open_store, store_exists
 
     if not wanted or not store_exists(store_path):
         return {}
 
+    entries = accepted.read(accepted_path) if accepted_path is not None else []
     kernels = sorted({k for k, _ in wanted})
     metrics = sorted({m for _, m in wanted})
     with open_store(store_path, create=False) as store:
@@ -181,11 +224,18 @@ def references(store_path: "str | Path | StoreURL", machine: str, suite: str, wa
     for (kernel, metric), group in frame.groupby(["kernel", "metric"], sort=False):
         if (kernel, metric) not in wanted:
             continue
-        ref = reference(group["value"].to_numpy(dtype="float64"))
+        group = group.reset_index(drop=True)
+        values = group["value"].to_numpy(dtype="float64")
+        level = lifecycle.level(detect(group), values, entries, list(group["run_id"]))
+        ref = replace(reference(values, stretch=(level.start, level.end)),
+                      open=level.open.point if level.open is not None else None)
         if ref.usable and ref.since_index > 0:
             row = group.iloc[ref.since_index]
             stamp = row["time"]
-            ref = replace(ref, since_run=str(row["run_id"]), since_commit=row["commit"] or None,
+            # A run stored without a commit reads back as NaN (pandas' missing value),
+            # which is truthy: only a non-empty string is a commit.
+            commit = row["commit"]
+            ref = replace(ref, since_run=str(row["run_id"]), since_commit=commit if isinstance(commit, str) and commit else None,
                           since_time=float(stamp.timestamp()) if hasattr(stamp, "timestamp") else float(stamp))
         out[(str(kernel), str(metric))] = ref
     return out
@@ -231,6 +281,29 @@ def _allowance(check: Check, tolerances: Mapping[str, float]) -> tuple[float, fl
     return fraction, first.absolute_delta
 
 
+def _file_verdict(check: Check, allowance: tuple[float, float | None], verdict: Judgement) -> tuple[bool, str] | None:
+    """The committed baseline file's side of a gated check: (passes, what it says), the
+    file's value widened by the same allowance and the same measured noise (``verdict``'s
+    se and t quantile) as the history's. None without a stored value (recorded now)."""
+    from perfcheck.units import format_value as fmt
+
+    stored = check.baseline
+    if check.outcome == RECORDED or stored is None or not (stored > 0) or check.observed is None:
+        return None
+    fraction, absolute = allowance
+    bound = stored * (1.0 + fraction) + (absolute or 0.0)
+    if check.relation in ("<=", "<"):
+        limit = bound * math.exp(verdict.z * verdict.se)
+        passed = check.observed <= limit if check.relation == "<=" else check.observed < limit
+    else:
+        limit = bound * math.exp(-verdict.z * verdict.se)
+        passed = check.observed >= limit if check.relation == ">=" else check.observed > limit
+    change = (check.observed / stored - 1.0) * 100.0
+    return passed, (f"vs the baseline file {fmt(stored, check.unit)} ({change:+.1f}%): expected {check.relation} "
+                    f"{fmt(bound, check.unit)}, fails beyond {fmt(limit, check.unit)} (allowance + measured noise)"
+                    f"{'' if passed else ', failed'}")
+
+
 def gated_pairs(checks: Sequence[Check]) -> list[tuple[str, str]]:
     """(kernel, metric) of the checks the history may judge: baseline-relative, measured
     (not exact), with an observed value."""
@@ -260,7 +333,10 @@ def rejudge(checks: Sequence[Check], refs: Mapping[tuple[str, str], Reference], 
             have = 0 if ref is None else ref.comparable
             source = "baseline file" if check.outcome != RECORDED else "no baseline"
             note = f" [{source}: history has {have} comparable run{'s' if have != 1 else ''} on this machine, needs {MIN_RUNS}]"
-            out.append(replace(check, message=check.message + note))
+            message = check.message + note
+            if ref is not None and ref.open is not None and check.outcome == FAILED:
+                message = f"{open_message(ref.open)}; {message}"
+            out.append(replace(check, message=message))
             continue
         allowance = _allowance(check, tolerances)
         samples = analysis.duration_samples.get(check.kernel) if analysis is not None else None
@@ -274,8 +350,19 @@ def rejudge(checks: Sequence[Check], refs: Mapping[tuple[str, str], Reference], 
             f"expected {check.relation} {fmt(verdict.reference, check.unit)}, fails beyond {fmt(verdict.limit, check.unit)} "
             f"(run-to-run noise) [{ref.describe()}]"
         )
+        passed = verdict.passed
+        file_side = _file_verdict(check, allowance or (0.0, None), verdict)
+        if file_side is not None:
+            file_passed, file_text = file_side
+            if passed != file_passed or (check.outcome == FAILED) == passed:
+                # the two references disagree: say both figures. The history never passes
+                # what the reviewed baseline file fails by more than allowance + noise.
+                message += f"; {file_text}"
+            passed = passed and file_passed
+        if not passed and ref.open is not None:
+            message = f"{open_message(ref.open)}; {message}"
         detail = (f"{ref.describe()}; se of log ratio {100 * verdict.se:.2g}%; fails when 90% sure the run is worse "
                   f"than the allowance: beyond {fmt(verdict.limit, check.unit)}")
-        out.append(replace(check, outcome=PASSED if verdict.passed else FAILED, baseline=verdict.baseline,
+        out.append(replace(check, outcome=PASSED if passed else FAILED, baseline=verdict.baseline,
                            reference=verdict.reference, message=message, detail=detail))
     return out

@@ -1,7 +1,8 @@
 """Findings for people: a terminal table, a Markdown table and JSON (``perfcheck
 history detect``). Renders ``perfcheck.history.findings.Finding`` records (one per
-kernel x change run, the same change on other metrics inside it, and why); reads
-nothing.
+kernel x change run, the same change on other metrics inside it, why, and its
+lifecycle status open | accepted | recovered from ``perfcheck.history.lifecycle``);
+reads nothing.
 
 In history, beside the dashboard and the exports, rather than in ``perfcheck.report``:
 history sits above the reports (it reads the results file they write), so the
@@ -111,26 +112,35 @@ def text(found: Sequence["Finding"], *, width: int | None = None) -> str:
     return "\n".join(lines)
 
 
-def _cell(value: str) -> str:
-    return value.replace("\n", " ").replace("|", "\\|").replace("<", "&lt;")
+def summary(found: Sequence["Finding"]) -> dict[str, int]:
+    """Counts of the regression findings: open, of them new, accepted, recovered."""
+    regressions = [f for f in found if f.regression and f.status is not None]
+    return {"open": sum(f.status == "open" for f in regressions),
+            "new": sum(f.status == "open" and f.new for f in regressions),
+            "accepted": sum(f.status == "accepted" for f in regressions),
+            "recovered": sum(f.status == "recovered" for f in regressions)}
 
 
 def markdown(found: Sequence["Finding"]) -> str:
     if not found:
         return "No change points.\n"
+    from perfcheck.report.mdescape import code, text as escape
+
     lines = ["| where | kernel | change | before -> after | since | also moved | why |",
              "|---|---|---|---|---|---|---|"]
     for f in found:
-        kernel = "`" + f.kernel.replace("`", "'").replace("|", "\\|") + "`"
+        # names from the store, escaped as every Markdown writer does; the kernel copyable
         lines.append("| " + " | ".join([
-            _cell(_where(f)), kernel, _cell(f"{f.headline.metric} {change_text(f)}"), _cell(levels_text(f)),
-            _cell(_since(f)), _cell(also_text(f)) or "-", _cell(why_text(f)) or "-"]) + " |")
-    regressions = sum(1 for f in found if f.new and f.regression)
-    head = f"**{regressions} new regression{'s' if regressions != 1 else ''}**\n\n" if regressions else ""
+            escape(_where(f)), code(f.kernel), escape(f"{f.headline.metric} {change_text(f)}"), escape(levels_text(f)),
+            escape(_since(f)), escape(also_text(f)) or "-", escape(why_text(f)) or "-"]) + " |")
+    counts = summary(found)
+    head = (f"**{counts['open']} open regression{'s' if counts['open'] != 1 else ''}** ({counts['new']} new)\n\n"
+            if counts["open"] else "")
     return head + "\n".join(lines) + "\n"
 
 
 def as_json(found: Sequence["Finding"]) -> str:
-    doc = {"findings": [f.as_dict() for f in found],
-           "recent_regressions": sum(1 for f in found if f.new and f.regression)}
+    counts = summary(found)
+    doc = {"findings": [f.as_dict() for f in found], "open_regressions": counts["open"],
+           "new_regressions": counts["new"], "recent_regressions": counts["new"]}
     return json.dumps(doc, indent=2, sort_keys=True, allow_nan=False)

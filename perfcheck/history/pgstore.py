@@ -30,6 +30,7 @@ import time as _time
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+from perfcheck.documents import json_loads
 from perfcheck.errors import InputError, UsageError
 from perfcheck.history.store import (
     BATCH_ROWS,
@@ -41,6 +42,8 @@ from perfcheck.history.store import (
     concat_batches,
     run_summary,
     runs_frame,
+    same_run_sql,
+    same_values,
     series_batches,
     value_rows,
     values_sql,
@@ -292,6 +295,14 @@ class PostgresStore:
         named = {m.machine: m for m in machines}
         for machine in {key[0] for key in rows} - set(named):
             named[machine] = Machine(machine)
+        done = self._add(run, rows, named)
+        if done is None:
+            raise InputError(self.url, f"run {run.run_id!r} is already stored with other values",
+                             hint="a run id names one run: give the other run its own id (the results file's run.id)")
+        return done
+
+    def _add(self, run: RunRecord, rows: dict[tuple[str, str, str, str], tuple[object, ...]],
+             named: dict[str, Machine]) -> AddResult | None:
         try:
             with self._db.transaction():
                 claimed = self._db.execute(
@@ -302,7 +313,9 @@ class PostgresStore:
                      run.host, run.source, _time.time(), *run_summary(rows)),
                 ).fetchone()
                 if claimed is None:
-                    return AddResult(run.run_id, False, 0)
+                    # the same results file imported again adds nothing; another run under
+                    # the same id is an error (raised by ``add``, after the transaction ends)
+                    return AddResult(run.run_id, False, 0) if self._same_run(run, rows) else None
                 number = claimed[0]
                 with self._db.cursor() as cursor:
                     # sorted: concurrent writers lock shared machine and series rows in one order
@@ -341,6 +354,15 @@ class PostgresStore:
                 ids.update(((m, su, k, me), i) for i, m, su, k, me in cursor.fetchall())
         return ids
 
+    def _same_run(self, run: RunRecord, rows: dict[tuple[str, str, str, str], tuple[object, ...]]) -> bool:
+        """The run already stored under ``run.run_id`` holds exactly these values (as the
+        SQLite store decides: the time left out, a copied file's modification time moves)."""
+        stored = self._db.execute("SELECT commit_sha, branch, ci_system, ci_job, ci_url, host FROM runs "
+                                  "WHERE run_id = %s", (run.run_id,)).fetchone()
+        if stored is None or tuple(stored) != (run.commit, run.branch, run.ci_system, run.ci_job, run.ci_url, run.host):
+            return False
+        return same_values(self._db.execute(same_run_sql("%s"), (run.run_id,)).fetchall(), rows)
+
     def prune(self, *, keep_days: float, now: float | None = None) -> int:
         """Delete runs older than ``keep_days`` (and their values); returns how many."""
         if not keep_days >= 0:
@@ -368,7 +390,8 @@ class PostgresStore:
 
     def machines(self) -> dict[str, dict[str, str]]:
         """machine slug -> its fingerprint (device, arch, tool, tool_version)."""
-        return {m: json.loads(fp) for m, fp in self._rows("SELECT machine, fingerprint FROM machines ORDER BY machine")}
+        return {m: json_loads(fp, self.url, hint="restore the store from a copy")
+                for m, fp in self._rows("SELECT machine, fingerprint FROM machines ORDER BY machine")}
 
     def runs(self, *, since: float | None = None, limit: int | None = None) -> "pd.DataFrame":
         """As ``Store.runs``: one row per run, oldest first (RUN_COLUMNS)."""
@@ -409,6 +432,15 @@ class PostgresStore:
                               [ids, *since_params, *([last] if last is not None else [])])
 
         yield from series_batches(keys, runs, read, last=last, rows=rows)
+
+    def series_keys(self) -> "pd.DataFrame":
+        """Every stored series' names (machine, suite, kernel, metric), sorted: what the
+        commands' filters are checked against without reading a value."""
+        import pandas as pd
+
+        return pd.DataFrame(self._rows("SELECT machine, suite, kernel, metric FROM series "
+                                       "ORDER BY machine, suite, kernel, metric"),
+                            columns=["machine", "suite", "kernel", "metric"])
 
     def series(
         self,

@@ -28,13 +28,14 @@ import secrets
 import socket
 import subprocess
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from perfcheck.documents import json_loads
 from perfcheck.errors import InputError
-from perfcheck.history.store import Machine, Result, RunRecord, finite, machine_key
+from perfcheck.history.store import MAX_TIME, MIN_TIME, Machine, Result, RunRecord, finite, machine_key
 
 if TYPE_CHECKING:
     from perfcheck.analysis import Analysis
@@ -169,15 +170,19 @@ def read_results(path: str | Path) -> ImportedRun:
     except OSError as exc:
         raise InputError(path, f"cannot be read ({exc.strerror})") from None
     try:
-        doc = json.loads(raw.decode("utf-8"))
+        doc = json_loads(raw.decode("utf-8"), path, parse_constant=_no_constant,
+                         hint="a results file is written by `perfcheck check --json`")
     except UnicodeDecodeError:
         raise InputError(path, "is not UTF-8 text, not a results file") from None
     except json.JSONDecodeError as exc:
         raise InputError(path, f"is not valid JSON ({exc.msg}, column {exc.colno})", line=exc.lineno,
                          hint="a results file is written by `perfcheck check --json`") from None
+    except ValueError as exc:  # NaN / Infinity: never written by perfcheck (allow_nan=False)
+        raise InputError(path, f"is not strict JSON ({exc})", hint="a results file is written by `perfcheck check --json`") from None
     if not isinstance(doc, dict) or "suites" not in doc or not isinstance(doc.get("suites"), dict):
         raise InputError(path, "is JSON but not a perfcheck results file (no 'suites')", line=1,
                          hint="a results file is written by `perfcheck check --json`")
+    _validate(path, raw, doc)
     notices: list[str] = []
     run = _run_of(doc.get("run"), path, raw, notices)
     results: list[Result] = []
@@ -186,13 +191,96 @@ def read_results(path: str | Path) -> ImportedRun:
         if not isinstance(entry, dict):
             raise InputError(path, f"suite {suite!r} is not an object", line=_line(raw, suite))
         fingerprint = entry.get("fingerprint")
-        if not isinstance(fingerprint, dict):
+        if fingerprint is not None and not isinstance(fingerprint, dict):
+            raise InputError(path, f"field suites.{suite}.fingerprint: must be an object, not "
+                             f"{type(fingerprint).__name__}", line=_line(raw, "fingerprint"))
+        if fingerprint is None:
             fingerprint = _fingerprint_from_target(entry)
+            if all(fingerprint[k] == "unknown" for k in ("device", "arch")) and not entry.get("machine"):
+                # Without it the values would join whatever other machine is "unknown" too.
+                raise InputError(path, f"field suites.{suite}.fingerprint: missing (and no target or profiles "
+                                 "to take the machine from)", line=_line(raw, str(suite)),
+                                 hint="a results file is written by `perfcheck check --json`")
         fingerprint = {str(k): str(v) for k, v in fingerprint.items()}
         machine = str(entry.get("machine") or machine_key(fingerprint))
         machines.setdefault(machine, Machine(machine, fingerprint))
         results.extend(_suite_results(path, raw, str(suite), machine, entry))
     return ImportedRun(run, tuple(results), tuple(machines.values()), tuple(notices))
+
+
+def read_results_files(paths: "Sequence[str | Path]") -> list[ImportedRun]:
+    """Every results file read and validated before anything is stored: one bad file
+    and none is imported (the error names the file and says so)."""
+    out = []
+    for path in paths:
+        try:
+            out.append(read_results(path))
+        except InputError as exc:
+            if len(paths) < 2:
+                raise
+            note = f"none of the {len(paths)} files was imported (each is checked before any is stored)"
+            raise InputError(exc.path, exc.what, line=exc.line, column=exc.column,
+                             hint=f"{exc.hint.rstrip('.')}; {note}" if exc.hint else note) from None
+    return out
+
+
+def _no_constant(token: str) -> object:
+    raise ValueError(f"{token} is not a number JSON allows")
+
+
+# No quantity perfcheck stores comes near this (bytes, FLOP and seconds of any real run
+# are below 1e30); an export scales values by up to 1e9 (s -> ns) and by (1 + spread),
+# so anything larger could overflow to inf in a file perfcheck writes.
+MAX_MAGNITUDE = 1e250
+MAX_INTEGER = 2**63 - 1  # SQLite's INTEGER is 64-bit signed
+
+
+def _field(trail: tuple[object, ...]) -> str:
+    """``suites.s.checks[3].kernel``; text that is not UTF-8 shown as escapes."""
+    text = "".join(f"[{p}]" if isinstance(p, int) else (f".{p}" if i else str(p)) for i, p in enumerate(trail))
+    return text.encode("utf-8", "backslashreplace").decode("utf-8") or "<top>"
+
+
+def _validate(path: Path, raw: bytes, doc: dict) -> None:
+    """Refuse, before anything is stored, what a store or an export cannot hold: text
+    that is not UTF-8 (lone surrogates from ``\\ud800`` escapes), integers past 64 bits,
+    numbers of absurd magnitude, and run times outside 1970-2200. One walk, no recursion."""
+    stack: list[tuple[tuple[object, ...], object]] = [((), doc)]
+    while stack:
+        trail, value = stack.pop()
+        if isinstance(value, dict):
+            for key, item in value.items():
+                _text_ok(path, raw, trail + (key,), key)
+                stack.append((trail + (key,), item))
+        elif isinstance(value, list):
+            stack.extend((trail + (i,), item) for i, item in enumerate(value))
+        elif isinstance(value, str):
+            _text_ok(path, raw, trail, value)
+        elif isinstance(value, bool) or value is None:
+            continue
+        elif isinstance(value, int) and abs(value) > MAX_INTEGER:
+            raise InputError(path, f"field {_field(trail)}: integer of {len(str(abs(value)))} digits does not fit "
+                             "64 bits", line=_line(raw, str(trail[-1])) if trail else None)
+        elif isinstance(value, (int, float)) and abs(value) > MAX_MAGNITUDE:
+            raise InputError(path, f"field {_field(trail)}: {float(value):g} is beyond any measured quantity "
+                             f"(at most {MAX_MAGNITUDE:g})", line=_line(raw, str(trail[-1])) if trail else None)
+    run = doc.get("run")
+    if isinstance(run, dict) and "time" in run:
+        when = finite(run.get("time"))
+        if when is not None and not MIN_TIME <= when <= MAX_TIME:
+            raise InputError(path, f"field run.time: {when:g} is outside 1970-2200 (Unix seconds)",
+                             line=_line(raw, "time"), hint="a results file is written by `perfcheck check --json`")
+
+
+def _text_ok(path: Path, raw: bytes, trail: tuple[object, ...], text: object) -> None:
+    if not isinstance(text, str):
+        return
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InputError(path, f"field {_field(trail)}: lone surrogate {text[exc.start]!r} at character "
+                         f"{exc.start + 1} is not text", line=_line(raw, str(trail[-1])) if trail else None,
+                         hint="write the file as UTF-8 without \\ud800-\\udfff escapes") from None
 
 
 def _line(raw: bytes, key: str) -> int | None:

@@ -22,22 +22,25 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from perfcheck.history.changepoints import KEY, RUN_WIDE, ChangePoint, detect, recent_regressions
-from perfcheck.history.findings import Context, Finding, findings, run_positions, whole_runs, worst_first
+from perfcheck.history.findings import Context, Finding, findings, run_positions, whole_runs, with_states, worst_first
 from perfcheck.history.store import BATCH_ROWS, concat_batches
 
 if TYPE_CHECKING:
+    from perfcheck.history.accepted import Acceptance
     from perfcheck.history.backend import HistoryStore
+    from perfcheck.history.lifecycle import State
 
 
 @dataclass(frozen=True)
 class Scan:
-    found: list[Finding]  # worst first, as ``findings`` orders them
+    found: list[Finding]  # worst first, as ``findings`` orders them, with their lifecycle (``with_states``)
     points: list[ChangePoint]  # every change point, per series oldest first
     series: int  # how many series were tested
+    states: dict[ChangePoint, "State"] = field(default_factory=dict)  # each change point's lifecycle
 
 
 def scan(
@@ -46,6 +49,7 @@ def scan(
     machine: str | None = None,
     suite: Sequence[str] | str | None = None,
     kernel: Sequence[str] | str | None = None,
+    metric: Sequence[str] | str | None = None,
     since: float | None = None,
     p: float,
     min_after: int,
@@ -56,41 +60,66 @@ def scan(
     tail: int | None = None,
     select: str | Iterable[str] | None = None,
     arches: Mapping[str, str] | None = None,
+    accepted: "Sequence[Acceptance]" = (),
+    named: Sequence[str] | None = None,
+    hide_recovered: bool = False,
     rows: int = BATCH_ROWS,
 ) -> Scan:
     """The findings of every series the filters select (see the module docstring);
     ``last``: regressions in the last N runs of their series are new (None: none is);
     ``tail``: test only the latest N runs of each series; ``rows``: about how many
-    values a part holds."""
+    values a part holds. Each change point's lifecycle (``lifecycle.states``: open,
+    accepted by an ``accepted`` entry, recovered) is found in its part (a part holds whole
+    kernels, so a series' states are complete in it); ``hide_recovered``: leave out the
+    recovered regressions ``lifecycle.shown`` hides (as ``history detect`` lists them);
+    ``named``: the metrics asked for by name (``with_states``)."""
     import pandas as pd
 
-    where = {"machine": machine, "suite": suite, "kernel": kernel, "since": since, "last": tail, "rows": rows}
+    from perfcheck.history import lifecycle
+
+    where = {"machine": machine, "suite": suite, "kernel": kernel, "metric": metric, "since": since, "last": tail,
+             "rows": rows}
+    states: dict[ChangePoint, State] = {}
+    level = last if last is not None else 3
+
+    def judged(found: list[ChangePoint], part: "pd.DataFrame") -> list[ChangePoint]:
+        here = lifecycle.states(found, part, accepted, last=level)
+        states.update((st.point, st) for st in here)
+        if not hide_recovered:
+            return found
+        listed = {id(st.point) for st in lifecycle.shown(here)}
+        return [cp for cp in found if cp not in states or id(cp) in listed]
+
     options = {"p": p, "min_after": min_after, "window": window, "min_change_pct": min_change_pct}
     points: list[ChangePoint] = []
     recent: list[ChangePoint] = []
     firsts = []  # the first row of each machine x suite x run, in frame order (run_positions)
     kernels: Counter[tuple[str, str, str]] = Counter()
+    timelines: dict[tuple[str, str], set[str]] = {}  # the run's timeline rows (@run...) of each machine x suite
     series = 0
     for part in store.batches(**where):  # type: ignore[attr-defined]
         series += part.groupby(list(KEY), sort=False).ngroups
         firsts.append(part.drop_duplicates(["machine", "suite", "run_id"])[["machine", "suite", "run_id", "time"]])
         counts = part.groupby(["machine", "suite", "metric"], sort=False)["kernel"].nunique()
         kernels.update({tuple(map(str, k)): int(v) for k, v in counts.items()})  # parts hold whole kernels
+        runs_rows = part[part["kernel"].astype(str).str.startswith("@run")].drop_duplicates(["machine", "suite", "kernel"])
+        for m, s, k in runs_rows[["machine", "suite", "kernel"]].itertuples(index=False, name=None):
+            timelines.setdefault((str(m), str(s)), set()).add(str(k))
         if not relative:
-            found = detect(part, **options)
+            found = judged(detect(part, **options), part)
             points.extend(found)
             recent.extend(recent_regressions(found, part, last=last) if last is not None else [])
     if relative:
-        for m, s, metric in sorted(kernels):  # the run-wide offset: every kernel of the slice at once
-            part = concat_batches(store.batches(machine=m, suite=s, metric=metric, kernel=kernel,  # type: ignore[attr-defined]
+        for m, s, key_metric in sorted(kernels):  # the run-wide offset: every kernel of the slice at once
+            part = concat_batches(store.batches(machine=m, suite=s, metric=key_metric, kernel=kernel,  # type: ignore[attr-defined]
                                                 since=since, last=tail, rows=rows))
-            found = detect(part, relative=True, **options)
+            found = judged(detect(part, relative=True, **options), part)
             points.extend(found)
             recent.extend(recent_regressions(found, part, last=last) if last is not None else [])
         # as detect over the whole frame lists them: by series, each oldest first (sort is stable)
         points.sort(key=lambda cp: (cp.machine, cp.suite, cp.kernel, cp.metric))
     if not points:
-        return Scan([], [], series)
+        return Scan([], [], series, states)
     context = Context(run_positions(pd.concat(firsts, ignore_index=True)), whole_runs(points, kernels))
     by_kernel: dict[tuple[str, str, str], list[ChangePoint]] = {}
     for cp in points:
@@ -102,34 +131,56 @@ def scan(
         out.extend(findings(wide, None, **common))  # type: ignore[arg-type]
     changed = sorted({cp.kernel for cp in points if cp.kernel != RUN_WIDE})
     if changed:
-        for part in store.batches(machine=machine, suite=suite, kernel=changed, since=since,  # type: ignore[attr-defined]
-                                  last=tail, rows=rows):
+        for part in store.batches(machine=machine, suite=suite, kernel=changed, metric=metric,  # type: ignore[attr-defined]
+                                  since=since, last=tail, rows=rows):
             here = part.drop_duplicates(["machine", "suite", "kernel"])[["machine", "suite", "kernel"]]
             mine = [cp for key in here.itertuples(index=False, name=None) for cp in by_kernel.get(key, [])]
             if mine:
-                out.extend(findings(mine, part, **common))  # type: ignore[arg-type]
+                out.extend(findings(mine, _with_timeline(store, part, mine, timelines, since=since, last=tail),
+                                    **common))  # type: ignore[arg-type]
     # the order findings() gives over the whole store: its sort key, ties in series order (stable)
     out.sort(key=worst_first)
-    return Scan(out, points, series)
+    return Scan(with_states(out, states, named=named), points, series, states)
 
 
-def digest(store: "HistoryStore", *, suites: Sequence[str] | None = None, machine: str | None = None,
-           last: int | None = None, title: str = "perfcheck history", link: str | None = None,
+def _with_timeline(store: "HistoryStore", part: "pd.DataFrame", points: Sequence[ChangePoint],
+                   timelines: Mapping[tuple[str, str], set[str]], *, since: float | None,
+                   last: int | None) -> "pd.DataFrame":
+    """``part`` with the run's timeline rows (``@run``...) of each machine x suite where a
+    ``range:`` kernel changed: its diagnosis reads them beside the range (``diagnosis.with_run``),
+    and they may be stored in another part."""
+    import pandas as pd
+
+    extra = []
+    for m, s in sorted({(cp.machine, cp.suite) for cp in points if cp.kernel.startswith("range:")}):
+        present = set(part.loc[(part["machine"] == m) & (part["suite"] == s), "kernel"].astype(str))
+        wanted = sorted(timelines.get((m, s), set()) - present)
+        if wanted:
+            extra.append(store.series(machine=m, suite=s, kernel=wanted, since=since, last=last))  # type: ignore[attr-defined]
+    return pd.concat([part, *extra], ignore_index=True) if extra else part
+
+
+def digest(store: "HistoryStore", *, suites: Sequence[str] | None = None, machine: Sequence[str] | str | None = None,
+           kernel: Sequence[str] | None = None, metric: Sequence[str] | None = None, last: int | None = None,
+           accepted: "Sequence[Acceptance]" = (), title: str = "perfcheck history", link: str | None = None,
            rows: int = BATCH_ROWS) -> str:
-    """``dashboard.markdown_digest(dashboard.load_view(...))`` part by part: the change
-    points and findings of ``scan`` (every metric, as the dashboard shows them), then
-    each part's series with its own findings as a view, summed (``DigestFacts``)."""
+    """``dashboard.markdown_digest(dashboard.history_view_of(...))`` part by part: the change
+    points and findings of ``scan`` (every metric, as the dashboard shows them, each
+    regression open, accepted or recovered by ``accepted``), then each part's series with
+    its own findings as a view, summed (``DigestFacts``)."""
     from perfcheck.history.changepoints import MIN_AFTER, P_VALUE, WINDOW
     from perfcheck.history.dashboard import DigestFacts, digest_text, history_view
     from perfcheck.history.findings import ALL
 
-    where = {"machine": machine, "suite": list(suites) if suites else None}
+    where = {"machine": machine, "suite": list(suites) if suites else None, "kernel": kernel, "metric": metric}
     arches = {slug: fp.get("arch", "") for slug, fp in store.machines().items()}
     done = scan(store, **where, p=P_VALUE, min_after=MIN_AFTER, window=WINDOW, last=None, tail=last, select=ALL,
-                arches=arches, rows=rows)
-    points: dict[tuple[str, str, str], list[ChangePoint]] = {}
+                arches=arches, accepted=accepted, rows=rows)
+    points: dict[tuple[str, str, str], list[dict[str, object]]] = {}
     for cp in done.points:
-        points.setdefault((cp.machine, cp.suite, cp.kernel), []).append(cp)
+        state = done.states.get(cp)
+        points.setdefault((cp.machine, cp.suite, cp.kernel), []).append(
+            {**cp.as_dict(), "open": state.open if state is not None else False})
     found: dict[tuple[str, str, str], list[Finding]] = {}
     for f in done.found:
         found.setdefault((f.machine, f.suite, f.kernel), []).append(f)

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sqlite3
 import time as _time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -165,6 +166,17 @@ MIGRATIONS: tuple[str, ...] = (
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 COMPACT_VERSION = 3  # series named once (issue 22)
+# The columns perfcheck reads and writes, per table (what the migrations above make).
+REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
+    "machines": ("machine", "fingerprint"),
+    "series": ("series_id", "machine", "suite", "kernel", "metric"),
+    "runs": ("run", "run_id", "time", "commit_sha", "branch", "ci_system", "ci_job", "ci_url", "host", "source", "added",
+             "machines", "suites", "n_values"),
+    "results": ("series_id", "run", "value", "unit", "n", "median", "spread", "outcome", "low", "high"),
+}
+# Times a run can have: Unix seconds from 1970 to 2200 (a results file claiming more is
+# refused; pandas' timestamps end in 2262, so later ones would break every reader).
+MIN_TIME, MAX_TIME = 0.0, 7_258_118_400.0  # 2200-01-01 UTC
 
 SERIES_COLUMNS = (
     "machine", "suite", "kernel", "metric", "unit", "run_id", "time", "commit", "branch",
@@ -238,9 +250,25 @@ def finite(value: object) -> float | None:
         return None
     try:
         number = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an int past any float
         return None
     return number if math.isfinite(number) else None
+
+
+# SQLite's file header (https://www.sqlite.org/fileformat.html, 1.3: "SQLite format 3\000").
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def _foreign_file(path: Path) -> bool:
+    """A file with content that does not start as an SQLite database does. SQLite itself
+    takes a file shorter than its header for an empty database and writes a store over it
+    (a 1-byte file given as --history was lost); longer ones it refuses on first read."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(len(_SQLITE_MAGIC))
+    except OSError:  # absent, unreadable: opening says so
+        return False
+    return bool(head) and head != _SQLITE_MAGIC  # an empty file is a new store (or refused as empty when reading)
 
 
 class Store:
@@ -252,22 +280,56 @@ class Store:
             raise InputError(self.path, "no such history store", hint="name an existing store, or run `perfcheck check --history PATH` to create one")
         if self.path.is_dir():
             raise InputError(self.path, "is a directory, not a history store", hint="name a file, e.g. perf-history.sqlite")
+        if _foreign_file(self.path):
+            raise InputError(self.path, "is not a perfcheck history store (not an SQLite database)",
+                             hint="name another file for --history")
+        # Reading commands open an existing file without creating it, read-only where
+        # the file or its folder cannot be written (an archived store on a read-only
+        # file system: WAL then needs immutable=1, as no -shm file can be made).
+        self.read_only = not create and not (os.access(self.path, os.W_OK) and os.access(self.path.parent, os.W_OK))
+        self._create = create
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(str(self.path), timeout=BUSY_TIMEOUT_S, isolation_level=None)
+            if create:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = self._connect(immutable=False)
         except (OSError, sqlite3.Error) as exc:
             raise InputError(self.path, f"cannot open the history store ({exc})") from None
         try:
-            self._prepare()
-        except sqlite3.DatabaseError as exc:
+            try:
+                self._prepare()
+            except sqlite3.OperationalError as exc:
+                if not self.read_only or "unable to open" not in str(exc):
+                    raise
+                self._db.close()  # a WAL store whose -shm cannot be created: nobody writes here
+                self._db = self._connect(immutable=True)
+                self._prepare()
+        except sqlite3.Error as exc:
             self._db.close()
-            if "file is not a database" in str(exc) or "malformed" in str(exc):
-                raise InputError(self.path, "is not a perfcheck history store (not an SQLite database)",
-                                 hint="name another file for --history") from None
-            raise InputError(self.path, f"cannot open the history store ({exc})") from None
+            raise self._damaged(exc) from None
         except (InputError, UsageError):
             self._db.close()
             raise
+
+    def _connect(self, *, immutable: bool) -> sqlite3.Connection:
+        if self._create:
+            return sqlite3.connect(str(self.path), timeout=BUSY_TIMEOUT_S, isolation_level=None)
+        mode = "ro" if self.read_only else "rw"  # rw: never creates a missing file
+        uri = f"{self.path.resolve().as_uri()}?mode={mode}" + ("&immutable=1" if immutable else "")
+        return sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+
+    def _damaged(self, exc: sqlite3.Error) -> InputError:
+        """One line for an SQLite error on this store: what SQLite said and what to do."""
+        text = str(exc)
+        if "file is not a database" in text:
+            return InputError(self.path, "is not a perfcheck history store (not an SQLite database)",
+                              hint="name another file for --history")
+        if "malformed" in text or "no such column" in text or "no such table" in text:
+            return InputError(self.path, f"the history store is damaged ({text})",
+                              hint="restore it from a copy, or name a new file for --history")
+        if "readonly" in text or "read-only" in text:
+            return InputError(self.path, f"the history store cannot be written ({text})",
+                              hint="make it writable, or name another file for --history")
+        return InputError(self.path, f"cannot use the history store ({text})")
 
     # --- opening and migrations ----------------------------------------------------------
 
@@ -276,18 +338,55 @@ class Store:
         db.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
         db.execute("PRAGMA foreign_keys = ON")
         self._check_identity()
+        if self.read_only:
+            if self.version != SCHEMA_VERSION:
+                self._migrate_refused()
+            self._check_schema()
+            return
         mode = self._retry(lambda: db.execute("PRAGMA journal_mode = WAL").fetchone()[0])
         if str(mode).lower() != "wal":  # e.g. a file system without shared memory: still correct, less concurrent
             db.execute("PRAGMA journal_mode = DELETE")
         db.execute("PRAGMA synchronous = NORMAL")  # WAL: durable at checkpoints, never corrupt
         self._migrate()
+        self._retry(self._check_schema)  # another process may be switching to WAL this moment
 
     def _check_identity(self) -> None:
         app = self._db.execute("PRAGMA application_id").fetchone()[0]
-        tables = self._db.execute("SELECT count(*) FROM sqlite_master WHERE type = 'table'").fetchone()[0]
-        if app not in (0, APPLICATION_ID) or (app == 0 and tables):
+        kinds = dict(self._db.execute("SELECT type, count(*) FROM sqlite_master GROUP BY type").fetchall())
+        if app not in (0, APPLICATION_ID) or (app == 0 and kinds.get("table")):
             raise InputError(self.path, "is an SQLite database but not a perfcheck history store",
                              hint="name another file for --history")
+        if not self._create and app == 0:  # an empty file: reading must not turn it into a store
+            raise InputError(self.path, "is empty, not a history store (no run was ever stored)",
+                             hint="run `perfcheck check --history PATH` or `perfcheck history add` first")
+        # perfcheck creates no triggers: one found here was put there by something else and
+        # would run inside perfcheck's own transactions (add, prune) with the user's rights.
+        if kinds.get("trigger"):
+            names = [r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'trigger' ORDER BY name")]
+            raise InputError(self.path, f"the history store has triggers perfcheck did not create ({', '.join(names)})",
+                             hint="remove them (DROP TRIGGER) or name another file for --history")
+
+    def _check_schema(self) -> None:
+        """Every column perfcheck reads is there (a store edited by hand, or by a tool
+        that rebuilt a table, is refused on open instead of failing in a query)."""
+        for table, wanted in REQUIRED_COLUMNS.items():
+            have = {row[1] for row in self._db.execute(f"PRAGMA table_info({table})")}
+            if not have:
+                raise InputError(self.path, f"the history store is damaged (table {table!r} is missing)",
+                                 hint="restore it from a copy, or name a new file for --history")
+            missing = [c for c in wanted if c not in have]
+            if missing:
+                raise InputError(self.path, f"the history store is damaged (table {table!r} lacks column "
+                                 f"{', '.join(repr(c) for c in missing)})",
+                                 hint="restore it from a copy, or name a new file for --history")
+
+    def _migrate_refused(self) -> None:
+        if self.version > SCHEMA_VERSION:
+            self._migrate()  # raises: newer than this perfcheck
+        raise InputError(self.path, f"history schema version {self.version} needs an upgrade to "
+                         f"{SCHEMA_VERSION}, and the store cannot be written here",
+                         hint="run a command that writes once where the store can be written (e.g. `perfcheck "
+                              "history add`, or `perfcheck history list` on a writable copy, not read-only)")
 
     def _retry(self, action):  # noqa: ANN001, ANN202
         """Run ``action``, retrying while another process holds a lock the busy handler
@@ -359,14 +458,15 @@ class Store:
             named[machine] = Machine(machine)
         summary = run_summary(rows)
 
-        def write() -> AddResult:
+        def write() -> AddResult | None:  # None: the id is stored with other values
             db = self._db
             db.execute("BEGIN IMMEDIATE")
             try:
                 exists = db.execute("SELECT 1 FROM runs WHERE run_id = ?", (run.run_id,)).fetchone()
                 if exists:
+                    same = self._same_run(run, rows)
                     db.execute("ROLLBACK")
-                    return AddResult(run.run_id, False, 0)
+                    return AddResult(run.run_id, False, 0) if same else None
                 number = db.execute(
                     "INSERT INTO runs (run_id, time, commit_sha, branch, ci_system, ci_job, ci_url, host, source, added, "
                     "machines, suites, n_values) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -395,9 +495,28 @@ class Store:
             return AddResult(run.run_id, True, len(rows))
 
         try:
-            return self._retry(write)
+            done = self._retry(write)
         except sqlite3.Error as exc:
+            if "malformed" in str(exc) or "no such" in str(exc):
+                raise self._damaged(exc) from None
             raise InputError(self.path, f"cannot write to the history store ({exc})") from None
+        if done is None:
+            raise InputError(self.path, f"run {run.run_id!r} is already stored with other values",
+                             hint="a run id names one run: give the other run its own id (the results file's run.id)")
+        return done
+
+    def _same_run(self, run: RunRecord, rows: Mapping[tuple[str, str, str, str], tuple[object, ...]]) -> bool:
+        """The run already stored under ``run.run_id`` holds exactly these values (the
+        same results file imported again, from wherever it was copied to). The time is
+        left out: a file without a run block takes its modification time, which a copy
+        changes; its id is a digest of its bytes."""
+        stored = self._db.execute(
+            "SELECT commit_sha, branch, ci_system, ci_job, ci_url, host FROM runs WHERE run_id = ?",
+            (run.run_id,)).fetchone()
+        if tuple(stored) != (run.commit, run.branch, run.ci_system, run.ci_job, run.ci_url, run.host):
+            return False
+        have = self._db.execute(same_run_sql("?"), (run.run_id,)).fetchall()
+        return same_values(have, rows)
 
     def prune(self, *, keep_days: float, now: float | None = None) -> int:
         """Delete runs older than ``keep_days`` (and their values); returns how many."""
@@ -409,8 +528,12 @@ class Store:
             db = self._db
             db.execute("BEGIN IMMEDIATE")
             try:
-                db.execute("DELETE FROM results WHERE run IN (SELECT run FROM runs WHERE time < ?)", (cutoff,))
-                count = db.execute("DELETE FROM runs WHERE time < ?", (cutoff,)).rowcount
+                # runs with impossible times (an older perfcheck stored whatever a results
+                # file said) go too: no reader can place them, so nothing else removes them
+                db.execute("DELETE FROM results WHERE run IN (SELECT run FROM runs WHERE time < ? "
+                           "OR NOT (time BETWEEN ? AND ?))", (cutoff, MIN_TIME, MAX_TIME))
+                count = db.execute("DELETE FROM runs WHERE time < ? OR NOT (time BETWEEN ? AND ?)",
+                                   (cutoff, MIN_TIME, MAX_TIME)).rowcount
                 db.execute("DELETE FROM series WHERE NOT EXISTS (SELECT 1 FROM results v WHERE v.series_id = series.series_id)")
                 db.execute("DELETE FROM machines WHERE machine NOT IN (SELECT DISTINCT machine FROM series)")
                 db.execute("COMMIT")
@@ -419,13 +542,60 @@ class Store:
                 raise
             return int(count)
 
-        return self._retry(delete)
+        try:
+            return self._retry(delete)
+        except sqlite3.Error as exc:
+            raise self._damaged(exc) from None
 
     # --- reading -------------------------------------------------------------------------
 
     def machines(self) -> dict[str, dict[str, str]]:
         """machine slug -> its fingerprint (device, arch, tool, tool_version)."""
-        return {m: json.loads(fp) for m, fp in self._db.execute("SELECT machine, fingerprint FROM machines ORDER BY machine")}
+        out: dict[str, dict[str, str]] = {}
+        for machine, text in self._rows("SELECT machine, fingerprint FROM machines ORDER BY machine"):
+            try:
+                fingerprint = json.loads(text)
+            except (TypeError, ValueError, RecursionError):
+                fingerprint = None
+            if not isinstance(fingerprint, dict):
+                raise InputError(self.path, f"the history store is damaged (machine {machine!r}: fingerprint is not "
+                                 "a JSON object)", hint="restore it from a copy, or name a new file for --history")
+            out[str(machine)] = {str(k): str(v) for k, v in fingerprint.items()}
+        return out
+
+    def _rows(self, sql: str, params: Sequence[object] = ()) -> list[tuple]:
+        try:
+            return self._db.execute(sql, params).fetchall()
+        except sqlite3.Error as exc:
+            raise self._damaged(exc) from None
+        except (UnicodeDecodeError, OverflowError) as exc:  # text not UTF-8, integers past 64 bits
+            raise InputError(self.path, f"the history store is damaged ({exc})",
+                             hint="restore it from a copy, or name a new file for --history") from None
+
+    def _numbers(self, frame: "pd.DataFrame", columns: Sequence[str]) -> None:
+        """``columns`` of ``frame`` as float64 in place; text or blobs in them (SQLite's
+        REAL columns take anything) are a damaged store, not a crash in a reader."""
+        import pandas as pd
+
+        for column in columns:
+            values = pd.to_numeric(frame[column], errors="coerce")
+            bad = values.isna() & frame[column].notna()
+            if bad.any():
+                raise InputError(self.path, f"the history store is damaged (column {column!r} holds "
+                                 f"{frame.loc[bad, column].iloc[0]!r} in {int(bad.sum())} row(s), not a number)",
+                                 hint="restore it from a copy, or name a new file for --history")
+            frame[column] = values.astype("float64")
+
+    def _times(self, frame: "pd.DataFrame", column: str) -> None:
+        import pandas as pd
+
+        self._numbers(frame, [column])
+        bad = ~frame[column].between(MIN_TIME, MAX_TIME)
+        if bad.any():
+            raise InputError(self.path, f"run {frame.loc[bad, 'run_id'].iloc[0]!r} has {column} "
+                             f"{frame.loc[bad, column].iloc[0]!r}, outside 1970-2200 (an older perfcheck stored it)",
+                             hint="`perfcheck history prune` removes runs with impossible times")
+        frame[column] = pd.to_datetime(frame[column], unit="s", utc=True)
 
     def runs(self, *, since: float | None = None, limit: int | None = None) -> "pd.DataFrame":
         """One row per run, oldest first: RUN_COLUMNS, ``time``/``added`` as UTC
@@ -437,7 +607,15 @@ class Store:
             sql += " WHERE time >= ?"
             params.append(float(since))
         sql += " ORDER BY time, run_id"
-        return runs_frame(self._db.execute(sql, params).fetchall(), limit)
+        import pandas as pd
+
+        frame = pd.DataFrame(self._rows(sql, params), columns=list(RUN_COLUMNS))
+        if limit is not None:
+            frame = frame.tail(limit).reset_index(drop=True)
+        for column in ("time", "added"):
+            self._times(frame, column)
+        frame["values"] = self._integers(frame["values"].fillna(0)).astype("int64")
+        return frame
 
     def batches(
         self,
@@ -454,20 +632,46 @@ class Store:
         (every series of a machine x suite x kernel that the filters let through), in
         the order of ``series``: memory stays that of one part however long the history."""
         where, params = series_filters(machine, suite, kernel, metric, "?")
-        keys = self._db.execute(
+        keys = self._rows(
             "SELECT series_id, machine, suite, kernel, metric FROM series" + (" WHERE " + " AND ".join(where) if where else "")
-            + " ORDER BY machine, suite, kernel, metric", params).fetchall()
+            + " ORDER BY machine, suite, kernel, metric", params)
         run_sql = "SELECT run, run_id, time, commit_sha, branch, ci_job, ci_url FROM runs"
-        runs = self._db.execute(run_sql + (" WHERE time >= ?" if since is not None else ""),
-                                [float(since)] if since is not None else []).fetchall()
+        runs = self._rows(run_sql + (" WHERE time >= ?" if since is not None else ""),
+                          [float(since)] if since is not None else [])
         when = " AND v.run IN (SELECT run FROM runs WHERE time >= ?)" if since is not None else ""
 
         def read(ids: list[int]) -> list[tuple[object, ...]]:
             sql = values_sql(f"v.series_id IN ({', '.join('?' * len(ids))})" + when, last, "?", "")
             extra = [float(since)] if since is not None else []
-            return self._db.execute(sql, [*ids, *extra, *([last] if last is not None else [])]).fetchall()
+            return self._rows(sql, [*ids, *extra, *([last] if last is not None else [])])
 
-        yield from series_batches(keys, runs, read, last=last, rows=rows)
+        yield from series_batches(keys, runs, read, last=last, rows=rows, clean=self._clean)
+
+    def _integers(self, values: "pd.Series") -> "pd.Series":
+        import pandas as pd
+
+        frame = pd.DataFrame({"values": values})
+        self._numbers(frame, ["values"])
+        return frame["values"]
+
+    def _clean(self, frame: "pd.DataFrame") -> None:
+        """A part's numbers checked before ``_frame`` orders and converts them: text or
+        blobs in a number column, or a run time outside 1970-2200, is a damaged store."""
+        self._numbers(frame, ["time", "value", "median", "spread", "low", "high", "n"])
+        bad = ~frame["time"].between(MIN_TIME, MAX_TIME)
+        if bad.any():
+            raise InputError(self.path, f"run {frame.loc[bad, 'run_id'].iloc[0]!r} has time "
+                             f"{frame.loc[bad, 'time'].iloc[0]!r}, outside 1970-2200 (an older perfcheck stored it)",
+                             hint="`perfcheck history prune` removes runs with impossible times")
+
+    def series_keys(self) -> "pd.DataFrame":
+        """Every stored series' names (machine, suite, kernel, metric), sorted: what the
+        commands' filters are checked against without reading a value."""
+        import pandas as pd
+
+        return pd.DataFrame(self._rows("SELECT machine, suite, kernel, metric FROM series "
+                                       "ORDER BY machine, suite, kernel, metric"),
+                            columns=["machine", "suite", "kernel", "metric"])
 
     def series(
         self,
@@ -498,6 +702,19 @@ def value_rows(results: Iterable[Result]) -> dict[tuple[str, str, str, str], tup
     return {(r.machine, r.suite, r.kernel, r.metric): (
         finite(r.value), r.unit or "", r.n, finite(r.median), finite(r.spread), r.outcome, finite(r.low),
         finite(r.high)) for r in results}
+
+
+def same_run_sql(mark: str) -> str:
+    """The values stored under one run id (``mark``: its placeholder), with their series' names."""
+    return ("SELECT s.machine, s.suite, s.kernel, s.metric, v.value, v.unit, v.n, v.median, v.spread, v.outcome, "
+            "v.low, v.high FROM results v JOIN series s ON s.series_id = v.series_id JOIN runs r ON r.run = v.run "
+            f"WHERE r.run_id = {mark}")
+
+
+def same_values(have: Iterable[Sequence[object]], rows: Mapping[tuple[str, str, str, str], tuple[object, ...]]) -> bool:
+    """The stored rows (``same_run_sql``) are exactly ``rows`` (``value_rows``)."""
+    wanted = [(*key, *values) for key, values in rows.items()]
+    return sorted(map(tuple, have), key=repr) == sorted(wanted, key=repr)
 
 
 def run_summary(rows: Mapping[tuple[str, str, str, str], object]) -> tuple[str | None, str | None, int]:
@@ -545,12 +762,14 @@ def series_filters(machine: object, suite: object, kernel: object, metric: objec
 
 def series_batches(keys: list[tuple[object, ...]], runs: list[tuple[object, ...]],
                    read: "Callable[[list[int]], list[tuple[object, ...]]]", *, last: int | None,
-                   rows: int = BATCH_ROWS) -> "Iterator[pd.DataFrame]":
+                   rows: int = BATCH_ROWS,
+                   clean: "Callable[[pd.DataFrame], None] | None" = None) -> "Iterator[pd.DataFrame]":
     """Frames of SERIES_COLUMNS from the series ``keys`` (series_id, machine, suite,
     kernel, metric; in key order), the ``runs`` (run, run_id, time, commit, branch,
     ci_job, ci_url) and ``read`` (the VALUE_COLUMNS rows of some series ids). A part
     is whole kernels of about ``rows`` values; names join the values here, not in
-    SQL, so each row holds pointers to one copy of a long kernel name."""
+    SQL, so each row holds pointers to one copy of a long kernel name. ``clean``: checks
+    (and makes float64) a part's number columns in place before they are used."""
     import numpy as np
     import pandas as pd
 
@@ -569,19 +788,21 @@ def series_batches(keys: list[tuple[object, ...]], runs: list[tuple[object, ...]
         values = []
         for at in range(0, len(ids), MAX_IDS):  # a kernel with more series than MAX_IDS: several queries
             values.extend(read(ids[at:at + MAX_IDS]))
-        frame = _frame(names.iloc[start:end], run_table, values, last)
+        frame = _frame(names.iloc[start:end], run_table, values, last, clean)
         start = end
         if len(frame):
             yield frame
 
 
 def _frame(names: "pd.DataFrame", runs: "pd.DataFrame", values: list[tuple[object, ...]],
-           last: int | None) -> "pd.DataFrame":
+           last: int | None, clean: "Callable[[pd.DataFrame], None] | None" = None) -> "pd.DataFrame":
     import numpy as np
     import pandas as pd
 
     frame = pd.DataFrame(values, columns=list(VALUE_COLUMNS))
     frame = frame.merge(runs, on="run", how="inner").merge(names, on="series_id", how="inner")
+    if clean is not None:
+        clean(frame)
     time = frame["time"].astype("float64").to_numpy()
     order = np.lexsort((frame["run_id"].to_numpy(dtype=object).astype(str), time, frame["order"].to_numpy()))
     frame = frame.iloc[order].reset_index(drop=True)
@@ -589,9 +810,12 @@ def _frame(names: "pd.DataFrame", runs: "pd.DataFrame", values: list[tuple[objec
         frame = frame.groupby("order", sort=False).tail(last).reset_index(drop=True)
     frame = frame[list(SERIES_COLUMNS)].copy()
     frame["time"] = pd.to_datetime(frame["time"].astype("float64"), unit="s", utc=True)
-    for column in ("value", "median", "spread", "low", "high"):
-        frame[column] = frame[column].astype("float64")
-    frame["n"] = frame["n"].astype("Int64")
+    numbers = ["value", "median", "spread", "low", "high"]
+    frame[numbers] = frame[numbers].astype("float64")
+    # a value no float holds (1e309 written as text by another tool) is missing, as inf is
+    frame[numbers] = frame[numbers].where(np.isfinite(frame[numbers]))
+    n = frame["n"].astype("float64")
+    frame["n"] = n.where(n.abs() < 2.0**53).round().astype("Int64")
     return frame
 
 
@@ -634,4 +858,6 @@ def store_exists(path: "str | Path | StoreURL") -> bool:
         from perfcheck.history.pgstore import store_exists as database_has_store
 
         return database_has_store(location)
-    return Path(location).exists()
+    path = Path(location)
+    # an empty file (touched, or a store whose first run has not been written) has no history
+    return path.exists() and not (path.is_file() and path.stat().st_size == 0)

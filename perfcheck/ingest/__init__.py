@@ -236,6 +236,7 @@ def read_peaks(paths: str | Path | Sequence[str | Path], format: str | None = No
     details: list[PeakDetail] = []
     sources: list[Source] = []
     oddities: list[Oddity] = []
+    clocks: list[dict[str, float]] = []
     for p in paths:
         path = Path(p)
         _check_exists(path)
@@ -258,4 +259,9 @@ def read_peaks(paths: str | Path | Sequence[str | Path], format: str | None = No
         details.extend(d for d in peaks.details if d not in earlier)
         sources.extend(peaks.sources)
         oddities.extend(peaks.oddities)
-    return Peaks(values=values, details=tuple(details), sources=tuple(sources), oddities=tuple(oddities))
+        clocks.append(peaks.clocks)
+    # A clock the peaks were measured at holds for the merged figures only when every
+    # file records the same one (docs/clocks.md); else it is unknown.
+    agreed = {name: value for name, value in clocks[0].items() if all(c.get(name) == value for c in clocks)}
+    return Peaks(values=values, details=tuple(details), sources=tuple(sources), oddities=tuple(oddities),
+                 clocks=agreed)

@@ -18,6 +18,7 @@ tables (``function,num_times,n_elements,sizeof,max_mbytes_per_sec,...``) and no 
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -248,13 +249,19 @@ def read_peaks(path: Path) -> Peaks:
                              hint="rerun BabelStream; the log ends before its results")
     values: dict[str, float] = {}
     details: list[PeakDetail] = []
+    nonfinite: list[str] = []
     for index, run in enumerate(parser.runs, start=1):
         prefix = f"run {index}: " if len(parser.runs) > 1 else ""
-        details += [PeakDetail(str(path), prefix + label, value, "B/s") for label, value in run.figures]
-        streaming = [value for label, value in run.figures if label in _STREAMING]
+        # printf's inf/nan (a zero time): that figure is missing, the others still count.
+        nonfinite += [prefix + label for label, value in run.figures if not math.isfinite(value)]
+        figures = [(label, value) for label, value in run.figures if math.isfinite(value)]
+        details += [PeakDetail(str(path), prefix + label, value, "B/s") for label, value in figures]
+        streaming = [value for label, value in figures if label in _STREAMING]
         if streaming:
             name = _memory_peak(run, path, oddities)
             values[name] = max(values.get(name, 0.0), *streaming)
+    if nonfinite:
+        oddities.append(Oddity(str(path), f"inf/nan rates left out: {', '.join(nonfinite[:4])}", len(nonfinite)))
     if parser.cut:
         oddities.append(Oddity(str(path), f"cut-off last result row dropped (line {parser.cut[0]}); "
                                "the run was interrupted", len(parser.cut)))

@@ -3,6 +3,9 @@ from timestamps, oddity counting, canonical dtypes."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
+
 import numpy as np
 import pandas as pd
 
@@ -30,8 +33,75 @@ def clean_kernel_names(names: pd.Series) -> pd.Series:
     return _clean(names)
 
 
+class KernelNames:
+    """Kernel names as one dictionary for readers that get names by id (SQLite string
+    tables): each distinct name is cleaned once (``clean_kernel_names``), dispatches
+    carry codes into it, and each chunk gets a categorical of the names it uses."""
+
+    def __init__(self) -> None:
+        self.codes: dict[str, int] = {}
+        self.names: list[str] = []
+
+    def codes_of(self, names: Sequence[object]) -> np.ndarray:
+        """Codes of ``names`` (-1 for a missing one); new names are cleaned in one go."""
+        texts = [None if n is None or (isinstance(n, float) and np.isnan(n)) else str(n) for n in names]
+        new = list(dict.fromkeys(t for t in texts if t is not None and t not in self.codes))
+        if new:
+            base = len(self.names)
+            self.codes.update((t, base + i) for i, t in enumerate(new))
+            self.names.extend(str(c) for c in clean_kernel_names(pd.Series(new, dtype="string")))
+        return np.array([-1 if t is None else self.codes[t] for t in texts], dtype=np.int64)
+
+    def column(self, codes: np.ndarray) -> pd.Categorical:
+        """Codes of one chunk -> a categorical holding only the names it uses (cleaned
+        names that coincide, "k" and "k.kd", become one category)."""
+        present = np.unique(codes[codes >= 0])
+        merged, uniques = pd.factorize(pd.Series([self.names[i] for i in present], dtype=object))
+        remap = np.full(len(self.names) + 1, -1, dtype=np.int64)
+        remap[present] = merged
+        local = remap[np.where(codes >= 0, codes, len(self.names))]
+        return pd.Categorical.from_codes(local, pd.Index(pd.array(list(uniques), dtype="string")))
+
+
+# _KD_SUFFIX's alternatives: they end in different characters, so at most one applies.
+_KD_SUFFIXES = (" [clone .kd]", " (.kd)", ".kd")
+
+
 def _clean(names: pd.Series) -> pd.Series:
-    return names.astype("string").str.strip().str.replace(_KD_SUFFIX, "", regex=True)
+    names = names.astype("string").str.strip()
+    # _KD_SUFFIX without a regex: names run to kilobytes (composable_kernel), and a
+    # regex search tries every position of each; a suffix test looks at the end only.
+    out = names
+    for suffix in _KD_SUFFIXES:
+        has = names.str.endswith(suffix).fillna(False).to_numpy(dtype=bool)
+        if has.any():
+            out = out.copy() if out is names else out
+            out[has] = names[has].str.slice(0, -len(suffix))
+    return out
+
+
+# GPU packets and operations that AMD tools list among the dispatches but that run no
+# kernel code: the AQL barrier packets HIP inserts for stream ordering ("<barrier
+# packet>", and the "-and"/"-or" kinds; rocprof v1's "Unknown command type"),
+# marker packets, and the copy/fill operations of the HIP runtime's activity records
+# (roctracer op names). A user's kernel is never spelt like these: a function name
+# has no angle brackets or spaces around it, and every other name keeps its row.
+NON_KERNEL = re.compile(
+    r"<[a-z -]*(?:barrier|marker|copy|packet)[a-z -]*>|Unknown command type|Barrier(?:And|Or)?|Marker"
+    r"|Copy(?:HostToDevice|DeviceToHost|DeviceToDevice|HostToHost)|FillBuffer",
+    re.IGNORECASE,
+)
+
+
+def non_kernel_rows(names: pd.Series) -> np.ndarray:
+    """Mask of the rows whose (cleaned) name is a packet or copy, not a kernel."""
+    # Each distinct name is matched once: millions of dispatches, a few hundred kernels.
+    if isinstance(names.dtype, pd.CategoricalDtype):
+        codes, distinct = names.cat.codes.to_numpy(), names.cat.categories
+    else:
+        codes, distinct = pd.factorize(names)
+    flags = np.array([bool(NON_KERNEL.fullmatch(str(c))) for c in distinct], dtype=bool)
+    return np.where(codes >= 0, flags[codes] if len(flags) else False, False)
 
 
 # No input may hold more than a signed 64-bit counter or clock can (2**63), nor a
@@ -51,6 +121,7 @@ class TimingTally:
         self.zero = 0
         self.impossible: dict[str, int] = {}  # column -> values left empty
         self.impossible_rows = 0  # rows with at least one of them
+        self.non_kernels: dict[str, int] = {}  # packet / copy name -> rows dropped
 
     def oddities(self, path: str) -> list[Oddity]:
         out = []
@@ -60,6 +131,10 @@ class TimingTally:
             out.append(
                 Oddity(path, "zero duration (timestamps too coarse or in lossy E-notation); duration left empty", self.zero)
             )
+        if self.non_kernels:
+            names = ", ".join(f"{name!r}" for name in sorted(self.non_kernels))
+            out.append(Oddity(path, f"GPU packets that are not kernels dropped ({names})",
+                              sum(self.non_kernels.values())))
         if self.impossible:
             columns = ", ".join(f"{n} in {name!r}" for name, n in sorted(self.impossible.items()))
             out.append(Oddity(path, f"values that are not finite, negative, fractional counts or beyond 2**63 "
@@ -113,6 +188,14 @@ def finish(chunk: pd.DataFrame, tally: TimingTally) -> pd.DataFrame:
     """Canonicalise one chunk a reader produced."""
     if "kernel" in chunk.columns:
         chunk["kernel"] = clean_kernel_names(chunk["kernel"])
+        packets = non_kernel_rows(chunk["kernel"])
+        if packets.any():
+            dropped = chunk["kernel"][packets].astype("string").value_counts()
+            for name, count in dropped.items():
+                tally.non_kernels[str(name)] = tally.non_kernels.get(str(name), 0) + int(count)
+            chunk = chunk.loc[~packets].copy()
+            if isinstance(chunk["kernel"].dtype, pd.CategoricalDtype):
+                chunk = chunk.assign(kernel=chunk["kernel"].cat.remove_unused_categories())
     _drop_impossible(chunk, tally)
     if "calls" in chunk.columns:  # kernel-level statistics: nothing to derive
         return conform(chunk)

@@ -34,12 +34,15 @@ from __future__ import annotations
 
 import ast
 import json
+import math
 import re
 from collections.abc import Iterable, Sequence
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
+from perfcheck.documents import json_loads
 from perfcheck.errors import InputError
+from perfcheck.ingest import jsonsniff
 from perfcheck.ingest.formats import Format, Sniff
 from perfcheck.ingest.tabular import text_lines
 from perfcheck.model import Oddity, PeakDetail, Peaks, Source
@@ -63,7 +66,9 @@ _LEVEL_PEAK = {"L1": "l1_bw", "L2": "l2_bw", "L3": "l3_bw"}
 # on ``double`` buffers, so an unlabelled "GFLOPs" ceiling is double precision.
 _DEFAULT_PRECISION = "FP64"
 
-_NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
+# printf's inf/nan (a zero time, a precision the device lacks) are numbers ERT can print.
+_NUMBER = r"(?:[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:[iI][nN][fF](?:[iI][nN][iI][tT][yY])?|[nN][aA][nN]))"
+_NONFINITE = re.compile(r"[-+]?(?:inf(?:inity)?|nan)", re.IGNORECASE)
 _DATA_LINE = re.compile(rf"\s*({_NUMBER})\s+(\S(?:.*\S)?)\s*")
 _BARE_NUMBER = re.compile(rf"\s*{_NUMBER}\s*")
 _SUM_FLOP_LINE = re.compile(rf"\s*{_NUMBER}\s+(?:(?:FP64|FP32|FP16|BF16)\s+)?GFLOPs\s*", re.IGNORECASE)
@@ -149,9 +154,12 @@ def _giga(path: Path, value: object, *, label: str, line: int | None, where: str
     """A GB/s or GFLOP/s figure in base units. Scaled in decimal arithmetic so that
     4258.4 GFLOP/s is exactly 4258.4e9, not 4258399999999.9995."""
     try:
-        number = Decimal(str(value)) if not isinstance(value, bool) else Decimal("NaN")
+        number = Decimal(str(value).strip()) if not isinstance(value, bool) else Decimal("NaN")
     except (InvalidOperation, ValueError):
         number = Decimal("NaN")
+    printed = isinstance(value, float) or (isinstance(value, str) and bool(_NONFINITE.fullmatch(value.strip())))
+    if printed and (number.is_infinite() or number.is_nan()):
+        return math.nan  # inf/nan as printed (or JSON's Infinity/NaN): a missing figure, see _build
     if not number.is_finite() or number <= 0:
         raise InputError(path, f"{where + ': ' if where else ''}ceiling {label!r} has value {value!r}, not a positive number",
                          line=line, hint="is the file complete and written by ERT?")
@@ -181,6 +189,11 @@ def _build(
     for label, raw, line, where in flops:
         match = _FLOP_LABEL.fullmatch(label.strip())
         value = _giga(path, raw, label=label, line=line, where=where)
+        if math.isnan(value):
+            # A FLOP ceiling that is inf/nan: a precision the device could not run.
+            oddities.append(Oddity(src, f"ceiling {label!r} is inf/nan (a precision the device does not support?); "
+                                        "no ceiling for it"))
+            continue
         if match is None:
             add(None, label, value, "FLOP/s")
             oddities.append(Oddity(src, f"FLOP ceiling {label!r} is not a GFLOPs ceiling perfcheck knows; kept in details only"))
@@ -205,6 +218,9 @@ def _build(
         oddities.append(Oddity(src, "run type (CPU or GPU) not recorded in the metadata; DRAM read as mem_bw (CPU main memory)"))
     for label, raw, line, where in bands:
         value = _giga(path, raw, label=label, line=line, where=where)
+        if math.isnan(value):
+            oddities.append(Oddity(src, f"bandwidth ceiling {label!r} is inf/nan; left out"))
+            continue
         level = label.strip().upper()
         peak = _LEVEL_PEAK.get(level)
         if level == "DRAM":
@@ -244,7 +260,7 @@ def _read_json(path: Path) -> Peaks:
     if not text.strip():
         raise InputError(path, "file is empty", hint="was the ERT run cut off before it wrote roofline.json?")
     try:
-        doc = json.loads(text, parse_float=Decimal)
+        doc = json_loads(text, path, parse_float=Decimal, hint="is this ERT's roofline.json?")
     except json.JSONDecodeError as exc:
         # ERT's json.dump output ends with the closing brace; anything else was cut off.
         cut = not text.rstrip().endswith("}")
@@ -271,10 +287,12 @@ def _read_json(path: Path) -> Peaks:
 
 
 def _sniff_json(sniff: Sniff) -> bool:
+    """By structure (jsonsniff): a top-level "empirical" object with "gbytes" or
+    "gflops" in it, wherever the metadata puts them."""
     if sniff.is_dir or sniff.is_binary:
         return False
-    head = sniff.head.lstrip()
-    return head.startswith("{") and '"empirical"' in head and ('"gbytes"' in head or '"gflops"' in head)
+    top = jsonsniff.keys(sniff.path, until=frozenset({"empirical", "gbytes", "gflops"}), depth=2, brackets="{")
+    return top is not None and top.has("empirical", 1) and (top.has("gbytes", 2) or top.has("gflops", 2))
 
 
 # --------------------------------------------------------------------------- sum

@@ -43,6 +43,7 @@ import numpy as np
 import pandas as pd
 
 from perfcheck.errors import InputError
+from perfcheck.ingest import jsonsniff
 from perfcheck.ingest.formats import Format, Scan, Sniff, Want, single_chunk
 from perfcheck.ingest.names import gnu_style, json_document
 from perfcheck.ingest.tabular import coerce_integers, coerce_numbers, cuda_arch
@@ -65,27 +66,21 @@ _ISA = re.compile(r"_ISA(\d{2,3}[a-z]?)_")
 _KINETO_CATEGORY = re.compile(r'"cat"\s*:\s*"(?:kernel|Kernel|cuda_runtime|Runtime|cpu_op|Operator|gpu_memcpy|Memcpy)"')
 
 
-def _text_head(sniff: Sniff) -> str:
-    if sniff.raw_head.startswith(GZIP_MAGIC):
-        try:
-            data = zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(sniff.raw_head, 8192)
-        except zlib.error:
-            return ""
-        return data.decode("utf-8", errors="replace")
-    return sniff.head
-
-
 def _is_kineto(sniff: Sniff) -> bool:
+    """By the top-level keys, read as far as they go (jsonsniff): real traces put
+    20-30 KiB of deviceProperties/distributedInfo before "traceEvents"."""
     if sniff.is_dir:
         return False
-    head = _text_head(sniff).lstrip()
-    if not head.startswith("{"):
+    # Read until "traceEvents": Kineto writes schemaVersion and the metadata before it.
+    # The text read then reaches to the end of the 64 KiB piece, past the first events.
+    top = jsonsniff.keys(sniff.path, until=frozenset({"traceEvents"}), brackets="{")
+    if top is None:
         return False
     # rocprof v1 results.json is a Chrome trace too, without schemaVersion (its own reader,
     # sniffed first). Early (2021) Kineto traces may lack schemaVersion: their categories tell.
-    if '"schemaVersion"' in head[:2000]:
-        return '"traceEvents"' in head or '"deviceProperties"' in head
-    return '"traceEvents"' in head and _KINETO_CATEGORY.search(head) is not None
+    if top.has("schemaVersion", 1):
+        return top.has("traceEvents", 1) or top.has("deviceProperties", 1)
+    return top.has("traceEvents", 1) and _KINETO_CATEGORY.search(top.text) is not None
 
 
 def _load(path: Path) -> dict[str, Any]:

@@ -63,6 +63,9 @@ _SPEC = re.compile(r"Device specifications")
 _BANNER = re.compile(r"(mixbench[\w/.+-]*)\s+\(([^)]*)\)")
 _DEVICE = re.compile(r"^\s*Device:[ \t]*(.*?)\s*$")
 _CAPABILITY = re.compile(r"^\s*Compute Capability:\s*(\d+)\.(\d+)\s*$")
+# The device block's "GPU clock rate:      1530 MHz" (cudaDeviceProp / hipDeviceProp
+# clockRate: the peak clock the GPU reports, which the benchmark runs at when it boosts).
+_CLOCK = re.compile(r"^\s*GPU clock rate:\s*(\d+(?:\.\d+)?)\s*MHz\s*$")
 _TITLES = re.compile(r"^\s*Experiment ID\s*,")
 _NAMES = re.compile(r"^\s*Compute iters\b")
 _ROW = r"^\s*\d+\s*[,;|\t]"  # a data row starts with the compute-iteration count
@@ -90,6 +93,7 @@ class _Run:
     version: str | None = None
     device: str | None = None
     arch: str | None = None
+    clock_mhz: float | None = None  # "GPU clock rate:": the device's reported (peak) clock
 
 
 def _sniff(sniff: Sniff) -> bool:
@@ -149,9 +153,16 @@ def _runs(path: Path, lines: list[str], text: pd.Series, names_at: np.ndarray) -
             run.device = device or None  # mixbench-hip leaves it empty on some ROCm versions
             capability = next((m for m in map(_CAPABILITY.match, block) if m), None)
             run.arch = f"sm_{capability.group(1)}{capability.group(2)}" if capability else None
+            clock = next((m for m in map(_CLOCK.match, block) if m), None)
+            run.clock_mhz = float(clock.group(1)) if clock and float(clock.group(1)) > 0 else None
         runs.append(run)
     tabled = np.searchsorted(specs, names_at) - 1  # the spec block each table follows
     return runs, len(specs) - len(set(tabled[tabled >= 0].tolist()))
+
+
+# printf's %f of an infinity or NaN: "inf", "-inf", "nan", "-nan" (glibc; "infinity"
+# elsewhere). mixbench-ocl on a device without fp64 prints them in the fp64 columns.
+_NONFINITE = r"[+-]?(?:inf(?:inity)?|nan)"
 
 
 def _rows(path: Path, text: pd.Series, idx: np.ndarray, layout: _Layout, width: int,
@@ -159,16 +170,20 @@ def _rows(path: Path, text: pd.Series, idx: np.ndarray, layout: _Layout, width: 
     """Numbers of one block of consecutive rows. A damaged row (cut short, cut inside
     its last number, glued to other output) is dropped when it sits where output can
     be cut -- first row of a continuation, last row of an unclosed table -- and is an
-    error anywhere else. Returns the good rows and the file lines of those dropped."""
+    error anywhere else. Returns the good rows and the file lines of those dropped.
+    An ``inf``/``nan`` cell is no damage: it is missing (NaN) in the rows returned."""
     rows = text.iloc[idx]
     parts = rows.str.split(",", expand=True)
-    numbers = parts.iloc[:, 1 : layout.fields].apply(lambda column: pd.to_numeric(column.str.strip(), errors="coerce"))
-    # mixbench prints every figure with %f: inf, nan or a negative time, bandwidth or
-    # rate is damage, treated like text where a number belongs.
+    cells = parts.iloc[:, 1 : layout.fields].apply(lambda column: column.str.strip())
+    numbers = cells.apply(lambda column: pd.to_numeric(column, errors="coerce"))
+    nonfinite = cells.apply(lambda column: column.str.fullmatch(_NONFINITE, case=False)).fillna(False).astype(bool)
+    # A negative time, bandwidth or rate is damage, treated like text where a number
+    # belongs; inf and nan are what printf makes of a division by zero: missing.
     numbers = numbers.where(np.isfinite(numbers.to_numpy(dtype="float64")) & (numbers.to_numpy(dtype="float64") >= 0))
     count = rows.str.count(",").to_numpy() + 1
     last = rows.str.rsplit(",", n=1).str[-1]
-    bad = (count != layout.fields) | numbers.isna().any(axis=1).to_numpy() | (last.str.len() < width).to_numpy()
+    short_last = (last.str.len() < width).to_numpy() & ~nonfinite.iloc[:, -1].to_numpy()
+    bad = (count != layout.fields) | (numbers.isna() & ~nonfinite).any(axis=1).to_numpy() | short_last
     allowed = np.zeros(len(rows), dtype=bool)
     allowed[0] |= droppable[0]
     allowed[-1] |= droppable[1]
@@ -177,8 +192,8 @@ def _rows(path: Path, text: pd.Series, idx: np.ndarray, layout: _Layout, width: 
         line = int(idx[at]) + 1
         if count[at] != layout.fields:
             what = f"{count[at]} comma-separated fields where the header has {layout.fields}"
-        elif numbers.iloc[at].isna().any():
-            column = int(np.flatnonzero(numbers.iloc[at].isna().to_numpy())[0]) + 1
+        elif (numbers.iloc[at].isna() & ~nonfinite.iloc[at]).any():
+            column = int(np.flatnonzero((numbers.iloc[at].isna() & ~nonfinite.iloc[at]).to_numpy())[0]) + 1
             cell = parts.iat[at, column].strip()
             what = "is not a number" if pd.isna(pd.to_numeric(cell, errors="coerce")) else "is not a finite, non-negative number"
             raise InputError(path, f"{cell!r} {what}", line=line, column=column + 1,
@@ -265,17 +280,35 @@ def read_peaks(path: Path) -> Peaks:
 
     details: list[PeakDetail] = []
     values: dict[str, float] = {}
+    unsupported: set[str] = set()
     for prefix, frames, layout in sections:
         frames = [f for f in frames if len(f)]
         if not frames:
             continue
         units = {g.name: g.unit for g in layout.groups}
-        for (group, kind), value in _figures(pd.concat(frames), layout).items():
+        rows = pd.concat(frames)
+        # inf/nan cells: a group whose every rate is one ran on a device without that
+        # precision (no ceiling, said once below); single cells are missing values.
+        for group in layout.groups:
+            if rows[group.rate].isna().all():
+                unsupported.add(group.name)
+        scattered = sum(int(rows[[g.bandwidth, g.rate]].isna().sum().sum())
+                        for g in layout.groups if not rows[g.rate].isna().all())
+        if scattered:
+            oddities.append(Oddity(str(path), f"{prefix}inf/nan values left out", scattered))
+        for (group, kind), value in _figures(rows, layout).items():
+            if not math.isfinite(value):
+                if group not in unsupported:  # a figure beyond a double once in base units (1e308 G)
+                    oddities.append(Oddity(str(path), f"{prefix}{group} {kind} is not positive and finite; left out"))
+                continue
             unit = "B/s" if kind == "bandwidth" else units[group]
             details.append(PeakDetail(str(path), f"{prefix}{group} {kind}", value, unit))
             peak = _PEAKS.get(group, (None, None))[0 if kind == "bandwidth" else 1]
             if peak is not None:
                 values[peak] = max(values.get(peak, 0.0), value)
+    for group in sorted(unsupported):
+        oddities.append(Oddity(str(path), f"{group}: every value is inf/nan (a precision the device does not support?); "
+                               "no ceiling for it"))
     if not details:
         raise InputError(path, "no complete result rows", hint="is the file complete?")
 
@@ -284,7 +317,11 @@ def read_peaks(path: Path) -> Peaks:
     source = Source(path=str(path), format=FORMAT, tool=TOOL, tool_version=runs[0].version,
                     device=devices.pop() if len(devices) == 1 else None,
                     arch=arches.pop() if len(arches) == 1 else None)
-    return Peaks(values=values, details=tuple(details), sources=(source,), oddities=tuple(oddities))
+    # The SM clock the compute peaks hold at, when every run reports the same one: a
+    # profile taken at another clock (ncu's base-clock lock) is warned about (docs/clocks.md).
+    clocks_mhz = {run.clock_mhz for run in runs}
+    clocks = {"sm_clock": clocks_mhz.pop() * 1e6} if len(clocks_mhz) == 1 and None not in clocks_mhz else {}
+    return Peaks(values=values, details=tuple(details), sources=(source,), oddities=tuple(oddities), clocks=clocks)
 
 
 FORMATS: tuple[Format, ...] = (

@@ -37,6 +37,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from perfcheck.documents import bounded, json_loads
 from perfcheck.errors import InputError
 from perfcheck.ingest.formats import ProfileScanner, Scan, Want
 
@@ -109,13 +110,16 @@ def json_document(path: Path, data: bytes, *, cut_hint: str, kind_hint: str) -> 
     The surrogate walk is done only when the bytes hold a surrogate escape at all
     (rare), so a large trace costs one scan of its bytes."""
     try:
-        doc = json.loads(data)
+        doc = json_loads(data, path, hint=kind_hint)
     except json.JSONDecodeError as exc:
         raise InputError(path, f"not valid JSON ({exc.msg}, column {exc.colno})", line=exc.lineno,
                          hint=cut_hint) from None
     except UnicodeDecodeError as exc:
         raise InputError(path, f"not UTF-8 text ({exc.reason})", hint=kind_hint) from None
-    return readable(doc) if _SURROGATE_ESCAPE.search(data) else doc
+    if not _SURROGATE_ESCAPE.search(data):
+        return doc
+    with bounded(path, "JSON", hint=kind_hint):  # the walk recurses as deep as the document nests
+        return readable(doc)
 
 
 def gnu_style(names: pd.Series) -> pd.Series:

@@ -185,23 +185,33 @@ def _read_table(path: Path, want: Want) -> _Table | None:
         end -= 1
     oddities = [Oddity(str(path), f"ncu message after the table: {line.strip()}")
                 for line in lines[end:] if line.startswith(("==ERROR==", "==WARNING=="))]
-    ncols = len(split_csv_line(lines[header]))
-    _check_last_row(path, lines, header, end, ncols)
+    _check_last_row(path, lines, header, end, layout)
     read = _read_raw if layout == RAW else _read_details
     table = read(path, lines, header, end, want)
     table.oddities[:0] = oddities
     return table
 
 
-def _check_last_row(path: Path, lines: list[str], header: int, end: int, ncols: int) -> None:
+def _check_last_row(path: Path, lines: list[str], header: int, end: int, layout: str) -> None:
     """A run cut off mid-write leaves a short last row (pandas would pad it with
-    empty cells, i.e. silently missing values) or an unclosed quote."""
+    empty cells, i.e. silently missing values) or an unclosed quote.
+
+    On the details page a short row is no sign of that: ncu writes the rule columns
+    (``Rule Name`` ... ``Estimated Speedup``, newer versions) only on rows that carry
+    a rule result, so a metric row has fewer fields (16 against 20 seen). There the
+    last row is cut only when a field is left open inside quotes or the row ends
+    before ``Metric Value``."""
     if end <= header + 1:
         return
+    names = [f.strip() for f in split_csv_line(lines[header].lstrip("\ufeff"))]
     last = lines[end - 1]
     fields = split_csv_line(last)
-    if last.count('"') % 2 or len(fields) != ncols:
-        raise InputError(path, f"last row is cut off ({len(fields)} of {ncols} fields)", line=end,
+    # (A required column missing from the header is reported by the reader itself.)
+    need = (max((names.index(c) for c in _DETAILS_REQUIRED if c in names), default=len(names) - 1) + 1
+            if layout == DETAILS else len(names))
+    short = len(fields) < need if layout == DETAILS else len(fields) != need
+    if last.count('"') % 2 or short:
+        raise InputError(path, f"last row is cut off ({len(fields)} of {len(names)} fields)", line=end,
                          hint="the profiler output is truncated; profile again or delete the partial row")
 
 

@@ -34,15 +34,15 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterator
-from contextlib import closing
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from perfcheck.errors import InputError
 from perfcheck.ingest.formats import Format, Scan, Sniff, Want
 from perfcheck.ingest.names import gnu_style
-from perfcheck.ingest.sqlitefile import connect_read_only, sniffed_tables, table_names
+from perfcheck.ingest.sqlitefile import Configs, Reader, quote, read_ranges, sniffed_tables
 from perfcheck.ingest.tabular import coerce_integers, cuda_arch
 from perfcheck.model import Oddity, Source
 from perfcheck.schema import raw
@@ -52,6 +52,7 @@ TOOL = "nsys"
 CHUNK_ROWS = 200_000
 KERNELS = "CUPTI_ACTIVITY_KIND_KERNEL"
 NO_KERNELS = "no kernel activity in this report (was it captured with CUDA tracing?)"
+UNTIMED = "dispatches without a start or end timestamp: counted in calls, no duration"
 
 # Kernel table column -> canonical column (taken when present).
 _COLUMNS = {
@@ -80,40 +81,46 @@ def _is_nsys(sniff: Sniff) -> bool:
         # claim it so that the scan reports the damage instead of "unknown format".
         # (META_DATA_EXPORT is created last and sits at the end of the file.)
         return b"StringIds" in sniff.raw_head and b"TARGET_INFO_" in sniff.raw_head
-    return "META_DATA_EXPORT" in tables and "StringIds" in tables
+    # Export schema 2.x (nsys 2021-2022) may lack META_DATA_EXPORT; its kernel and
+    # string tables are those of 3.x, and they are what is read.
+    return "StringIds" in tables and ("META_DATA_EXPORT" in tables or KERNELS in tables)
 
 
-def _damaged(path: Path, exc: sqlite3.Error) -> InputError:
-    return InputError(path, f"cannot read the Nsight Systems export ({exc})",
-                      hint="is the file complete? re-export it with `nsys export --type sqlite`")
+_HINT = "is the file complete? re-export it with `nsys export --type sqlite`"
+_WHAT = "the Nsight Systems export"
 
 
-def _columns(connection: sqlite3.Connection, table: str) -> list[str]:
-    return [row[1] for row in connection.execute(f'PRAGMA table_info("{table}")')]
+def _meta(reader: Reader) -> dict[str, str]:
+    return {str(k): str(v) for k, v in reader.rows("META_DATA_EXPORT", "SELECT name, value FROM META_DATA_EXPORT")}
 
 
-def _meta(connection: sqlite3.Connection) -> dict[str, str]:
-    return {str(k): str(v) for k, v in connection.execute("SELECT name, value FROM META_DATA_EXPORT")}
-
-
-def _gpus(connection: sqlite3.Connection, tables: set[str]) -> pd.DataFrame:
+def _gpus(reader: Reader, tables: set[str]) -> pd.DataFrame:
     if "TARGET_INFO_GPU" not in tables:
         return pd.DataFrame()
-    return pd.read_sql_query("SELECT * FROM TARGET_INFO_GPU", connection)
+    return reader.frame("TARGET_INFO_GPU", "SELECT * FROM TARGET_INFO_GPU")
 
 
-def _device_map(connection: sqlite3.Connection, tables: set[str], gpus: pd.DataFrame, pids: list[int]) -> pd.DataFrame:
+def _device_map(reader: Reader, tables: set[str], gpus: pd.DataFrame, pids: list[int],
+                oddities: list[Oddity], path: Path) -> pd.DataFrame:
     """(pid, CUDA ordinal) -> TARGET_INFO_GPU row, for the processes that ran kernels."""
     if gpus.empty:
         return pd.DataFrame(columns=["pid", "cuda"])
     if "TARGET_INFO_CUDA_DEVICE" in tables and pids:
-        marks = ", ".join("?" * len(pids))
-        pairs = pd.read_sql_query(
-            f"SELECT DISTINCT pid, cudaId AS cuda, gpuId FROM TARGET_INFO_CUDA_DEVICE WHERE pid IN ({marks})",
-            connection, params=pids)
-        if not pairs.empty:
-            return pairs.merge(gpus, left_on="gpuId", right_on="id", how="left")
+        have = set(reader.columns("TARGET_INFO_CUDA_DEVICE"))
+        lacking = sorted({"pid", "cudaId", "gpuId"} - have)
+        if lacking:
+            oddities.append(Oddity(str(path), f"TARGET_INFO_CUDA_DEVICE lacks column(s) {', '.join(lacking)}: "
+                                              "devices matched by CUDA ordinal (cuDevice) instead"))
+        else:
+            pairs = pd.DataFrame(reader.rows(
+                "TARGET_INFO_CUDA_DEVICE",
+                f"SELECT DISTINCT pid, cudaId, gpuId FROM TARGET_INFO_CUDA_DEVICE WHERE pid IN ({', '.join('?' * len(pids))})",
+                pids), columns=["pid", "cuda", "gpuId"])
+            if not pairs.empty and "id" in gpus:
+                return pairs.merge(gpus, left_on="gpuId", right_on="id", how="left")
     # No per-process map: cuDevice is the CUDA ordinal (TARGET_INFO_GPU.id is not).
+    if "cuDevice" not in gpus:
+        return pd.DataFrame(columns=["pid", "cuda"])
     ordinal = gpus.rename(columns={"cuDevice": "cuda"})
     return pd.DataFrame({"pid": pids}).merge(ordinal, how="cross") if pids else ordinal.assign(pid=pd.NA)
 
@@ -164,28 +171,76 @@ def _frame(rows: pd.DataFrame, devices: pd.DataFrame, want: Want, oddities: list
     return frame
 
 
+_PER_ROW = {"start": "start_ns", "end": "end_ns", "correlationId": "correlation_id"}
+_IN_BATCH = 500  # ids per IN (...) list, well under SQLite's bound-parameter limit
+
+
+def _names_of(reader: Reader, ids: list[int], known: dict[int, str | None]) -> None:
+    """StringIds values of ``ids`` not read yet: once per distinct kernel, not per dispatch."""
+    new = sorted({i for i in ids if i not in known})
+    for at in range(0, len(new), _IN_BATCH):
+        part = new[at:at + _IN_BATCH]
+        found = dict(reader.rows("StringIds", f"SELECT id, value FROM StringIds WHERE id IN ({', '.join('?' * len(part))})", part))
+        known.update((i, found.get(i)) for i in part)
+
+
+def _fast_chunks(reader: Reader, path: Path, columns: list[str], name_id: str, devices: pd.DataFrame, want: Want,
+                 oddities: list[Oddity], slow_sql: str, untimed: list[int]) -> Iterator[pd.DataFrame]:
+    series = [c for c in ("start", "end") if c in columns]
+    if "correlation_id" in want and "correlationId" in columns:
+        series.append("correlationId")
+    # Context and stream only identify a dispatch (nothing is derived from them): read
+    # when asked for, as each column costs the DISTINCT scan about a twentieth.
+    config = [c for c in [*_COLUMNS, *_DIMS, "globalPid"] if c in columns and c not in _PER_ROW
+              and (c not in ("contextId", "streamId") or _COLUMNS[c] in want)]
+    config += [c for c in _RAW if c in columns and raw(c) in want]
+    strings: dict[int, str | None] = {}
+
+    def build(new: list[tuple]) -> tuple[pd.DataFrame, np.ndarray]:
+        _names_of(reader, [c[0] for c in new], strings)
+        rows = pd.DataFrame(new, columns=["_name_id", *config], dtype=object)
+        rows["name"] = [strings.get(i) for i in rows["_name_id"]]
+        return _frame(rows, devices, want, oddities, path), np.ones(len(new), dtype=bool)
+
+    configs = Configs(build, lambda column: column in want)
+    for part in read_ranges(reader, KERNELS, "", (), key=quote(name_id), series=[quote(c) for c in series],
+                            config=[quote(c) for c in config], rowid="rowid", size=CHUNK_ROWS):
+        if not part.exact:  # NULLs, text or reals somewhere in the range: row by row
+            for rows in reader.frames(KERNELS, slow_sql, (part.first, part.last), CHUNK_ROWS):
+                untimed[0] += int((rows["start"].isna() | rows["end"].isna()).sum())
+                yield _frame(rows, devices, want, oddities, path)
+            continue
+        frame, _ = configs.expand(part)
+        for column in series:
+            if _PER_ROW[column] in want:
+                frame[_PER_ROW[column]] = part.series[quote(column)]
+        yield frame
+
+
 def _scan(path: Path, want: Want) -> Scan:
-    try:
-        with closing(connect_read_only(path)) as connection:
-            tables = table_names(connection)
-            if "META_DATA_EXPORT" not in tables:
-                raise InputError(path, "no META_DATA_EXPORT table", hint="is this an Nsight Systems SQLite export?")
-            meta = _meta(connection)
-            gpus = _gpus(connection, tables)
-            columns = _columns(connection, KERNELS) if KERNELS in tables else []
-            pids = ([int(g) >> 24 & 0xFFFFFF for (g,) in connection.execute(
-                        f"SELECT DISTINCT globalPid FROM {KERNELS} WHERE typeof(globalPid) = 'integer'")]
-                     if "globalPid" in columns else [])
-            devices = _device_map(connection, tables, gpus, pids)
-            used = (connection.execute(f"SELECT DISTINCT deviceId FROM {KERNELS}").fetchall()
-                    if "deviceId" in columns else [])
-            any_kernel = bool(columns) and connection.execute(f"SELECT 1 FROM {KERNELS} LIMIT 1").fetchone() is not None
-    except sqlite3.Error as exc:
-        raise _damaged(path, exc) from None
+    oddities: list[Oddity] = []
+    with Reader(path, _WHAT, _HINT) as reader:
+        tables = reader.tables()
+        if "META_DATA_EXPORT" not in tables and KERNELS not in tables:
+            raise InputError(path, "no META_DATA_EXPORT table", hint="is this an Nsight Systems SQLite export?")
+        meta = _meta(reader) if "META_DATA_EXPORT" in tables else {}
+        gpus = _gpus(reader, tables)
+        columns = reader.columns(KERNELS) if KERNELS in tables else []
+        # One pass for both: the processes that ran kernels, and the devices they ran on.
+        pairs = (reader.rows(KERNELS, f"SELECT DISTINCT globalPid, deviceId FROM {KERNELS}")
+                 if {"globalPid", "deviceId"} <= set(columns) else
+                 [(g, None) for (g,) in reader.rows(KERNELS, f"SELECT DISTINCT globalPid FROM {KERNELS}")]
+                 if "globalPid" in columns else [])
+        pids = sorted({int(g) >> 24 & 0xFFFFFF for g, _ in pairs if isinstance(g, int)})
+        devices = _device_map(reader, tables, gpus, pids, oddities, path)
+        used = [(d,) for d in dict.fromkeys(d for _, d in pairs)] if "deviceId" in columns else []
+        any_kernel = bool(columns) and reader.one(KERNELS, f"SELECT 1 FROM {KERNELS} LIMIT 1") is not None
     version = meta.get("EXPORT_PRODUCT_VERSION")
     schema = meta.get("EXPORT_SCHEMA_VERSION")
     tool_version = f"{version or 'unknown'} (export schema {schema})" if schema else version
-    oddities: list[Oddity] = []
+    if not meta:
+        oddities.append(Oddity(str(path), "no META_DATA_EXPORT table (an export schema 2.x report?): "
+                                          "the Nsight Systems version is unknown"))
     ran = devices[devices["cuda"].isin([d for (d,) in used])] if not devices.empty and "cuda" in devices else devices
     names = sorted({str(n) for n in ran.get("name", pd.Series(dtype=object)).dropna()})
     majors, minors = (ran.get(c, pd.Series(None, index=ran.index, dtype=object)) for c in ("computeMajor", "computeMinor"))
@@ -205,19 +260,24 @@ def _scan(path: Path, want: Want) -> Scan:
     name_id = next((c for c in _NAME_IDS if c in columns), None)
     missing = [c for c in ("start", "end", "globalPid") if c not in columns]
     if name_id is None or missing:
-        raise InputError(path, f"{KERNELS} lacks column(s) {', '.join(missing) or 'demangledName'}",
-                         hint="is the export complete? re-export it with `nsys export --type sqlite`")
+        raise InputError(path, f"{KERNELS} lacks column(s) {', '.join(missing) or 'demangledName'} "
+                         f"(export schema {schema or 'unknown, older than 3.x'})",
+                         hint="re-export the .nsys-rep/.qdrep with `nsys export --type sqlite` from a newer Nsight "
+                         "Systems (export schema 3.x, 2023+)")
     picked = [c for c in [*_COLUMNS, *_DIMS, *_RAW, "globalPid"] if c in columns]
-    sql = (f'SELECT {", ".join(f"K.{c}" for c in picked)}, S.value AS name FROM {KERNELS} K '
-           f"LEFT JOIN StringIds S ON S.id = K.{name_id} ORDER BY K.rowid")
+    slow_sql = (f'SELECT {", ".join(f"K.{quote(c)}" for c in picked)}, S.value AS name FROM {KERNELS} K '
+                f"LEFT JOIN StringIds S ON S.id = K.{quote(name_id)} WHERE K.rowid BETWEEN ? AND ? ORDER BY K.rowid")
 
     def chunks() -> Iterator[pd.DataFrame]:
-        try:
-            with closing(connect_read_only(path)) as connection:
-                for rows in pd.read_sql_query(sql, connection, chunksize=CHUNK_ROWS):
-                    yield _frame(rows, devices, want, oddities, path)
-        except sqlite3.Error as exc:
-            raise _damaged(path, exc) from None
+        with Reader(path, _WHAT, _HINT) as reading:
+            try:
+                untimed = [0]
+                yield from _fast_chunks(reading, path, columns, name_id, devices, want, oddities, slow_sql, untimed)
+            except (sqlite3.Error, MemoryError) as exc:
+                raise reading.error(exc, KERNELS) from None
+        if untimed[0]:
+            # The schema says NOT NULL, a damaged or hand-made export may not keep to it.
+            oddities.append(Oddity(str(path), UNTIMED, untimed[0]))
 
     return Scan(source=source, chunks=chunks(), oddities=oddities)
 
@@ -227,7 +287,7 @@ FORMATS: tuple[Format, ...] = (
         name=FORMAT,
         tool=TOOL,
         kind="profile",
-        description="Nsight Systems SQLite export (CUPTI_ACTIVITY_KIND_KERNEL + StringIds, export schema 3.x): "
+        description="Nsight Systems SQLite export (CUPTI_ACTIVITY_KIND_KERNEL + StringIds, export schema 2.x-3.x): "
                     "kernel launches, device from TARGET_INFO_GPU",
         sniff=_is_nsys,
         scan=_scan,

@@ -22,7 +22,8 @@ Omniperf was renamed rocprofiler-compute in 2024 (3.x); the workload layout stay
 
 sysinfo.csv's ``cu_per_gpu``, ``max_waves_per_cu`` and ``num_xcd`` (the analyzer's
 ``$cu_per_gpu`` ... variables: the device as profiled, partition mode included) are
-passed on as constant columns ``raw.sysinfo.NAME`` when a formula wants them.
+passed on as constant columns ``raw.sysinfo.NAME`` when a formula wants them. Its
+``cur_sclk`` is not a kernel's clock (docs/clocks.md) and is not passed on.
 
 Column generations seen in the tools' own test workloads:
 

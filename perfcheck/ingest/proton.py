@@ -36,6 +36,8 @@ import numpy as np
 import pandas as pd
 
 from perfcheck.errors import InputError
+from perfcheck.ingest import jsonsniff
+from perfcheck.ingest.demangle import demangle
 from perfcheck.ingest.formats import Format, Scan, Sniff, Want, single_chunk
 from perfcheck.ingest.names import gnu_style, json_document
 from perfcheck.ingest.tabular import coerce_integers, coerce_numbers
@@ -48,11 +50,18 @@ SEPARATOR = "/"
 _KNOWN = {"count", "time (ns)", "device_id", "device_type"}
 
 
+_NODE_KEYS = frozenset({"frame", "metrics", "children"})
+_TREE_DEPTH = 64  # nesting a sniff follows: a call tree's nodes sit two levels apart
+
+
 def _is_proton(sniff: Sniff) -> bool:
+    """By structure (jsonsniff): a top-level array of call-tree nodes, objects keyed
+    frame, metrics and children (the root's own come after its children, so any
+    node's count), however long the names before them are."""
     if sniff.is_dir or sniff.is_binary:
         return False
-    head = sniff.head.lstrip()
-    return head.startswith("[") and '"frame"' in head and '"metrics"' in head and '"children"' in head
+    top = jsonsniff.keys(sniff.path, until=_NODE_KEYS, depth=_TREE_DEPTH, brackets="[")
+    return top is not None and all(top.has(k) for k in _NODE_KEYS)
 
 
 def _leaves(file: Path, node: dict[str, Any], out: list[tuple[tuple[str, ...], dict[str, Any]]]) -> None:
@@ -108,8 +117,14 @@ def _scan(path: Path, want: Want) -> Scan:
     if not leaves:
         oddities.append(Oddity(str(path), "holds no kernel timings (no leaf with 'time (ns)')"))
         return Scan(source=source, chunks=iter(()), oddities=oddities, level="kernel")
+    # Leaf names come mangled from the driver for CUDA C++ kernels: demangled (GNU) so
+    # that the kernel has the key ncu, nsys and Kineto give it (perfcheck.ingest.demangle).
+    leaf_names, demangled = demangle([p[-1] for p, _ in leaves])
+    if not demangled:
+        oddities.append(Oddity(str(path), "no C++ demangler found (libstdc++ or c++filt): mangled kernel names "
+                                          "kept, so they will not match other tools' names"))
     metrics = pd.DataFrame([m for _, m in leaves])
-    names = pd.Series([SEPARATOR.join(p) for p, _ in leaves], dtype="string")
+    names = pd.Series([SEPARATOR.join((*p[:-1], leaf)) for (p, _), leaf in zip(leaves, leaf_names)], dtype="string")
     missing = pd.Series(np.nan, index=metrics.index)
     calls = coerce_numbers(metrics["count"] if "count" in metrics else missing).astype("float64")
     total_ns = coerce_numbers(metrics["time (ns)"] if "time (ns)" in metrics else missing).astype("float64")
@@ -150,7 +165,7 @@ FORMATS: tuple[Format, ...] = (
         tool=TOOL,
         kind="profile",
         description="Triton Proton hatchet JSON ([call tree, device map]): per-kernel count and summed time (ns) "
-                    "of the leaves, keyed by scope path",
+                    "of the leaves, keyed by scope path, mangled names demangled",
         sniff=_is_proton,
         scan=_scan,
     ),

@@ -27,16 +27,16 @@ from __future__ import annotations
 
 import json
 import re
-import sqlite3
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from perfcheck.documents import json_loads
 from perfcheck.errors import InputError
 from perfcheck.ingest.formats import Format, Scan, Sniff, Want, single_chunk
-from perfcheck.ingest.sqlitefile import connect_read_only, sniffed_tables
+from perfcheck.ingest.sqlitefile import Reader, quote, sniffed_tables
 from perfcheck.ingest.tabular import read_csv, require_columns, split_csv_line, text_lines, to_integer, to_number
 from perfcheck.model import Oddity, Source
 from perfcheck.schema import raw
@@ -351,6 +351,15 @@ def _scan_stats(path: Path, want: Want) -> Scan:
         raise InputError(path, "row has fewer than 5 fields", line=pos + 2,
                          hint="was the file cut off? rows are Name,Calls,TotalDurationNs,AverageNs,Percentage")
     names = _unquote(parts[0].str.strip())
+    # A row of empty fields (",,,,": seen where a run's writer was cut off mid-line and
+    # restarted) is no kernel; a name left empty beside numbers is a damaged row.
+    unnamed = (names == "").to_numpy()
+    blank = unnamed & parts.iloc[:, 1:].apply(lambda c: c.str.strip() == "").all(axis=1).to_numpy()
+    if (unnamed & ~blank).any():
+        raise InputError(path, "row without a kernel name", line=int(np.flatnonzero(unnamed & ~blank)[0]) + 2,
+                         hint="rows are Name,Calls,TotalDurationNs,AverageNs,Percentage")
+    if blank.any():
+        oddities.append(Oddity(str(path), "empty rows (',,,,') skipped", int(blank.sum())))
     calls = to_number(parts[1], path=path, column="Calls", first_line=2)
     total = to_number(parts[2], path=path, column="TotalDurationNs", first_line=2)
     mean = to_number(parts[3], path=path, column="AverageNs", first_line=2)
@@ -362,7 +371,7 @@ def _scan_stats(path: Path, want: Want) -> Scan:
             f"{UNKNOWN_PACKET!r} row dropped ({int(calls[unknown].sum())} non-kernel GPU packets, "
             f"{total[unknown].sum() * 1e-9:g} s)",
         ))
-    keep = ~unknown
+    keep = ~unknown & ~blank
     frame = pd.DataFrame({
         "kernel": names[keep].to_numpy(),
         "calls": calls[keep].to_numpy(),  # Int64 once dispatch.finish has checked it
@@ -396,7 +405,8 @@ def _arch_from_other_data(doc: dict) -> str | None:
 def _scan_json(path: Path, want: Want) -> Scan:
     _check_binary(path, "a rocprof JSON trace")
     try:
-        doc = json.loads(path.read_text(encoding="utf-8", errors="replace"))
+        doc = json_loads(path.read_text(encoding="utf-8", errors="replace"), path,
+                         hint="is this a rocprof results.json?")
     except json.JSONDecodeError as exc:
         raise InputError(path, f"malformed JSON ({exc.msg})", line=exc.lineno,
                          hint="was the file cut off?") from None
@@ -445,9 +455,9 @@ def _scan_json(path: Path, want: Want) -> Scan:
 _LANES = {"HIP", "HSA", "OPS", "COPY", "rocTX"}
 
 
-def _tables(con: sqlite3.Connection) -> dict[str, list[str]]:
-    names = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
-    return {n: [r[1] for r in con.execute(f'PRAGMA table_info("{n}")')] for n in names}
+def _tables(reader: Reader) -> dict[str, list[str]]:
+    names = [r[0] for r in reader.rows("sqlite_master", "SELECT name FROM sqlite_master WHERE type = 'table'")]
+    return {n: reader.columns(n) for n in names}
 
 
 def _is_db(sniff: Sniff) -> bool:
@@ -457,14 +467,17 @@ def _is_db(sniff: Sniff) -> bool:
     if tables is None:
         return False
     # rocpd databases (rocprofv3) name every table rocpd_*; they are another reader's.
-    return bool(_LANES & set(tables)) and not any(n.startswith("rocpd_") for n in tables)
+    # `rocprof --stats` without API tracing writes the kernel table alone: "KERN" is
+    # rocprof's own name for it (ROCm 6.x; ROCm 4.0's "A" is too generic to claim).
+    return bool((_LANES | {"KERN"}) & set(tables)) and not any(n.startswith("rocpd_") for n in tables)
 
 
-def _as_text(con: sqlite3.Connection, table: str, columns: list[str]) -> pd.DataFrame:
+def _as_text(reader: Reader, table: str, columns: list[str]) -> pd.DataFrame:
     """All columns as text (NULL -> ""), so integers above 2**53 and counters go
-    through the same located conversions as the CSV."""
-    select = ", ".join(f'COALESCE(CAST("{c}" AS TEXT), \'\') AS "{c}"' for c in columns)
-    return pd.read_sql_query(f'SELECT {select} FROM "{table}"', con, dtype=str)
+    through the same located conversions as the CSV. Names come from the file: quoted."""
+    select = ", ".join(f"COALESCE(CAST({quote(c)} AS TEXT), '') AS {quote(c)}" for c in columns)
+    rows = reader.rows(table, f"SELECT {select} FROM {quote(table)}")
+    return pd.DataFrame(rows, columns=columns, dtype=str)
 
 
 def _scan_db(path: Path, want: Want) -> Scan:
@@ -472,39 +485,30 @@ def _scan_db(path: Path, want: Want) -> Scan:
         raise InputError(path, "not an SQLite database", hint="is this a rocprof results.db?")
     oddities: list[Oddity] = []
     source = _source(path, "rocprof-db", oddities)
-    try:
-        con = connect_read_only(path)
-    except sqlite3.Error as exc:
-        raise InputError(path, f"cannot open SQLite database ({exc})") from None
-    try:
-        tables = _tables(con)
-        counts = {n: con.execute(f'SELECT COUNT(*) FROM "{n}"').fetchone()[0] for n in tables}
+    with Reader(path, "the rocprof database", "was the file cut off or written by another tool?") as reader:
+        tables = _tables(reader)
+        counts = {n: reader.one(n, f"SELECT COUNT(*) FROM {quote(n)}")[0] for n in tables}
         kernel_table = next((n for n, cols in tables.items() if {"Index", "KernelName"} <= set(cols)), None)
         if kernel_table and counts[kernel_table]:
             # Filled when the run collected counters or --timestamp: results.csv's rows.
-            table = _as_text(con, kernel_table, tables[kernel_table])
+            table = _as_text(reader, kernel_table, tables[kernel_table])
             frame = _dispatch_frame(table, path, want, None, oddities)
             return Scan(source=source, chunks=single_chunk([frame]), oddities=oddities)
         if "OPS" in tables and counts["OPS"]:
             # Without counters the kernel table stays empty (both real files), but
             # --hip-trace records every GPU packet in OPS: kernels plus barriers.
-            frame = _ops_frame(con, tables["OPS"], path, want, oddities)
+            frame = _ops_frame(reader, tables["OPS"], path, want, oddities)
             if len(frame):
                 return Scan(source=source, chunks=single_chunk([frame]), oddities=oddities)
-    except sqlite3.Error as exc:
-        raise InputError(path, f"cannot be read as a rocprof database ({exc})",
-                         hint="was the file cut off or written by another tool?") from None
-    finally:
-        con.close()
     held = ", ".join(n for n in tables if counts[n]) or "nothing"
     oddities.append(Oddity(str(path), NO_KERNELS.format(f"tables with rows: {held}")))
     return Scan(source=source, chunks=iter(()), oddities=oddities)
 
 
-def _ops_frame(con: sqlite3.Connection, columns: list[str], path: Path, want: Want,
+def _ops_frame(reader: Reader, columns: list[str], path: Path, want: Want,
                oddities: list[Oddity]) -> pd.DataFrame:
     require_columns(path, columns, ["Name", "BeginNs", "EndNs"], hint="an OPS table has Name, BeginNs and EndNs")
-    table = _as_text(con, "OPS", columns)
+    table = _as_text(reader, "OPS", columns)
     unknown = (table["Name"] == UNKNOWN_PACKET).to_numpy()
     if unknown.any():
         oddities.append(Oddity(str(path), f"{UNKNOWN_PACKET!r} GPU packets dropped (not kernels)", int(unknown.sum())))
@@ -702,7 +706,8 @@ FORMATS: tuple[Format, ...] = (
         name="rocprof-db",
         tool=TOOL,
         kind="profile",
-        description="rocprof v1 SQLite results.db: kernel table, else the OPS (GPU packet) table",
+        description="rocprof v1 SQLite results.db: kernel table (also KERN alone, as --stats writes it), "
+                    "else the OPS (GPU packet) table",
         sniff=_is_db,
         scan=_scan_db,
     ),

@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 import pandas as pd
 
+from perfcheck.documents import json_loads
 from perfcheck.errors import InputError
 from perfcheck.ingest.formats import Format, Scan, Sniff, Want
 from perfcheck.model import Oddity, Source
@@ -75,7 +76,8 @@ def rank_dir(run_dir: Path, rank: int | str) -> Path:
 def read_manifest(directory: Path) -> dict[str, object]:
     path = directory / MANIFEST
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = json_loads(path.read_text(encoding="utf-8"), path,
+                         hint="the run directory is damaged; run the command again")
     except FileNotFoundError:
         raise InputError(directory, f"not a perfcheck run directory (no {MANIFEST})") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -270,6 +272,7 @@ def scan_run(path: Path, want: Want | None = None) -> Scan:
         tool_version=_first([s.tool_version for s in sources]) or manifest.get("tool_version"),  # type: ignore[arg-type]
         device=_first([s.device for s in sources]), arch=_first([s.arch for s in sources]),
         rank=int(own_rank) if own_rank is not None else None,  # type: ignore[call-overload]
+        clock_control=_clock_control(manifest, path),
     )
 
     def chunks() -> Iterator[pd.DataFrame]:
@@ -278,6 +281,17 @@ def scan_run(path: Path, want: Want | None = None) -> Scan:
                 yield frame.drop(columns=[c for c in frame.columns if c.startswith("_")])
 
     return Scan(source, chunks(), oddities)
+
+
+def _clock_control(manifest: dict[str, object], path: Path) -> str | None:
+    """The manifest's ncu clock control ("base" | "none"; absent or null: none set)."""
+    value = manifest.get("clock_control")
+    if value is None:
+        return None
+    if value not in ("base", "none"):
+        raise InputError(path / MANIFEST, f"clock_control {value!r} is not 'base' or 'none'",
+                         hint="the run directory is damaged; run the command again")
+    return str(value)
 
 
 def load_run(path: str | Path, rank: int | None = None) -> "Profile":

@@ -1,17 +1,83 @@
 """SQLite files that profilers write (Nsight Systems exports, rocprofv3's rocpd,
-rocprof v1's results.db), opened the one way every reader of them needs."""
+rocprof v1's results.db), opened the one way every reader of them needs: read-only,
+without side files, and with every statement bounded.
+
+A profile's own views run when it is read (rocpd is all views), so a hostile or
+damaged file can make a read run for ever (a recursive view) or build strings of
+gigabytes. Every connection opened here therefore has
+
+* a budget of SQLite virtual-machine steps proportional to the file's size
+  (``STEPS_PER_BYTE``, at least ``MIN_STEPS``), counted over all its statements by a
+  progress handler. Measured: ``inspect`` of a 10M-dispatch Nsight Systems or rocpd
+  file takes 0.6 steps per byte, reading rocpd's ``kernels`` view row by row (with
+  its eight joins) a few; the budget leaves a margin of 5-30x and still ends a
+  runaway view (about 15 million steps a second on a loaded machine: a minute per
+  50 MB of file);
+* limits on the length of a string or blob (``MAX_LENGTH``), the number of
+  columns of a result (``MAX_COLUMNS``) and of terms of a compound SELECT
+  (``MAX_COMPOUND``), through ``Connection.setlimit`` (Python >= 3.11). Older
+  Pythons have no setlimit: there the step budget alone bounds a read, and strings
+  are bounded only by SQLite's own limit (1 GB).
+
+Exceeding any of them is an ``InputError`` naming the file and the table or view
+being read (``Reader.rows`` and friends take its name). Identifiers taken from a
+file are quoted with ``quote`` and never pasted into SQL as they are.
+"""
 
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import closing
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from perfcheck.errors import InputError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+STEPS_PER_BYTE = 20
+MIN_STEPS = 100_000_000
+# How many VM steps pass between two calls of the progress handler (cheap enough
+# not to show in a profile: a call per ~0.1 ms of work).
+_HANDLER_PERIOD = 100_000
+# No real profile holds a string near this long (kernel names run to a few KB; a
+# chunk of group_concat'ed integers, see nsys/rocpd, to a few MB).
+MAX_LENGTH = 64 * 1024 * 1024
+# rocprof v1's kernel table has a column per counter collected (a few hundred at
+# most); SQLite's own default is 2000.
+MAX_COLUMNS = 1000
+# rocpd's views are a UNION ALL over the sessions merged into the file.
+MAX_COMPOUND = 256
+
+
+def quote(identifier: str) -> str:
+    """``identifier`` as an SQL identifier, whatever characters it holds (a column
+    name from a file may contain ``"``)."""
+    return '"' + str(identifier).replace('"', '""') + '"'
+
+
+def _uri(path: Path) -> str:
+    # immutable=1: SQLite takes no locks and never creates -wal/-shm files beside the
+    # input, even for a database in WAL mode on read-only storage. A -wal file already
+    # beside it holds committed rows that immutable mode would not see, so then the
+    # file is opened plainly read-only (the side files exist already).
+    uri = Path(path).resolve().as_uri()
+    wal = Path(f"{path}-wal")
+    if wal.exists() and wal.stat().st_size > 0:
+        return f"{uri}?mode=ro"
+    return f"{uri}?mode=ro&immutable=1"
 
 
 def connect_read_only(path: Path) -> sqlite3.Connection:
-    """Open ``path`` read-only (``mode=ro``): a profile is evidence, it may sit on
-    read-only storage, and no journal or WAL file may appear beside it."""
-    return sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True)
+    """Open ``path`` read-only, without side files, unbounded: for sniffers, which
+    only read the schema. Readers use ``Reader``."""
+    return sqlite3.connect(_uri(path), uri=True)
 
 
 def table_names(connection: sqlite3.Connection) -> set[str]:
@@ -27,3 +93,322 @@ def sniffed_tables(path: Path) -> set[str] | None:
             return table_names(connection)
     except (sqlite3.Error, OSError, ValueError):
         return None
+
+
+class Reader:
+    """A bounded read-only connection to one profile (see the module's docstring).
+
+    ``what`` names the kind of file in errors ("the rocpd database"); ``hint`` says
+    what to do about a damaged one. Every query names the table or view it reads,
+    so that a bound exceeded or a damaged page is reported against it.
+    """
+
+    def __init__(self, path: Path, what: str, hint: str) -> None:
+        self.path = Path(path)
+        self.what = what
+        self.hint = hint
+        try:
+            size = self.path.stat().st_size
+        except OSError:
+            size = 0
+        self.budget = max(MIN_STEPS, STEPS_PER_BYTE * size)
+        self._steps = 0
+        try:
+            self.connection = sqlite3.connect(_uri(self.path), uri=True)
+        except sqlite3.Error as exc:
+            raise self.error(exc, None) from None
+        if hasattr(self.connection, "setlimit"):  # Python >= 3.11
+            self.connection.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_LENGTH)
+            self.connection.setlimit(sqlite3.SQLITE_LIMIT_COLUMN, MAX_COLUMNS)
+            self.connection.setlimit(sqlite3.SQLITE_LIMIT_COMPOUND_SELECT, MAX_COMPOUND)
+        self.connection.set_progress_handler(self._progress, _HANDLER_PERIOD)
+
+    def _progress(self) -> int:
+        self._steps += _HANDLER_PERIOD
+        return 1 if self._steps > self.budget else 0  # non-zero interrupts the statement
+
+    def close(self) -> None:
+        self.connection.close()
+
+    def __enter__(self) -> "Reader":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def error(self, exc: BaseException, source: str | None) -> InputError:
+        """The one-line error for ``exc`` raised while reading ``source``."""
+        text = str(exc)
+        where = f" reading {source!r}" if source else ""
+        if self._steps > self.budget or "interrupted" in text:
+            return InputError(self.path, f"{self.what}: gave up{where} after {self.budget:,} SQLite steps, "
+                                         f"{STEPS_PER_BYTE} per byte of the file (a recursive or runaway view?)",
+                              hint="a profile is read in a few steps per byte; check where the file came from")
+        if isinstance(exc, sqlite3.DataError) or "too big" in text:
+            return InputError(self.path, f"{self.what}: a value longer than {MAX_LENGTH // 2**20} MiB{where} "
+                                         f"(no profile holds one)", hint="check where the file came from")
+        if "too many columns" in text or "too many terms in compound" in text:
+            return InputError(self.path, f"{self.what}: {text}{where} (the limits are {MAX_COLUMNS} columns "
+                                         f"and {MAX_COMPOUND} compound terms)", hint="check where the file came from")
+        if isinstance(exc, MemoryError):
+            return InputError(self.path, f"{self.what}: ran out of memory{where}", hint=self.hint)
+        return InputError(self.path, f"cannot read {self.what} ({text}){where}", hint=self.hint)
+
+    def _run(self, source: str | None, sql: str, params: Sequence[Any]) -> sqlite3.Cursor:
+        try:
+            return self.connection.execute(sql, tuple(params))
+        except (sqlite3.Error, MemoryError) as exc:
+            raise self.error(exc, source) from None
+
+    def rows(self, source: str | None, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
+        """Every row of ``sql``, which reads ``source`` (a table or view name)."""
+        cursor = self._run(source, sql, params)
+        try:
+            return cursor.fetchall()
+        except (sqlite3.Error, MemoryError) as exc:
+            raise self.error(exc, source) from None
+
+    def one(self, source: str | None, sql: str, params: Sequence[Any] = ()) -> tuple | None:
+        cursor = self._run(source, sql, params)
+        try:
+            return cursor.fetchone()
+        except (sqlite3.Error, MemoryError) as exc:
+            raise self.error(exc, source) from None
+
+    def batches(self, source: str | None, sql: str, params: Sequence[Any] = (), size: int = 100_000) -> Iterator[tuple[list[tuple], list[str]]]:
+        """The rows of ``sql`` in lists of at most ``size``, with the column names."""
+        cursor = self._run(source, sql, params)
+        names = [d[0] for d in cursor.description or ()]
+        while True:
+            try:
+                batch = cursor.fetchmany(size)
+            except (sqlite3.Error, MemoryError) as exc:
+                raise self.error(exc, source) from None
+            if not batch:
+                return
+            yield batch, names
+
+    def frame(self, source: str | None, sql: str, params: Sequence[Any] = ()) -> "pd.DataFrame":
+        """The rows of ``sql`` as a DataFrame (for small tables: devices, metadata)."""
+        import pandas as pd
+
+        cursor = self._run(source, sql, params)
+        try:
+            rows = cursor.fetchall()
+        except (sqlite3.Error, MemoryError) as exc:
+            raise self.error(exc, source) from None
+        return pd.DataFrame(rows, columns=[d[0] for d in cursor.description or ()])
+
+    def frames(self, source: str | None, sql: str, params: Sequence[Any] = (), size: int = 100_000) -> Iterator["pd.DataFrame"]:
+        """The rows of ``sql`` as DataFrames of at most ``size`` rows (what
+        ``pandas.read_sql_query(chunksize=)`` gives, with this reader's errors: pandas
+        turns SQLite's into its own DatabaseError, which names no table)."""
+        import pandas as pd
+
+        for batch, names in self.batches(source, sql, params, size):
+            yield pd.DataFrame.from_records(batch, columns=names, coerce_float=True)
+
+    def tables(self) -> set[str]:
+        return {name for (name,) in self.rows("sqlite_master", "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")}
+
+    def columns(self, table: str) -> list[str]:
+        """Column names of a table or view (bound as a parameter, never pasted)."""
+        return [name for (name,) in self.rows(table, "SELECT name FROM pragma_table_info(?)", (table,))]
+
+
+# --- reading a dispatch table by rowid ranges ---------------------------------------------
+#
+# CPython's sqlite3 builds a Python object per cell, which at 10M dispatches costs far more
+# than SQLite's own scan. A dispatch table has two kinds of columns: a few that differ on
+# every row (timestamps, ids) and many that take a handful of values (the kernel, its
+# launch configuration, the device). Per range of rows, the first kind comes back as one
+# comma-separated string per column (group_concat, parsed by numpy in C), the second as its
+# DISTINCT combinations; a row's combination is known from its kernel when the kernel has
+# one combination in the range (the usual case), and read row by row only for the kernels
+# that have several.
+
+
+@dataclass(frozen=True)
+class Range:
+    """Rows ``first``..``last`` (rowids) of a dispatch table, read column-wise.
+
+    ``series``: column -> int64 per row, in rowid order; ``configs``: the distinct
+    (key, *config columns) tuples of the range; ``config_of_row``: index into
+    ``configs`` per row. ``exact`` is False when the range holds values the fast
+    read cannot take (NULL, text, reals): the caller reads it row by row."""
+
+    first: int
+    last: int
+    exact: bool
+    series: dict[str, np.ndarray] = field(default_factory=dict)
+    configs: list[tuple] = field(default_factory=list)
+    config_of_row: np.ndarray | None = None
+
+
+def _parse_integers(text: str | None, count: int) -> np.ndarray | None:
+    """The ``count`` integers group_concat wrote into ``text`` from a column of numbers
+    and NULLs (``read_ranges`` checked that), or None when it holds anything else:
+    exactly ``count - 1`` commas (a NULL leaves one out) and no real, which SQLite
+    writes with a '.' (1.0e+20 too: its "%!.15g") or as 'Inf'. Checked on the text
+    before parsing: older numpy stops at a '.' with a warning and returns the
+    integers before it, and a warnings filter would be process-wide (this runs on
+    the reading thread)."""
+    if count == 0:
+        return np.zeros(0, dtype=np.int64)
+    if not text or text.count(",") != count - 1 or "." in text or "I" in text:
+        return None
+    try:
+        values = np.fromstring(text, dtype=np.int64, sep=",")  # C parser
+    except ValueError:
+        return None
+    return values if len(values) == count else None
+
+
+def read_ranges(reader: Reader, source: str, where: str, params: Sequence[Any], *, key: str,
+                series: Sequence[str], config: Sequence[str], rowid: str, size: int) -> Iterator[Range]:
+    """``source`` (a table, or a view flattened onto one table) in ranges of ``size``
+    rowids. ``where`` filters rows (with ``params``), ``key`` is the kernel column,
+    ``series`` the per-row integer columns and ``config`` the others. Names are SQL
+    identifiers the caller chose (never taken from the file).
+
+    It relies on SQLite visiting a rowid range of a table in rowid order, which a
+    table and the rocpd views over one (``SELECT *``) give: group_concat has no
+    ORDER BY before SQLite 3.44."""
+    filt = f"({where}) AND " if where else ""
+    # Bounds over all rows, not the filtered ones: on a table (or a view of one) min and
+    # max of the rowid are two b-tree lookups, with a WHERE they would be a whole pass.
+    bounds = reader.one(source, f"SELECT min({rowid}), max({rowid}) FROM {source}")
+    if bounds is None or bounds[0] is None or not isinstance(bounds[0], int) or not isinstance(bounds[1], int):
+        return
+    low, high = bounds
+    columns = [key, *series]
+    # typeof(max(c)) per column, not a typeof per cell (which costs as much as the
+    # concatenation): SQLite orders text and blobs after every number, so the maximum is
+    # a number only in a column of numbers and NULLs. group_concat skips NULLs and writes
+    # a real with a '.' or an exponent: _parse_integers catches both in the text.
+    types = ", ".join(f"typeof(max({c}))" for c in columns)
+    concat = ", ".join(f"group_concat({c})" for c in columns)
+    q_series = f"SELECT count(*), {types}, {concat} FROM {source} WHERE {filt}{rowid} BETWEEN ? AND ?"
+    q_configs = f"SELECT DISTINCT {', '.join([key, *config])} FROM {source} WHERE {filt}{rowid} BETWEEN ? AND ?"
+
+    def one_range(own: Reader, first: int, last: int) -> Range | None:
+        head = own.one(source, q_series, [*params, first, last])
+        count = int(head[0]) if head else 0
+        if not count:
+            return None
+        width = len(columns)
+        if any(t not in ("integer", "real") for t in head[1:1 + width]):  # text or blobs
+            return Range(first, last, exact=False)
+        arrays = [_parse_integers(text, count) for text in head[1 + width:]]
+        if any(a is None for a in arrays):
+            return Range(first, last, exact=False)
+        configs = own.rows(source, q_configs, [*params, first, last])
+        if any(not (v is None or (isinstance(v, int) and not isinstance(v, bool))) for row in configs for v in row):
+            return Range(first, last, exact=False)
+        keys = arrays[0]
+        per_key: dict[int, list[int]] = {}
+        for i, c in enumerate(configs):
+            per_key.setdefault(c[0], []).append(i)
+        uniques, inverse = np.unique(keys, return_inverse=True)
+        if any(int(u) not in per_key for u in uniques):  # the file changed between the two reads
+            return Range(first, last, exact=False)
+        of_row = np.array([per_key[int(u)][0] for u in uniques], dtype=np.int64)[inverse]
+        several = [k for k, found in per_key.items() if len(found) > 1]
+        if several:
+            # Kernels launched with several configurations in this range: their rows'
+            # configurations row by row, in the same (rowid) order as the series.
+            rows_of = np.isin(keys, np.array(several, dtype=np.int64))
+            marks = ", ".join("?" * len(several))
+            picked = own.rows(source, f"SELECT {', '.join([key, *config])} FROM {source} WHERE {filt}{rowid} "
+                                      f"BETWEEN ? AND ? AND {key} IN ({marks}) ORDER BY {rowid}",
+                                  [*params, first, last, *several])
+            index = {c: i for i, c in enumerate(configs)}
+            if len(picked) != int(rows_of.sum()) or any(r not in index for r in picked):
+                return Range(first, last, exact=False)
+            of_row[rows_of] = np.fromiter((index[r] for r in picked), dtype=np.int64, count=len(picked))
+        return Range(first, last, exact=True, series=dict(zip(series, arrays[1:])),
+                     configs=configs, config_of_row=of_row)
+
+    # The ranges are read on a connection of their own in a worker thread, one range
+    # ahead: SQLite runs without the GIL (CPython's sqlite3 releases it around each
+    # step), so the next range's scan overlaps with what the caller does with this one
+    # (names, the per-kernel summary), which would otherwise add to SQLite's time. The
+    # worker's connection is a Reader as bounded as this one.
+    starts = iter(range(low, high + 1, size))
+    state: dict[str, Reader] = {}
+
+    def fetch(first: int) -> Range | None:
+        if "reader" not in state:  # made in the worker thread, which alone uses it
+            state["reader"] = Reader(reader.path, reader.what, reader.hint)
+        return one_range(state["reader"], first, min(first + size - 1, high))
+
+    def close() -> None:
+        if "reader" in state:
+            state["reader"].close()
+
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="perfcheck-sqlite")
+    pending: Future[Range | None] | None = None
+    try:
+        first = next(starts, None)
+        pending = pool.submit(fetch, first) if first is not None else None
+        while pending is not None:
+            part = pending.result()
+            first = next(starts, None)
+            pending = pool.submit(fetch, first) if first is not None else None
+            if part is not None:
+                yield part
+    finally:
+        if pending is not None and not pending.cancel() and "reader" in state:
+            state["reader"].connection.interrupt()  # the caller stopped early: end the running scan
+        pool.submit(close)
+        pool.shutdown(wait=True)
+
+
+class Configs:
+    """The canonical columns of each distinct (kernel, launch configuration) of a file,
+    built once (``build`` turns new configuration tuples into canonical rows, with a
+    kernel name each and whether the dispatches with it are kept) and taken per
+    dispatch of each range. Names go by code (``KernelNames``): taking the strings
+    themselves would copy a name, up to kilobytes, per dispatch."""
+
+    def __init__(self, build: "Callable[[list[tuple]], tuple[pd.DataFrame, np.ndarray]]",
+                 wanted: "Callable[[str], bool]" = lambda column: True) -> None:
+        from perfcheck.ingest.dispatch import KernelNames
+
+        self._build = build
+        # Columns nobody asked for are not taken per dispatch (``inspect`` wants a dozen
+        # of the two dozen a dispatch has): each costs a copy and a check per row.
+        self._wanted = wanted
+        self._index: dict[tuple, int] = {}
+        self._parts: list["pd.DataFrame"] = []
+        self._frame: "pd.DataFrame | None" = None
+        self._codes = np.zeros(0, dtype=np.int64)
+        self._keep = np.zeros(0, dtype=bool)
+        self.names = KernelNames()
+
+    def expand(self, part: Range) -> tuple["pd.DataFrame", np.ndarray]:
+        """The dispatches of ``part`` as canonical rows (kernel first), and which of the
+        range's rows they are."""
+        import pandas as pd
+
+        assert part.config_of_row is not None
+        new = [c for c in dict.fromkeys(part.configs) if c not in self._index]
+        if new:
+            built, keep = self._build(new)
+            codes = self.names.codes_of(list(built["kernel"]))
+            base = len(self._index)
+            self._index.update((c, base + i) for i, c in enumerate(new))
+            kept = [c for c in built.columns if c != "kernel" and self._wanted(c)]
+            self._parts.append(built[kept].reset_index(drop=True))
+            self._frame = pd.concat(self._parts, ignore_index=True) if len(self._parts) > 1 else self._parts[0]
+            self._parts = [self._frame]
+            self._codes = np.concatenate([self._codes, codes])
+            self._keep = np.concatenate([self._keep, np.asarray(keep, dtype=bool)])
+        assert self._frame is not None
+        ids = np.fromiter((self._index[c] for c in part.configs), dtype=np.int64, count=len(part.configs))
+        of_row = ids[part.config_of_row]
+        keep = self._keep[of_row]
+        of_row = of_row[keep]
+        frame = self._frame.take(of_row).reset_index(drop=True)
+        frame.insert(0, "kernel", self.names.column(self._codes[of_row]))
+        return frame, keep

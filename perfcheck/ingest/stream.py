@@ -30,6 +30,7 @@ skipped without a warning; other unrelated text is skipped with one.
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -109,7 +110,7 @@ def _json_record(line: str) -> bool:
         return False
     try:
         return isinstance(json.loads(line), dict)
-    except ValueError:
+    except (ValueError, RecursionError):  # nested past Python's limit: no job record either
         return False
 
 
@@ -193,9 +194,17 @@ def read_peaks(path: Path) -> Peaks:
         raise InputError(path, "result table has no rows; the run was cut off", line=empty[0].line,
                          hint="rerun STREAM; the log ends after the table header")
     details = []
+    nonfinite: list[str] = []
     for run, table in enumerate(tables, start=1):
         prefix = f"run {run}: " if len(tables) > 1 else ""
-        details += [PeakDetail(str(path), prefix + kernel, value, "B/s") for kernel, value in table.rows]
+        # printf's inf/nan (a zero time): that rate is missing, the others still count.
+        nonfinite += [prefix + kernel for kernel, value in table.rows if not math.isfinite(value)]
+        details += [PeakDetail(str(path), prefix + kernel, value, "B/s") for kernel, value in table.rows
+                    if math.isfinite(value)]
+    if nonfinite:
+        oddities.append(Oddity(str(path), f"inf/nan rates left out: {', '.join(nonfinite[:4])}", len(nonfinite)))
+    if not details:
+        raise InputError(path, "every rate is inf or nan", hint="rerun STREAM with a larger array")
     # Every STREAM kernel streams arrays through main memory; the best of them is the
     # attainable bandwidth (Triad usually, Copy on some machines).
     values = {GPU_PEAK if gpu else PEAK: max(d.value for d in details)}

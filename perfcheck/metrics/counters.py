@@ -82,7 +82,12 @@ EXTENSIVE: tuple[str, ...] = (
 # The latencies are cycles per instruction (per fetch), from the per-level passes.
 INTENSIVE: tuple[str, ...] = (
     "achieved_occupancy_pct", "vmem_latency", "smem_latency", "lds_latency", "ifetch_latency",
+    # The clocks the dispatch ran at (Hz): the SM / shader engine clock and the
+    # memory (DRAM) clock, where the profile records them (``CLOCK_FORMULAS``).
+    "sm_clock", "mem_clock",
 )
+# The clock quantities, by the ceiling domain they scale (perfcheck.metrics.roofline).
+CLOCKS: tuple[str, ...] = ("sm_clock", "mem_clock")
 QUANTITIES: tuple[str, ...] = EXTENSIVE + INTENSIVE
 
 # The FLOP quantities ``flops`` adds up (MFMA int8 counts integer operations).
@@ -136,6 +141,12 @@ def _valu_flops(precision: str) -> Callable[[Values, Context], np.ndarray]:
 
 def _scaled(counter: str, factor: float) -> Callable[[Values, Context], np.ndarray]:
     return lambda c, ctx: factor * c[counter]
+
+
+def _clock(counter: str, factor: float = 1.0) -> Callable[[Values, Context], np.ndarray]:
+    """A clock in Hz (``factor`` 1e6 for MHz); zero, negative or infinite is
+    missing, not a clock."""
+    return lambda c, ctx: np.where(np.isfinite(c[counter]) & (c[counter] > 0), c[counter] * factor, np.nan)
 
 
 def _total(*counters: str, factor: float = 1.0) -> Callable[[Values, Context], np.ndarray]:
@@ -401,6 +412,30 @@ FORMULAS: tuple[Formula, ...] = (
     # nvprof prints achieved_occupancy as a 0-1 fraction ("0.935178").
     Formula("achieved_occupancy_pct", NVPROF, ("achieved_occupancy",), _scaled("achieved_occupancy", 100.0),
             _NVPROF_DOC),
+    # ---- clocks the dispatch ran at (Hz) ------------------------------------------------
+    # Nsight Compute locks the GPU to its base clock by default (--clock-control base,
+    # Nsight Compute CLI guide "Clock Control"), so the rate its cycle counters ran at
+    # is the clock to hold the kernel against, not the datasheet boost clock.
+    # ``X__cycles_elapsed.avg.per_second`` is cycles per second of that unit's clock
+    # (ncu "Metrics Structure": .per_second divides by gpu__time_duration).
+    *(
+        Formula("sm_clock", NCU, (f"{p}__cycles_elapsed.avg.per_second",),
+                _clock(f"{p}__cycles_elapsed.avg.per_second"), "ncu metrics reference: cycles_elapsed rate",
+                suggested=p == "smsp")
+        for p in ("smsp", "sm", "gpc")
+    ),
+    # The same from the GPC's elapsed cycles over the kernel time (ns in ncu's base unit).
+    Formula("sm_clock", NCU, ("gpc__cycles_elapsed.max", "gpu__time_duration.sum"),
+            lambda c, ctx: _clock("hz")({"hz": c["gpc__cycles_elapsed.max"] / (c["gpu__time_duration.sum"] * 1e-9)}, ctx),
+            "ncu: gpc__cycles_elapsed.max / gpu__time_duration.sum"),
+    Formula("mem_clock", NCU, ("dram__cycles_elapsed.avg.per_second",),
+            _clock("dram__cycles_elapsed.avg.per_second"), "ncu metrics reference: DRAM cycles_elapsed rate",
+            suggested=True),
+    # No AMD formula, on the evidence of the real workloads (docs/clocks.md):
+    # sysinfo.csv's cur_sclk is read once, outside the kernels (Omniperf 1.x on MI200
+    # says 800 MHz while the same workload's roofline.csv measured FP64 at 20.4
+    # TFLOP/s, 1.8x what 800 MHz allows), and GRBM_GUI_ACTIVE / duration exceeds the
+    # peak clock (1439-2681 MHz on a 1700 MHz MI200): neither is the kernel's clock.
     # ---- perf.measure: work the caller declares ---------------------------------------
     # A timed Python function has no counters: perfcheck.measure records what the test
     # declares one call moves and computes as raw.perfcheck.<quantity> (base units, one

@@ -26,6 +26,13 @@ Ceilings come in two kinds, and every percentage can say which it used:
 and *theoretical* (the arch database's datasheet figures for the device). The
 empirical figure wins where both exist; the theoretical one stays available on
 ``Ceiling.theoretical``.
+
+Clocks (docs/clocks.md). A datasheet figure holds at the boost clock; Nsight
+Compute profiles at the base clock by default, so a kernel table that records the
+clock each kernel ran at (``sm_clock``, ``mem_clock`` from ``metrics.counters``)
+gets theoretical roofs scaled to it: ``peak x measured / datasheet clock``, per
+kernel. Empirical figures are never scaled (they were measured at some clock, which
+a machine file may record; ``analysis`` warns when it differs from the profile's).
 """
 
 from __future__ import annotations
@@ -34,7 +41,7 @@ import math
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -42,6 +49,7 @@ import numpy as np
 import pandas as pd
 
 from perfcheck.schema import PEAK_UNITS
+from perfcheck.units import format_value
 
 if TYPE_CHECKING:
     from perfcheck.arch import Target
@@ -90,6 +98,44 @@ class Ceiling:
     # When ``kind`` is empirical: the datasheet figure for the same ceiling, if the
     # device is known (reports can show "44.9 % of measured, 37.5 % of datasheet").
     theoretical: "Ceiling | None" = None
+    # The clock (Hz) the figure holds at, when known: the datasheet clock of a
+    # theoretical figure, the profiled clock of one scaled to it (``at_clock``), the
+    # clock a machine file says its peaks were measured at.
+    clock_hz: float | None = None
+    # A theoretical figure scaled to the profiled clock keeps the datasheet one here.
+    datasheet: "Ceiling | None" = None
+
+    @property
+    def domain(self) -> str | None:
+        """Which clock the figure follows: "sm_clock", "mem_clock" or None."""
+        return clock_domain(self.name)
+
+    def at_clock(self, clock_hz: float | None) -> "Ceiling":
+        """This theoretical figure at the clock a kernel ran at: peak x measured /
+        datasheet clock (FLOPs per clock and bytes per clock are fixed by the
+        hardware; the clock is what boost, power capping and ncu's clock control
+        change). Empirical figures stay as measured; a figure without a datasheet
+        clock, or an unknown clock, stays as it is."""
+        base = self.datasheet or self
+        if (self.kind != THEORETICAL or base.clock_hz is None or clock_hz is None
+                or not math.isfinite(clock_hz) or clock_hz <= 0):
+            return self
+        if clock_hz == base.clock_hz:
+            return base
+        return replace(base, value=base.value * clock_hz / base.clock_hz, clock_hz=float(clock_hz), datasheet=base)
+
+    def clock_text(self) -> str:
+        """Which clock the figure is at, for messages: "at the profiled 765 MHz;
+        datasheet 19.5 TFLOP/s at 1410 MHz", "at the datasheet 1410 MHz", "measured
+        at 1410 MHz", or "" (clock unknown)."""
+        if self.datasheet is not None and self.clock_hz is not None:
+            ds = self.datasheet
+            return (f"at the profiled {format_value(self.clock_hz, 'Hz')}; datasheet "
+                    f"{format_value(ds.value, ds.unit)} at {format_value(ds.clock_hz, 'Hz')}")
+        if self.clock_hz is not None:
+            what = "measured at" if self.kind == EMPIRICAL else "at the datasheet"
+            return f"{what} {format_value(self.clock_hz, 'Hz')}"
+        return ""
 
     def as_dict(self) -> dict[str, object]:
         doc: dict[str, object] = {
@@ -101,7 +147,23 @@ class Ceiling:
         }
         if self.theoretical is not None:
             doc["theoretical"] = self.theoretical.as_dict()
+        if self.clock_hz is not None:
+            doc["clock_hz"] = self.clock_hz
+        if self.datasheet is not None:
+            doc["datasheet"] = self.datasheet.as_dict()
         return doc
+
+
+def clock_domain(name: str) -> str | None:
+    """The clock a ceiling follows. Compute roofs and the on-chip levels (L1, LDS,
+    L2 run in the SM / shader-engine clock domain) follow the SM clock; device
+    memory follows the memory clock. A CPU's main memory and AMD's MALL (Infinity
+    Fabric clock) follow neither clock a GPU profile records."""
+    if name == "hbm_bw":
+        return "mem_clock"
+    if name in ("mem_bw", "mall_bw", "l3_bw"):
+        return None
+    return "sm_clock"
 
 
 def ceiling_unit(name: str) -> str:
@@ -169,10 +231,27 @@ def _theoretical(target: "Target | None") -> dict[str, Ceiling]:
     if peak_gips:
         figures[GIPS] = float(peak_gips) * 1e9
     return {
-        name: Ceiling(name, value, ceiling_unit(name), THEORETICAL, _theoretical_source(name, device))
+        name: Ceiling(name, value, ceiling_unit(name), THEORETICAL, _theoretical_source(name, device),
+                      clock_hz=_datasheet_clock(name, device))
         for name, value in figures.items()
         if np.isfinite(value) and value > 0
     }
+
+
+def _datasheet_clock(name: str, device: object) -> float | None:
+    """The clock a datasheet figure was computed at: the boost clock for compute and
+    on-chip roofs (the tensor clock for the tensor figures that imply another, H100
+    §5.7), the memory clock for device memory when the database gives it."""
+    domain = clock_domain(name)
+    if domain == "mem_clock":
+        clock = getattr(device, "mem_clock_hz", None)
+    elif domain == "sm_clock":
+        tensor = getattr(device, "tensor_clock_hz", None)
+        clock = tensor if tensor and name.startswith("tensor_rate_") and name != "tensor_rate_fp64" else None
+        clock = clock or getattr(device, "clock_hz", None)
+    else:
+        clock = None
+    return float(clock) if clock else None
 
 
 def ceilings(target: "Target | None", peaks: "Peaks | None") -> dict[str, Ceiling]:
@@ -188,11 +267,81 @@ def ceilings(target: "Target | None", peaks: "Peaks | None") -> dict[str, Ceilin
             value = float(value)
             if not (np.isfinite(value) and value > 0):
                 continue
+            domain = clock_domain(name)
             out[name] = Ceiling(
                 name, value, ceiling_unit(name), EMPIRICAL, _empirical_source(name, value, peaks),
                 theoretical=theoretical.get(name),
+                clock_hz=peaks.clocks.get(domain) if domain else None,
             )
     return dict(sorted(out.items()))
+
+
+# Profile and peaks clocks closer than this are the same clock (ncu's base-clock
+# rate reads 764,999,990 Hz on one launch and 764,999,998 Hz on the next).
+CLOCK_TOLERANCE = 0.02
+
+
+def profile_clocks(table: pd.DataFrame) -> dict[str, float]:
+    """The clocks a kernel table records, one figure per domain: the median over the
+    kernels that have one (every kernel of an ncu run at its base clock shares it)."""
+    out = {}
+    for domain in ("sm_clock", "mem_clock"):
+        clocks = _column(table, domain)
+        if clocks is not None:
+            known = clocks[np.isfinite(clocks) & (clocks > 0)]
+            if len(known):
+                out[domain] = float(known.median())
+    return out
+
+
+def at_profile_clocks(ceilings: Mapping[str, Ceiling], clocks: Mapping[str, float]) -> dict[str, Ceiling]:
+    """Every theoretical ceiling at the profile's clock (for reports that draw one
+    roof for all kernels: the roofline, ``inspect``'s header, JUnit properties)."""
+    return {name: c.at_clock(clocks.get(c.domain)) if c.domain else c for name, c in ceilings.items()}
+
+
+def clocks_note(ceilings: Mapping[str, Ceiling]) -> str:
+    """One phrase for a report that draws all roofs once: "theoretical roofs at the
+    profiled SM clock 765 MHz (datasheet 1410 MHz)"; "" when nothing was scaled."""
+    seen: dict[tuple[str, float], set[float]] = {}
+    for c in ceilings.values():
+        if c.datasheet is not None and c.clock_hz is not None and c.datasheet.clock_hz is not None and c.domain:
+            seen.setdefault((c.domain, c.clock_hz), set()).add(c.datasheet.clock_hz)
+    parts = []
+    for (domain, clock), datasheet in sorted(seen.items()):
+        label = "SM" if domain == "sm_clock" else "memory"
+        was = ", ".join(format_value(d, "Hz") for d in sorted(datasheet))
+        parts.append(f"{label} clock {format_value(clock, 'Hz')} (datasheet {was})")
+    return "theoretical roofs at the profiled " + " and ".join(parts) if parts else ""
+
+
+def clock_mismatch(ceiling: Ceiling, clock_hz: float | None) -> str | None:
+    """Why an empirical ceiling may not fit a kernel: measured at another clock than
+    the kernel ran at (the figure is kept as measured). None when they agree or
+    either clock is unknown."""
+    if ceiling.kind != EMPIRICAL or ceiling.clock_hz is None or clock_hz is None or not math.isfinite(clock_hz):
+        return None
+    if abs(clock_hz - ceiling.clock_hz) <= CLOCK_TOLERANCE * ceiling.clock_hz:
+        return None
+    return (f"{ceiling.name} was measured at {format_value(ceiling.clock_hz, 'Hz')} but the profile ran at "
+            f"{format_value(clock_hz, 'Hz')}; the measured figure is used unscaled")
+
+
+def clock_mismatches(ceilings: Mapping[str, Ceiling], clocks: Mapping[str, float]) -> list[tuple[str, str]]:
+    """``(file, sentence)`` per peaks file and clock pair whose measured ceilings were
+    taken at another clock than the profile ran at: one warning names them all."""
+    groups: dict[tuple[str, float, float], list[str]] = {}
+    for c in ceilings.values():
+        profiled = clocks.get(c.domain or "")
+        if clock_mismatch(c, profiled) is not None:
+            groups.setdefault((c.source.split(" (", 1)[0], c.clock_hz, profiled), []).append(c.name)  # type: ignore[arg-type]
+    out = []
+    for (where, measured, profiled), names in groups.items():
+        were = "was" if len(names) == 1 else "were"
+        out.append((where, f"{', '.join(names)} {were} measured at {format_value(measured, 'Hz')} but the profile ran "
+                           f"at {format_value(profiled, 'Hz')}; the measured figure{'s are' if len(names) > 1 else ' is'} "
+                           "used unscaled"))
+    return out
 
 
 # --- kernel metrics ----------------------------------------------------------------
@@ -236,10 +385,34 @@ def _rate(table: pd.DataFrame, quantity: str) -> pd.Series | None:
     return _divide(amount, duration)
 
 
-def _percent(value: pd.Series, ceiling: Ceiling | None) -> pd.Series:
+def _at_clocks(ceiling: Ceiling, table: pd.DataFrame) -> pd.Series:
+    """Per kernel: the ceiling at the clock that kernel ran at (``Ceiling.at_clock``,
+    vectorised); the figure as it is where the kernel's clock is unknown."""
+    values = pd.Series(ceiling.value, index=table.index, dtype="float64")
+    base = ceiling.datasheet or ceiling
+    domain = ceiling.domain
+    clocks = _column(table, domain) if domain else None
+    if ceiling.kind != THEORETICAL or base.clock_hz is None or clocks is None:
+        return values
+    known = np.isfinite(clocks) & (clocks > 0)
+    return (base.value * clocks / base.clock_hz).where(known, ceiling.value)
+
+
+def kernel_ceiling(ceiling: Ceiling, row: Mapping[str, object]) -> Ceiling:
+    """The ceiling for one kernel of the table: at the clock its row records."""
+    domain = ceiling.domain
+    value = row.get(domain) if domain else None
+    try:
+        clock = float(value) if value is not None else None  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        clock = None
+    return ceiling.at_clock(clock if clock is not None and math.isfinite(clock) else None)
+
+
+def _percent(value: pd.Series, ceiling: Ceiling | None, table: pd.DataFrame) -> pd.Series:
     if ceiling is None:
         return pd.Series(np.nan, index=value.index)
-    return value / ceiling.value * 100.0
+    return value / _at_clocks(ceiling, table) * 100.0
 
 
 def _precision_classes(table: pd.DataFrame) -> dict[str, str]:
@@ -272,9 +445,12 @@ def _compute_roof(table: pd.DataFrame, ceilings: Mapping[str, Ceiling]) -> tuple
     best = np.argmax(np.where(known, flops, -np.inf), axis=1)
     has_class = known.any(axis=1)
     roof_names = np.array(list(classes.values()), dtype=object)
-    roof_values = np.array([ceilings[r].value if r in ceilings else np.nan for r in roof_names])
+    # Each roof at the clock each kernel ran at: one column per roof.
+    roof_values = np.column_stack([
+        _at_clocks(ceilings[r], table).to_numpy() if r in ceilings else np.full(len(table), np.nan) for r in roof_names
+    ])
     names[:] = np.where(has_class, roof_names[best], None)
-    values[:] = np.where(has_class, roof_values[best], np.nan)
+    values[:] = np.where(has_class, roof_values[np.arange(len(table)), best], np.nan)
     return names, values
 
 
@@ -309,7 +485,7 @@ def kernel_metrics(kernels: pd.DataFrame, ceilings: Mapping[str, Ceiling]) -> pd
         if rate is None:
             continue
         out[bw] = rate
-        out[f"{bw}_pct"] = _percent(rate, ceilings.get(bw))
+        out[f"{bw}_pct"] = _percent(rate, ceilings.get(bw), table)
         amount = _column(table, quantity)
         if flops is not None and amount is not None:
             out[ai] = _divide(flops, amount)
@@ -334,7 +510,7 @@ def kernel_metrics(kernels: pd.DataFrame, ceilings: Mapping[str, Ceiling]) -> pd
             ceiling = ceilings.get(bw)
             if ceiling is None or ai not in out:
                 continue
-            roof = out[ai] * ceiling.value
+            roof = out[ai] * _at_clocks(ceiling, table)
             lower = (roof < attainable).fillna(False)
             attainable = attainable.where(~lower, roof)
             binding = binding.mask(lower, bw)
@@ -356,8 +532,9 @@ def kernel_metrics(kernels: pd.DataFrame, ceilings: Mapping[str, Ceiling]) -> pd
         instructions, hbm_bytes = _column(table, "instructions"), _column(table, "hbm_bytes")
         if instructions is not None and hbm_bytes is not None:
             out["instruction_intensity_hbm"] = _divide(instructions, hbm_bytes)
-        out["peak_gips"] = pd.Series(gips.value / 1e9 if gips is not None else np.nan, index=index)
-        out["gips_pct"] = _percent(instruction_rate, gips)
+        out["peak_gips"] = (_at_clocks(gips, table) / 1e9 if gips is not None
+                            else pd.Series(np.nan, index=index))
+        out["gips_pct"] = _percent(instruction_rate, gips, table)
 
     for name, series in out.items():
         table[name] = series

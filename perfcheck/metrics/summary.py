@@ -94,11 +94,16 @@ class _Work:
         if len(columns) > 1:
             self._parts.append(pd.DataFrame(columns).groupby("_code").sum())
         if self._target is not None:
+            from perfcheck.arch.occupancy import WANT as OCCUPANCY_INPUTS
             from perfcheck.arch.occupancy import occupancy_table
 
-            occupancy = occupancy_table(self._target.arch, chunk)
+            # Occupancy is a function of a few launch resources, which repeat from
+            # dispatch to dispatch of a kernel: computed once per distinct combination.
+            inputs = [c for c in sorted(OCCUPANCY_INPUTS.columns or ()) if c in chunk.columns]
+            distinct = ~chunk[inputs].assign(_code=codes).duplicated().to_numpy() if inputs else np.ones(len(chunk), bool)
+            occupancy = occupancy_table(self._target.arch, chunk[distinct])
             if occupancy["occupancy_pct"].notna().any():
-                occupancy = occupancy.assign(_code=codes).dropna(subset=["occupancy_pct"]).reset_index(drop=True)
+                occupancy = occupancy.assign(_code=codes[distinct]).dropna(subset=["occupancy_pct"]).reset_index(drop=True)
                 worst = occupancy.loc[occupancy.groupby("_code")["occupancy_pct"].idxmin()]
                 self._occupancy.append(worst.set_index("_code"))
 

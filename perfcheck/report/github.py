@@ -8,20 +8,26 @@
 * ``step_outputs``: ``name=value`` lines for ``$GITHUB_OUTPUT`` (the action's outputs).
 * ``post_comment``: create or update ONE comment on a pull request through the REST
   API (``GITHUB_API_URL``, default https://api.github.com, with ``GITHUB_TOKEN``). The
-  comment is found again by a hidden marker (an HTML comment GitHub does not render),
-  so a re-run updates it instead of adding another. urllib only: no dependency.
+  comment is found again by a hidden marker (an HTML comment GitHub does not render)
+  at the start of a comment by the token's own user or the Actions bot, so a re-run
+  updates it instead of adding another. http.client only: no dependency.
 
-REST endpoints used (docs.github.com, "REST API endpoints for issue comments"):
+REST endpoints used (docs.github.com, "REST API endpoints for issue comments";
+"REST API endpoints for users": ``GET /user``):
 ``GET /repos/{repo}/issues/{number}/comments`` (paged, 100 per page),
 ``POST /repos/{repo}/issues/{number}/comments``, ``PATCH /repos/{repo}/issues/comments/{id}``.
 """
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
-import urllib.error
-import urllib.request
+import socket
+import ssl
+import threading
+import time
+import urllib.parse
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -41,7 +47,12 @@ DEFAULT_MARKER = "perfcheck"
 
 
 class GitHubError(PerfcheckError):
-    """The GitHub API refused or could not be reached; the message says what to do."""
+    """The GitHub API refused or could not be reached; the message says what to do.
+    ``status``: the HTTP status of a refusal, None otherwise."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 # --- workflow commands ---------------------------------------------------------------------
@@ -120,37 +131,154 @@ def _truncate(body: str, limit: int) -> str:
     return body[: limit - len(note)] + note
 
 
+# Bounds on what the API may make perfcheck do (a comment is one short exchange):
+MAX_PAGES = 50  # 5,000 comments searched for the sticky one, then give up
+MAX_REDIRECTS = 5  # GETs only, and only on the API's own host (a renamed repository)
+MAX_ANSWER_BYTES = 32 * 1024 * 1024  # a page of 100 comments of 65,536 characters is ~7 MB
+# Who may have written the sticky comment: the token's own user (GET /user), or, for
+# the Actions GITHUB_TOKEN (an installation token, for which GET /user answers 403),
+# the GitHub Actions bot that token comments as.
+ACTIONS_BOT = "github-actions[bot]"
+
+
 class _Api:
+    """The few REST calls the comment needs, with the token sent only to the API's own
+    host: http.client, not urllib, because urllib follows a redirect to any host with
+    the Authorization header kept, and turns a redirected POST into a GET. One deadline
+    covers the whole exchange (every page and the write): a watchdog shuts the socket
+    down when it passes, so a server that drips a byte at a time cannot hold the job."""
+
     def __init__(self, api_url: str, token: str, timeout: float) -> None:
+        parts = urllib.parse.urlsplit(api_url.rstrip("/"))
+        if parts.scheme not in ("https", "http") or not parts.hostname:
+            raise GitHubError(f"GitHub API URL {api_url!r} is not an http(s) URL (GITHUB_API_URL)")
+        self.scheme, self.host = parts.scheme, parts.hostname
+        try:
+            self.port = parts.port or (443 if parts.scheme == "https" else 80)
+        except ValueError:
+            raise GitHubError(f"GitHub API URL {api_url!r} has a bad port (GITHUB_API_URL)") from None
+        self.prefix = parts.path
         self.base = api_url.rstrip("/")
         self.token = token
         self.timeout = timeout
+        self.deadline = time.monotonic() + timeout
+
+    def _origin(self, url: str) -> tuple[str, str | None, int | None]:
+        parts = urllib.parse.urlsplit(url)
+        try:
+            port = parts.port or (443 if parts.scheme == "https" else 80)
+        except ValueError:
+            port = None
+        return parts.scheme, parts.hostname, port
+
+    def _late(self) -> GitHubError:
+        return GitHubError(f"GitHub API {self.base} did not finish within {self.timeout:g} s (the whole exchange)")
+
+    def _send(self, method: str, target: str, data: bytes | None) -> tuple[int, str, "http.client.HTTPMessage", bytes]:
+        remaining = self.deadline - time.monotonic()
+        if remaining <= 0:
+            raise self._late()
+        if self.scheme == "https":
+            conn: http.client.HTTPConnection = http.client.HTTPSConnection(
+                self.host, self.port, timeout=remaining, context=ssl.create_default_context())
+        else:
+            conn = http.client.HTTPConnection(self.host, self.port, timeout=remaining)
+        fired = threading.Event()
+
+        def abort() -> None:
+            fired.set()
+            sock = conn.sock
+            if sock is not None:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+        watchdog = threading.Timer(remaining, abort)
+        watchdog.daemon = True
+        watchdog.start()
+        headers = {"Accept": "application/vnd.github+json", "X-GitHub-Api-Version": "2022-11-28",
+                   "Authorization": f"Bearer {self.token}", "User-Agent": "perfcheck"}
+        if data is not None:
+            headers["Content-Type"] = "application/json"
+        try:
+            conn.request(method, target, body=data, headers=headers)
+            response = conn.getresponse()
+            chunks, size = [], 0
+            while True:
+                chunk = response.read1(65536)
+                if not chunk:
+                    break
+                size += len(chunk)
+                if size > MAX_ANSWER_BYTES:
+                    raise GitHubError(f"GitHub API {method} {target}: the answer is larger than "
+                                      f"{MAX_ANSWER_BYTES // 2**20} MiB")
+                chunks.append(chunk)
+            if fired.is_set():
+                raise self._late()
+            return response.status, response.reason, response.headers, b"".join(chunks)
+        except (OSError, http.client.HTTPException) as exc:
+            if fired.is_set() or time.monotonic() >= self.deadline:
+                raise self._late() from None
+            raise GitHubError(f"GitHub API {self.base} cannot be reached: {exc}") from None
+        finally:
+            watchdog.cancel()
+            conn.close()
 
     def call(self, method: str, path: str, body: Mapping[str, object] | None = None) -> object:
         data = json.dumps(body).encode() if body is not None else None
-        request = urllib.request.Request(self.base + path, data=data, method=method)
-        request.add_header("Accept", "application/vnd.github+json")
-        request.add_header("X-GitHub-Api-Version", "2022-11-28")
-        request.add_header("Authorization", f"Bearer {self.token}")
-        request.add_header("User-Agent", "perfcheck")
-        if data is not None:
-            request.add_header("Content-Type", "application/json")
-        try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:  # noqa: S310 (https or loopback)
-                text = response.read().decode("utf-8")
-        except urllib.error.HTTPError as exc:
+        target = self.prefix + path
+        for _ in range(MAX_REDIRECTS + 1):
+            status, reason, headers, raw = self._send(method, target, data)
+            if status not in (301, 302, 303, 307, 308):
+                break
+            location = urllib.parse.urljoin(f"{self.scheme}://{self.host}:{self.port}{target}", headers.get("Location", ""))
+            if method != "GET":
+                raise GitHubError(f"GitHub API {method} {path}: answered with a redirect (HTTP {status}), not "
+                                  "followed: a comment is never sent again elsewhere or turned into a GET")
+            if self._origin(location) != (self.scheme, self.host, self.port):
+                raise GitHubError(f"GitHub API {method} {path}: redirected to another host "
+                                  f"({urllib.parse.urlsplit(location).netloc}), not followed: the token is only "
+                                  f"sent to {self.host}")
+            parts = urllib.parse.urlsplit(location)
+            target = parts.path + (f"?{parts.query}" if parts.query else "")
+        else:
+            raise GitHubError(f"GitHub API {method} {path}: more than {MAX_REDIRECTS} redirects")
+        if status >= 400:
             hint = ""
-            if exc.code in (401, 403, 404):
+            if status in (401, 403, 404):
                 hint = (" (the token needs `pull-requests: write`; a pull request from a fork gets a "
                         "read-only GITHUB_TOKEN: the job summary still has the report)")
-            raise GitHubError(f"GitHub API {method} {path}: HTTP {exc.code} {exc.reason}{hint}") from None
-        except (urllib.error.URLError, OSError) as exc:
-            reason = getattr(exc, "reason", exc)
-            raise GitHubError(f"GitHub API {self.base} cannot be reached: {reason}") from None
+            raise GitHubError(f"GitHub API {method} {path}: HTTP {status} {reason}{hint}", status)
         try:
-            return json.loads(text) if text else None
-        except ValueError:
+            return json.loads(raw.decode("utf-8")) if raw else None
+        except (ValueError, RecursionError):
             raise GitHubError(f"GitHub API {method} {path}: the answer is not JSON") from None
+
+
+def _comment_id(answer: object, what: str) -> int:
+    value = answer.get("id") if isinstance(answer, dict) else None
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        raise GitHubError(f"GitHub API {what}: the answer has no comment id (got {str(answer)[:80]!r})")
+    return value
+
+
+def _own_logins(api: _Api) -> set[str]:
+    """Whose comments may be the sticky one: the token's user, and the Actions bot."""
+    try:
+        user = api.call("GET", "/user")
+    except GitHubError as exc:
+        if exc.status not in (401, 403, 404):
+            raise
+        return {ACTIONS_BOT}  # an installation token (GITHUB_TOKEN) has no user
+    login = user.get("login") if isinstance(user, dict) else None
+    return {login, ACTIONS_BOT} if isinstance(login, str) and login else {ACTIONS_BOT}
+
+
+def _author(comment: Mapping[str, object]) -> str | None:
+    user = comment.get("user")
+    login = user.get("login") if isinstance(user, dict) else None
+    return login if isinstance(login, str) else None
 
 
 def post_comment(
@@ -163,28 +291,37 @@ def post_comment(
     key: str = DEFAULT_MARKER,
     timeout: float = 30.0,
 ) -> CommentResult:
-    """Create, or update in place, the one perfcheck comment on pull request ``number``."""
+    """Create, or update in place, the one perfcheck comment on pull request ``number``:
+    the comment whose body starts with the marker, written by the token's own user or
+    the GitHub Actions bot (a marker planted by anyone else is ignored). ``timeout``
+    bounds the whole exchange."""
     marker = marker_line(key)
     text = _truncate(f"{marker}\n{body}", MAX_COMMENT_CHARS)
     api = _Api(api_url, token, timeout)
+    ours = _own_logins(api)
     found = None
-    page = 1
-    while found is None:
+    for page in range(1, MAX_PAGES + 1):
         comments = api.call("GET", f"/repos/{repository}/issues/{number}/comments?per_page=100&page={page}")
-        if not isinstance(comments, list) or not comments:
+        if not isinstance(comments, list):
+            raise GitHubError(f"GitHub API GET /repos/{repository}/issues/{number}/comments: the answer is not a "
+                              "list of comments")
+        found = next((c for c in comments if isinstance(c, dict) and _author(c) in ours
+                      and str(c.get("body", "")).startswith(marker)), None)
+        if found is not None or len(comments) < 100:
             break
-        found = next((c for c in comments if isinstance(c, dict) and marker in str(c.get("body", ""))), None)
-        if len(comments) < 100:
-            break
-        page += 1
+    else:
+        raise GitHubError(f"GitHub API: pull request {repository}#{number} has more than {MAX_PAGES * 100} comments; "
+                          "not searched further for perfcheck's comment")
     if found is not None:
-        answer = api.call("PATCH", f"/repos/{repository}/issues/comments/{found['id']}", {"body": text})
+        comment_id = _comment_id(found, f"GET /repos/{repository}/issues/{number}/comments")
+        answer = api.call("PATCH", f"/repos/{repository}/issues/comments/{comment_id}", {"body": text})
         action = "updated"
     else:
         answer = api.call("POST", f"/repos/{repository}/issues/{number}/comments", {"body": text})
         action = "created"
-    answer = answer if isinstance(answer, dict) else {}
-    return CommentResult(action, int(answer.get("id", found["id"] if found else 0)), answer.get("html_url"))
+    comment_id = _comment_id(answer, f"{'PATCH' if found is not None else 'POST'} comment")
+    url = answer.get("html_url") if isinstance(answer, dict) else None
+    return CommentResult(action, comment_id, url if isinstance(url, str) else None)
 
 
 def pull_request_number(environ: Mapping[str, str] | None = None) -> int | None:
@@ -199,8 +336,8 @@ def pull_request_number(environ: Mapping[str, str] | None = None) -> int | None:
             number = (event.get("pull_request") or {}).get("number")
             if number is not None:
                 return int(number)
-        except (OSError, ValueError, AttributeError, TypeError):
-            pass
+        except (OSError, ValueError, AttributeError, TypeError, RecursionError):
+            pass  # no readable event: the GITHUB_REF fallback below
     ref = env.get("GITHUB_REF", "")
     parts = ref.split("/")
     if len(parts) >= 3 and parts[:2] == ["refs", "pull"] and parts[2].isdigit():

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from perfcheck.kernelkey import kernel_key
-from perfcheck.model import Peaks
+from perfcheck.model import PeakDetail, Peaks
 from perfcheck.schema import PEAK_UNITS, metric_unit
 
 if TYPE_CHECKING:
@@ -61,11 +61,19 @@ def inspect_document(analysis: "Analysis") -> dict:
     }
 
 
+def _detail(d: PeakDetail) -> dict:
+    doc = {"source": d.source, "name": d.name, "value": _number(d.value), "unit": d.unit}
+    if d.repeats is not None:  # perfcheck's own measurement: the spread of its repeats
+        doc.update(median=_number(d.median), min=_number(d.minimum), max=_number(d.maximum), repeats=d.repeats)
+    return doc
+
+
 def peaks_document(peaks: Peaks) -> dict:
     return {
         "peaks": {k: _number(v) for k, v in sorted(peaks.values.items())},
         "units": {k: PEAK_UNITS.get(k, "") for k in sorted(peaks.values)},
-        "details": [{"source": d.source, "name": d.name, "value": _number(d.value), "unit": d.unit} for d in peaks.details],
+        "details": [_detail(d) for d in peaks.details],
         "sources": [s.as_dict() for s in peaks.sources],
+        "clocks": {k: _number(v) for k, v in sorted(peaks.clocks.items())},  # Hz the peaks were measured at
         "warnings": [{"path": o.path, "message": o.what, "count": o.count} for o in peaks.oddities],
     }

@@ -144,7 +144,8 @@ def _suite_properties(
             bits = [source.format] + ([f"version {source.tool_version}"] if source.tool_version else [])
             props.append((f"profile.{i}", f"{source.path} ({', '.join(bits)})"))
         for ceiling in analysis.ceilings.values():
-            value = f"{format_value(ceiling.value, ceiling.unit)} ({ceiling.kind}: {ceiling.source})"
+            clock = ceiling.clock_text()
+            value = f"{format_value(ceiling.value, ceiling.unit)}{' ' + clock if clock else ''} ({ceiling.kind}: {ceiling.source})"
             if ceiling.theoretical is not None:
                 value += f"; theoretical {format_value(ceiling.theoretical.value, ceiling.theoretical.unit)}"
             props.append((f"ceiling.{ceiling.name}", value))

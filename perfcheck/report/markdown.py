@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from perfcheck.model import ERROR, FAILED, PASSED, RECORDED, XFAILED, XPASSED, Check
+from perfcheck.report import mdescape
 from perfcheck.report.results import (
     BaselineStatus,
     change_pct,
@@ -41,7 +42,7 @@ from perfcheck.report.results import (
     observed_text,
     write_atomic,
 )
-from perfcheck.units import format_value, shorten_middle
+from perfcheck.units import format_value
 
 if TYPE_CHECKING:
     from perfcheck.analysis import Analysis
@@ -56,40 +57,9 @@ MAX_NAME_CHARS = 72
 # pytest xfail outcomes: an expected failure is not a pass (pytest counts it apart)
 ICON = {PASSED: "✅", FAILED: "❌", ERROR: "⚠️", RECORDED: "🆕", XFAILED: "➖", XPASSED: "❗"}
 
-# C0/C1 controls, DEL, line and paragraph separators, and the bidi overrides that
-# reorder what a reviewer sees: none may reach a table row.
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
-# ASCII punctuation with a meaning in Markdown or HTML, backslash-escaped in plain cells
-_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+!|~&\"'$])")
-
-
-def _clean(text: str) -> str:
-    return re.sub(r" {2,}", " ", _CONTROL.sub(" ", str(text))).strip()
-
-
-def _cell(text: str) -> str:
-    """Plain table cell: one line, every Markdown/HTML character escaped."""
-    return _SPECIAL.sub(r"\\\1", _clean(text))
-
-
-def _code(text: str, width: int | None = None, *, table: bool = True) -> str:
-    """Kernel names and expressions as code spans: C++ signatures are full of ``<``, ``*``
-    and ``_`` that Markdown would eat; a code span shows them verbatim and renders no
-    HTML. Backticks in the name stay as they are (a reviewer copies the real name): the
-    fence is one backtick longer than the longest run inside, padded with a space where
-    the name starts or ends with one (CommonMark strips one space on each side). In a
-    table (``table``), GFM splits cells on ``|`` even inside a code span unless it is
-    escaped; outside a table the backslash would show."""
-    text = _clean(text)
-    if width is not None:
-        text = shorten_middle(text, width, "…")
-    if not text:
-        return "` `"
-    if table:
-        text = text.replace("|", "\\|")
-    fence = "`" * (max((len(run) for run in re.findall("`+", text)), default=0) + 1)
-    pad = " " if text.startswith("`") or text.endswith("`") else ""
-    return f"{fence}{pad}{text}{pad}{fence}"
+# Every name from outside goes through one escaping (perfcheck.report.mdescape).
+_cell = mdescape.text
+_code = mdescape.code
 
 
 def _row(cells: Sequence[str]) -> str:
@@ -170,10 +140,40 @@ def _number(value: object) -> float | None:
     return None if number != number else number
 
 
+# A timeline time -> its share of the device's span (perfcheck.metrics.timeline).
+_SHARE_OF_SPAN = {"idle": "idle_pct", "busy": "gpu_busy_pct", "compute_time": "compute_pct",
+                  "comm_time": "comm_share_pct"}
+
+
+def _timeline_cell(check: Check, row: Mapping[str, object]) -> str:
+    """The last column of a timeline row: what a reviewer reads beside the number. A
+    range: its calls and p90 ("50 calls, p90 493.5 us"); the run: a time's share of
+    the span ("13.3% of span"), a whole-run count or size per training step
+    ("2 per step"); no peak: a timeline has none."""
+    from perfcheck.metrics.timeline import RANGE_PREFIX
+
+    if check.kernel.startswith(RANGE_PREFIX):
+        calls, p90 = _number(row.get("calls")), _number(row.get("duration_p90"))
+        parts = ([f"{format_value(calls, 'count')} calls"] if calls is not None else []) + (
+            [f"p90 {format_value(p90, 's')}"] if p90 is not None and check.metric.startswith("duration") else [])
+        return _cell(", ".join(parts)) if parts else "-"
+    share = _number(row.get(_SHARE_OF_SPAN.get(check.metric, "")))
+    if share is not None:
+        return f"{share:.1f}% of span"
+    per_step = _number(row.get(f"{check.metric}_per_step"))
+    if per_step is not None:
+        return _cell(f"{format_value(per_step, check.unit or 'count')} per step")
+    return "-"
+
+
 def _peak_cell(check: Check, row: Mapping[str, object] | None, analysis: "Analysis | None") -> str:
     """"44.9% of empirical 1.075 TB/s", "limited by lds", or "-"."""
     if row is None:
         return "-"
+    from perfcheck.metrics.timeline import is_timeline_name
+
+    if is_timeline_name(check.kernel):
+        return _timeline_cell(check, row)
     metric = check.metric
     # Occupancy and the launch resources that set it; scratch (spills) does not limit it.
     if metric in ("occupancy_pct", "achieved_occupancy_pct", "vgpr", "agpr", "sgpr", "registers",
@@ -196,7 +196,11 @@ def _peak_cell(check: Check, row: Mapping[str, object] | None, analysis: "Analys
         return f"{pct:.1f}% of roofline" + (f" ({_cell(str(roof))})" if isinstance(roof, str) and roof else "")
     if ceiling is None:
         return f"{prefix}{pct:.1f}% of peak"
-    return f"{prefix}{pct:.1f}% of {ceiling.kind} {_cell(format_value(ceiling.value, ceiling.unit))}"
+    from perfcheck.metrics.roofline import kernel_ceiling  # here: an analysis means pandas is loaded
+
+    ceiling = kernel_ceiling(ceiling, row)  # the figure the percentage used: at this kernel's clock
+    clock = f" at {format_value(ceiling.clock_hz, 'Hz')}" if ceiling.datasheet is not None else ""
+    return f"{prefix}{pct:.1f}% of {ceiling.kind} {_cell(format_value(ceiling.value, ceiling.unit))}{clock}"
 
 
 def _observed_cell(check: Check) -> str:
@@ -301,7 +305,7 @@ def _suite_section(name: str, checks: Sequence[Check], analysis: "Analysis | Non
     shown = rest[:detail_limit]
     title = _every(len(rest)) if not bad else "The other check" if len(rest) == 1 else f"The other {len(rest)} checks"
     if shown:
-        lines += ["<details>", f"<summary>{title}{' of ' + _cell(name) if several else ''}</summary>", "",
+        lines += ["<details>", f"<summary>{title}{' of ' + mdescape.html(name) if several else ''}</summary>", "",
                   *_table(HEADER, _rows(shown, analysis, rows)), ""]
         if len(rest) > len(shown):
             lines += [f"… and {len(rest) - len(shown)} more (see the JSON results file).", ""]

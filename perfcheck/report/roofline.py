@@ -748,6 +748,11 @@ def _plot(analysis: "Analysis", path_stem: str | Path, mode: _Mode, suite: str, 
         f"{mode.title}: {where}{device_label(analysis)}"
     fig.text(0.11, 0.955, heading, ha="left", va="top", fontsize=13, fontweight="bold")
     note = _peaks_note(analysis, drawn)
+    from perfcheck.metrics.roofline import clocks_note  # here: an analysis means pandas is loaded
+
+    clocks = clocks_note(analysis.ceilings)
+    if clocks:
+        note += f"; {clocks}"
     if mode is _INST and GIPS not in analysis.ceilings:
         note += "; no peak instruction rate (the device is unknown: name it with --arch)"
     fig.text(0.11, 0.905, note, ha="left", va="bottom", fontsize=9, color="#444444")

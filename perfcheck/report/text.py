@@ -203,27 +203,51 @@ def peaks_table(peaks: Peaks, *, width: int | None = None) -> str:
 
 
 def arch_text(doc: dict) -> str:
-    """`perfcheck arch show`: the figures of an arch/device document, one per line,
-    with their sources; nested tables are indented."""
+    """`perfcheck arch show`: the figures of an arch/device document, one per line, with
+    their units and citations; nested tables are indented. Then what the citations
+    refer to: the sections of the reference and each document [Sn], with its URL."""
+    from perfcheck.arch import figure_unit
+
     sources = doc.get("sources", {})
     lines: list[str] = []
 
-    def emit(mapping: dict, indent: str, source_map: dict) -> None:
+    def shown(key: str, value: object, table: str) -> str:
+        unit = figure_unit(key, table)
+        if unit == "GIPS":  # giga-instructions per second: formatted as a rate
+            value, unit = float(value) * 1e9, "inst/s"  # type: ignore[arg-type]
+        if isinstance(value, bool) or not isinstance(value, (int, float, list)):
+            return str(value)
+        if isinstance(value, list):
+            if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
+                return str(value)
+            return "[" + ", ".join(format_value(v, unit) for v in value) + "]"
+        return format_value(value, unit)
+
+    def emit(mapping: dict, indent: str, source_map: dict, table: str) -> None:
         for key in sorted(mapping):
-            if key == "sources":
+            if key in ("sources", "cited"):
                 continue
             value = mapping[key]
             if isinstance(value, dict):
                 lines.append(f"{indent}{key}:")
-                emit(value, indent + "  ", source_map.get(key, {}) if isinstance(source_map.get(key), dict) else source_map)
+                inner = source_map.get(key, {}) if isinstance(source_map.get(key), dict) else source_map
+                emit(value, indent + "  ", inner, key)
                 continue
             cited = source_map.get(key) if isinstance(source_map, dict) else None
-            text = f"{indent}{key}: {value}"
+            text = f"{indent}{key}: {shown(key, value, table)}"
             if isinstance(cited, str):
                 text += f"    [{cited}]"
             lines.append(text)
 
-    emit(doc, "", sources)
+    emit(doc, "", sources, "")
+    cited = doc.get("cited")
+    if cited:
+        lines += ["", f"sources: arch-specs.md is {cited['reference']}; its sections cited here:"]
+        lines += [f"  {s['section']} {s['title']}" for s in cited["sections"]]
+        lines.append("the documents cited:")
+        for c in cited["documents"]:
+            lines.append(f"  [{c['tag']}] {c['document']}: {c['table']}")
+            lines.append(f"      {c['url']}")
     return "\n".join(lines)
 
 
@@ -326,6 +350,15 @@ def ceiling_lines(analysis: "Analysis", *, width: int | None = None) -> list[str
     lines = textwrap.wrap(f"ceilings: {items}", width=limit, subsequent_indent="  ", break_on_hyphens=False)
     lines += textwrap.wrap(f"({said})", width=limit, initial_indent="  ", subsequent_indent="   ",
                            break_on_hyphens=False)
+    # which clock each figure is at (a profile at ncu's base clock scales the datasheet roofs)
+    clocks: dict[str, list[str]] = {}
+    for ceiling in shown:
+        clock = ceiling.clock_text()
+        if clock:
+            clocks.setdefault(clock, []).append(ceiling.name)
+    for clock, names in clocks.items():
+        lines += textwrap.wrap(f"clock of {', '.join(names)}: {clock}", width=limit, initial_indent="  ",
+                               subsequent_indent="   ", break_on_hyphens=False)
     return [printable(line.replace("\u00a0", " ")) for line in lines]
 
 

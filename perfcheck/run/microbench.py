@@ -19,7 +19,9 @@ results", 2019): on a cache that reads a line before writing it, copy really mov
 by up to 1/3 (copy) and 1/4 (triad), exactly as STREAM's do (stores that bypass the
 cache, as a large memcpy may use, avoid that traffic). The peak is
 the better of the two, each the fastest of ``repeat`` calls, as STREAM reports its
-"best rate". A read-only reduction, ``sum`` (1 word per element), is reported as a
+"best rate"; the spread of the calls (median, slowest, number) is kept with each
+figure, and a benchmark whose median call ran more than 10% below its best is
+flagged (a busy machine). A read-only reduction, ``sum`` (1 word per element), is reported as a
 detail only: like BabelStream's Dot, which perfcheck's BabelStream reader also
 leaves out of the peak, it has no write stream and runs faster than either.
 
@@ -55,7 +57,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from perfcheck.errors import UsageError
-from perfcheck.model import PeakDetail, Peaks, Source
+from perfcheck.model import Oddity, PeakDetail, Peaks, Source
 
 FORMAT = "perfcheck-microbench"
 SOURCE = "perfcheck peaks measure"
@@ -65,6 +67,10 @@ CUDA_ARRAY_BYTES = 256 * 2**20
 TRIAD_BLOCK = 2**17  # elements: 1 MiB of float64, in L2/L3 between the two ufuncs
 SCALAR = 3.0
 MATMUL_TARGET_S = 0.02
+# A benchmark whose median call is further than this below its best call ran on a
+# busy machine (issue 17: three runs on a shared 2-core box gave 201, 19.8 and 221
+# GFLOP/s): its figure comes with a warning.
+SPREAD_WARNING = 0.10
 # The words STREAM counts per element (McCalpin 1995, above), and the read-only sum.
 WORDS = {"copy": 2, "triad": 3, "sum": 1}
 
@@ -82,10 +88,25 @@ class Result:
     median: float  # s
     calls: int
     how: str  # what ran, on how many threads, how the work is counted
+    worst: float | None = None  # s, the slowest call
+
+    @property
+    def spread(self) -> float:
+        """How far the median call's rate falls below the best, as a fraction of the
+        best (0.35: the typical call ran at 65% of the figure reported). The median,
+        not the slowest call: one late call is noise, a slow median is a busy machine."""
+        return 1.0 - self.best / self.median if self.median > 0 else 0.0
+
+    def detail(self) -> PeakDetail:
+        slowest = self.worst if self.worst is not None else self.median
+        return PeakDetail(source=SOURCE, name=f"{self.benchmark}: {self.how}", value=self.value, unit=self.unit,
+                          median=self.work / self.median, minimum=self.work / slowest, maximum=self.value,
+                          repeats=self.calls)
 
     def as_dict(self) -> dict[str, object]:
         return {"benchmark": self.benchmark, "peak": self.peak, "value": self.value, "unit": self.unit,
-                "work": self.work, "best_s": self.best, "median_s": self.median, "calls": self.calls, "how": self.how}
+                "work": self.work, "best_s": self.best, "median_s": self.median, "worst_s": self.worst,
+                "calls": self.calls, "spread": self.spread, "how": self.how}
 
 
 @dataclass(frozen=True)
@@ -99,14 +120,20 @@ class Measured:
     source: Source  # what the Peaks record names as its source
 
     def peaks(self) -> Peaks:
-        """Best figure per peak name; every benchmark in the details."""
+        """Best figure per peak name; every benchmark in the details with the spread
+        of its repeats, and a warning for each peak's benchmark whose median call ran
+        more than ``SPREAD_WARNING`` below its best (a busy machine: the figure may
+        not be what the machine reaches when idle)."""
         values: dict[str, float] = {}
         for r in self.results:
             if r.peak is not None and r.value > values.get(r.peak, 0.0):
                 values[r.peak] = r.value
-        details = tuple(PeakDetail(source=SOURCE, name=f"{r.benchmark}: {r.how}", value=r.value, unit=r.unit)
-                        for r in self.results)
-        return Peaks(values=values, details=details, sources=(self.source,))
+        details = tuple(r.detail() for r in self.results)
+        oddities = tuple(
+            Oddity(SOURCE, f"{r.benchmark} ({r.peak}): the median of {r.calls} calls ran {100 * r.spread:.0f}% below "
+                   f"the best; a busy machine? measure again when it is idle, or with more --repeat")
+            for r in self.results if r.peak is not None and r.spread > SPREAD_WARNING)
+        return Peaks(values=values, details=details, sources=(self.source,), oddities=oddities)
 
 
 # --- the machine ---------------------------------------------------------------------------
@@ -185,8 +212,8 @@ def default_array_bytes(device: str = "cpu", backend: Any = None) -> int:
 # --- timing -----------------------------------------------------------------------------------
 
 
-def _time(fn: Callable[[], Any], repeat: int, device: str, name: str) -> tuple[float, float]:
-    """(fastest, median) seconds of ``repeat`` calls after one warm-up, with
+def _time(fn: Callable[[], Any], repeat: int, device: str, name: str) -> tuple[float, float, float]:
+    """(fastest, median, slowest) seconds of ``repeat`` calls after one warm-up, with
     perfcheck.measure's clocks and synchronisation."""
     import numpy as np
 
@@ -197,19 +224,19 @@ def _time(fn: Callable[[], Any], repeat: int, device: str, name: str) -> tuple[f
     durations = durations[np.isfinite(durations)]
     if not len(durations):
         raise UsageError(f"peaks measure: {name}: every call was too short for the clock; use a larger --size")
-    return float(durations.min()), float(np.median(durations))
+    return float(durations.min()), float(np.median(durations)), float(durations.max())
 
 
 def _bandwidth(name: str, fn: Callable[[], Any], elements: int, peak: str, repeat: int, device: str,
                how: str) -> Result:
     work = WORDS[name] * 8.0 * elements
-    best, median = _time(fn, repeat, device, name)
+    best, median, worst = _time(fn, repeat, device, name)
     if name == "sum":
         counted = "1 word (8 B) per element; a reduction, not part of the peak"
     else:
         counted = f"{WORDS[name]} words ({WORDS[name] * 8} B) per element, STREAM count, write-allocate not counted"
     return Result(name, None if name == "sum" else peak, work / best, "B/s", work, best, median, repeat,
-                  f"{how}; {counted}")
+                  f"{how}; {counted}", worst)
 
 
 # --- CPU ------------------------------------------------------------------------------------
@@ -266,10 +293,10 @@ def _cpu_matmul(dtype: Any, precision: str, repeat: int, threads: str) -> Result
         size *= 2
     work = 2.0 * size**3
     calls = max(5, repeat // 2)
-    best, median = _time(lambda: np.matmul(x, y, out=out), calls, "cpu", f"matmul-{precision}")
+    best, median, worst = _time(lambda: np.matmul(x, y, out=out), calls, "cpu", f"matmul-{precision}")
     how = f"numpy.matmul n={size} {np.dtype(dtype).name}, {threads}; 2n^3 FLOPs"
     return Result(f"matmul-{precision}", f"flop_rate_{precision}", work / best, "FLOP/s", work, best, median,
-                  calls, how)
+                  calls, how, worst)
 
 
 # --- CUDA -----------------------------------------------------------------------------------
@@ -324,11 +351,11 @@ def _cuda_flops(backend: Any, precision: str, repeat: int) -> Result:
         y, z = dtype(0.999), dtype(0.001)
         out = cupy.empty(n, dtype=dtype)
         work = 2.0 * _FMA_CHAINS * _FMA_STEPS * n
-        best, median = _time(lambda: kernel(x, y, z, out), repeat, "cuda", f"fma-{precision}")
+        best, median, worst = _time(lambda: kernel(x, y, z, out), repeat, "cuda", f"fma-{precision}")
         how = (f"CuPy elementwise kernel, {_FMA_CHAINS} independent FMA chains x {_FMA_STEPS} steps per thread, "
                f"{n} threads; 2 FLOPs per FMA (vector/CUDA-core rate)")
         return Result(f"fma-{precision}", f"flop_rate_{precision}", work / best, "FLOP/s", work, best, median,
-                      repeat, how)
+                      repeat, how, worst)
     import torch
 
     dtype = torch.float64 if precision == "fp64" else torch.float32
@@ -339,13 +366,13 @@ def _cuda_flops(backend: Any, precision: str, repeat: int) -> Result:
     torch.backends.cuda.matmul.allow_tf32 = False  # FP32 means FP32, not TF32 tensor cores
     try:
         work = 2.0 * size**3
-        best, median = _time(lambda: torch.matmul(x, y), max(3, repeat // 2), "cuda", f"gemm-{precision}")
+        best, median, worst = _time(lambda: torch.matmul(x, y), max(3, repeat // 2), "cuda", f"gemm-{precision}")
     finally:
         torch.backends.cuda.matmul.allow_tf32 = allowed
     how = (f"torch.matmul n={size} (cuBLAS GEMM; may run on tensor cores, e.g. FP64 DMMA on A100/H100, above the "
            "vector rate: merge mixbench's figure for the vector roof); 2n^3 FLOPs")
     return Result(f"gemm-{precision}", f"flop_rate_{precision}", work / best, "FLOP/s", work, best, median,
-                  max(3, repeat // 2), how)
+                  max(3, repeat // 2), how, worst)
 
 
 # --- entry point ------------------------------------------------------------------------------
@@ -396,7 +423,8 @@ def merge(measured: Peaks, ingested: Peaks) -> Peaks:
     of both stays in the details."""
     values = {**measured.values, **ingested.values}
     return Peaks(values=values, details=measured.details + ingested.details,
-                 sources=measured.sources + ingested.sources, oddities=measured.oddities + ingested.oddities)
+                 sources=measured.sources + ingested.sources, oddities=measured.oddities + ingested.oddities,
+                 clocks={**measured.clocks, **ingested.clocks})
 
 
 def summary_lines(measured: Measured) -> list[str]:

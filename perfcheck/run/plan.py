@@ -194,6 +194,12 @@ def needs_for(profiler: str, family: str, metrics: Iterable[str], counters: Iter
             continue
         quantity = next((q for q in quantities if names_for(q)), quantities[-1])
         by_quantity.setdefault(quantity, []).append(metric)
+    # The clocks theoretical roofs scale to (docs/clocks.md): wherever a rate against
+    # a roof may be asked for, and the profiler can read the clock (ncu, which locks
+    # the GPU to its base clock while it profiles), the clock is collected too.
+    for clock, users in _clock_users(by_quantity).items():
+        if names_for(clock) and clock not in by_quantity:
+            by_quantity[clock] = users
     needs = []
     for quantity, users in by_quantity.items():
         if not names_for(quantity):
@@ -206,6 +212,18 @@ def needs_for(profiler: str, family: str, metrics: Iterable[str], counters: Iter
     if extra:
         needs.append(Need("", (), extra))
     return needs
+
+
+def _clock_users(by_quantity: dict[str, list[str]]) -> dict[str, list[str]]:
+    """The clock each needed quantity's roof follows: device memory the memory clock,
+    FLOPs, instructions and the on-chip levels the SM clock."""
+    out: dict[str, list[str]] = {}
+    for quantity, users in by_quantity.items():
+        if quantity in ("hbm_bytes", "hbm_read_bytes", "hbm_write_bytes"):
+            out.setdefault("mem_clock", []).extend(users)
+        elif quantity.startswith(("flops", "tensor_flops", "mfma_", "instructions", "l1_", "l2_", "lds_")):
+            out.setdefault("sm_clock", []).extend(users)
+    return {clock: list(dict.fromkeys(users)) for clock, users in out.items()}
 
 
 # MFMA counters that exist only on some CDNA generations (metrics.counters: F8 on

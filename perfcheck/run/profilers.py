@@ -41,10 +41,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from perfcheck.errors import CountersNotPermitted, ProfilerError, UnknownCounterError, UsageError
+from perfcheck.errors import CountersNotPermitted, ProfilerError, ProfilerNotFound, UnknownCounterError, UsageError
 from perfcheck.run.plan import COUNTERS, TRACE, Pass
 
 NCU_PERMISSION_PAGE = "https://developer.nvidia.com/ERR_NVGPUCTRPERM"
+# ncu --clock-control values perfcheck offers: the base-clock lock (ncu's own default)
+# or none (the GPU boosts as it would without a profiler).
+CLOCK_BASE, CLOCK_NONE = "base", "none"
+CLOCK_CONTROLS = (CLOCK_BASE, CLOCK_NONE)
 
 
 @dataclass(frozen=True)
@@ -149,10 +153,17 @@ class Ncu(Profiler):
     name, vendor, family = "ncu", "nvidia", "ncu"
     install_hint = "install NVIDIA Nsight Compute (ncu comes with the CUDA toolkit) and put it on PATH"
 
+    def __init__(self, clock_control: str = CLOCK_BASE) -> None:
+        self.clock_control = clock_control
+
     def invocation(self, exe: str, step: Pass, out: str, inputs: Path, app: Sequence[str]) -> Invocation:
         # --page raw: one wide row per kernel launch, what perfcheck's ncu reader reads;
         # --log-file keeps the table apart from the application's own stdout.
-        argv = [exe, "--csv", "--page", "raw", "--target-processes", "all",
+        # --clock-control stated, not left to ncu's default: "base" locks the GPU to its
+        # base clock (stable numbers; ncu's default), "none" lets it boost (Nsight
+        # Compute CLI guide, "Clock Control"). The run manifest and the baselines'
+        # fingerprint record it.
+        argv = [exe, "--csv", "--page", "raw", "--target-processes", "all", "--clock-control", self.clock_control,
                 "--metrics", ",".join(step.counters), "--log-file", f"{out}/ncu.csv", *app]
         return Invocation(argv, {}, [out])
 
@@ -204,16 +215,42 @@ def get(name: str) -> Profiler:
         raise UsageError(f"unknown profiler {name!r}; choose one of: {', '.join(PROFILERS)}") from None
 
 
+def candidates(vendor: str | None = None) -> tuple[str, ...]:
+    """The profilers looked for, in order, when none is named."""
+    return _PREFERENCE.get(vendor, _PREFERENCE[None])
+
+
+def with_clock_control(profiler: Profiler, clock_control: str | None) -> tuple[Profiler, str | None]:
+    """The profiler set to ``clock_control`` and the value the run manifest records:
+    ncu defaults to "base"; the AMD profilers control no clock (None), and asking
+    them to is a usage error rather than a setting silently ignored."""
+    if clock_control is not None and clock_control not in CLOCK_CONTROLS:
+        raise UsageError(f"clock_control must be one of {', '.join(CLOCK_CONTROLS)}, not {clock_control!r}")
+    if isinstance(profiler, Ncu):
+        value = clock_control or CLOCK_BASE
+        return Ncu(value), value
+    if clock_control is not None:
+        raise UsageError(f"clock_control is an ncu setting; {profiler.name} does not lock clocks "
+                         "(leave it out, or profile with ncu)")
+    return profiler, None
+
+
 def choose(name: str | None, vendor: str | None = None) -> Profiler:
-    """The named profiler, else the first installed one for ``vendor`` (else the
-    vendor's preferred one, so that the error says which is missing)."""
+    """The named profiler, else the first installed one for ``vendor``. Raises
+    ProfilerNotFound when the named one, or every candidate, is not on PATH (before
+    anything is created: a run that cannot start leaves nothing behind)."""
     if name:
         profiler = get(name)
         if vendor and profiler.vendor != vendor:
             raise UsageError(f"{name} profiles {profiler.vendor.upper()} GPUs, but the GPU named is {vendor.upper()}")
+        if profiler.which() is None:
+            raise ProfilerNotFound(f"{profiler.name} is not installed (not found on PATH)", hint=profiler.install_hint)
         return profiler
-    candidates = _PREFERENCE.get(vendor, _PREFERENCE[None])
-    for candidate in candidates:
+    looked_for = candidates(vendor)
+    for candidate in looked_for:
         if PROFILERS[candidate].which():
             return PROFILERS[candidate]
-    return PROFILERS[candidates[0]]
+    hints = {"rocprofv3": "rocprofv3 comes with ROCm 6.2+", "rocprof": "rocprof with older ROCm",
+             "ncu": "ncu with the CUDA toolkit (Nsight Compute)"}
+    raise ProfilerNotFound(f"no profiler found on PATH: looked for {', '.join(looked_for)}",
+                           hint="install one (" + "; ".join(hints[c] for c in looked_for) + ") or name it with --profiler")

@@ -33,7 +33,7 @@ from perfcheck.errors import (
 from perfcheck.run import rundir
 from perfcheck.run.plan import Pass, Plan, metrics_of
 from perfcheck.run.process import format_seconds, run_process
-from perfcheck.run.profilers import Profiler, choose
+from perfcheck.run.profilers import Profiler, candidates, choose, with_clock_control
 from perfcheck.run.rank import NO_RANK_MARKER, TOKEN
 
 if TYPE_CHECKING:
@@ -244,6 +244,7 @@ def run(
     command: str | Sequence[str],
     *,
     profiler: str | None = None,
+    clock_control: str | None = None,
     launcher: str | Sequence[str] | None = None,
     timeout: float | None = None,
     run_dir: str | Path | None = None,
@@ -261,7 +262,8 @@ def run(
 ) -> RunResult:
     """Profile ``command`` with ``profiler`` (default: the installed one) collecting
     what ``expect`` ({kernel pattern: [expectation, ...]}), ``metrics`` and raw
-    ``counters`` need. ``launcher`` ("srun -n 4") starts ranks; ``timeout`` (s) bounds
+    ``counters`` need; ``clock_control`` ("base" | "none", ncu only; default "base")
+    is ncu's --clock-control, recorded in the manifest. ``launcher`` ("srun -n 4") starts ranks; ``timeout`` (s) bounds
     the whole run. Outputs go to ``run_dir`` (new or empty), else a fresh directory
     under ``runs_dir`` (default ``perfcheck-runs/`` in ``cwd``). ``progress`` gets a line
     per pass and every ``heartbeat`` seconds of a long pass; ``echo`` gets the
@@ -272,7 +274,10 @@ def run(
     if timeout is not None and timeout <= 0:
         raise UsageError(f"timeout must be a positive number of seconds, not {timeout!r}")
     vendor, arch_name = _vendor_and_arch(arch)
-    chosen = choose(profiler, vendor)
+    chosen, clocks = with_clock_control(choose(profiler, vendor), clock_control)  # not installed: fails here, before a run directory exists
+    if launcher_argv and shutil.which(launcher_argv[0]) is None:
+        raise ProfilerNotFound(f"launcher {launcher_argv[0]!r} is not installed (not found on PATH)",
+                               hint="run where it exists (a login or compute node of the cluster) or drop --launcher")
     from perfcheck.run.plan import plan as make_plan
 
     plan = make_plan(chosen.name, chosen.vendor, chosen.family, [*metrics_of(expect), *metrics], counters, arch_name)
@@ -282,7 +287,7 @@ def run(
         parent = Path(runs_dir) if runs_dir is not None else rundir.default_parent(cwd)
         directory = rundir.new_run_dir(parent.resolve(), name)
     manifest: dict[str, object] = {
-        "profiler": chosen.name, "command": argv, "launcher": launcher_argv or None,
+        "profiler": chosen.name, "clock_control": clocks, "command": argv, "launcher": launcher_argv or None,
         "cwd": str(Path(cwd).resolve()) if cwd is not None else os.getcwd(), "arch": arch_name,
         "passes": [p.as_dict() for p in plan.passes], "plan": plan.describe(),
         "needs": [{"quantity": n.quantity, "metrics": list(n.metrics), "counters": list(n.counters)} for n in plan.needs],
@@ -292,6 +297,9 @@ def run(
     rundir.write_manifest(directory, manifest)
     runner = _Runner(chosen, plan, argv, directory, launcher=launcher_argv, timeout=timeout, env=env, cwd=cwd,
                      progress=progress, heartbeat=heartbeat, echo=echo)
+    if profiler is None:  # say which were looked for, and which one runs
+        runner.say(f"profiler {chosen.name}: the first installed of {', '.join(candidates(vendor))} "
+                   "(--profiler names one)")
     try:
         runner.run()
         ranks = tuple(runner.ranks) if launcher_argv else None
