@@ -13,6 +13,7 @@ import os
 import re
 import secrets
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 TEMP_SUFFIX = ".tmp"
@@ -29,21 +30,23 @@ def temp_name(path: Path) -> Path:
     return path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}{TEMP_SUFFIX}")
 
 
-def write_atomic(path: str | Path, data: str | bytes) -> Path:
+def write_atomic(path: str | Path, data: str | bytes | Iterable[str | bytes]) -> Path:
     """Write ``data`` (text is UTF-8 encoded) to ``path`` atomically; creates parent
-    directories. Returns the path."""
+    directories. Returns the path. ``data`` may be an iterable of pieces, written as
+    they come (an export of a whole history is larger than memory should hold)."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    payload = data.encode("utf-8") if isinstance(data, str) else data
+    pieces = [data] if isinstance(data, (str, bytes)) else data
     tmp = temp_name(target)
     # 0o666 through the umask, as open() would create the file: mkstemp's 0o600
     # would make a committed baseline or a CI report unreadable to others.
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
         try:
-            view = memoryview(payload)
-            while view:
-                view = view[os.write(fd, view):]
+            for piece in pieces:
+                view = memoryview(piece.encode("utf-8") if isinstance(piece, str) else piece)
+                while view:
+                    view = view[os.write(fd, view):]
             os.fsync(fd)
         finally:
             os.close(fd)

@@ -480,35 +480,60 @@ def _selected(args: argparse.Namespace, store: object, *, kernel: Sequence[str] 
     return select.series(store, filters, since=since, last=last, where=str(_history_path(args)))
 
 
+def _resolved(args: argparse.Namespace, store: object, *, every_metric: bool = False) -> "tuple[dict[str, list[str]], object]":
+    """The filters checked once on the store's series names, as ``_selected`` checks them
+    (one that selects nothing: exit 2 with the closest names), and the names they chose:
+    (keyword arguments for ``store.batches`` naming, for each filter given, the names it
+    selects; the selected series' names)."""
+    from perfcheck.history import select
+
+    filters = select.Filters.of(suite=args.suite, kernel=getattr(args, "kernel", None),
+                                metric=None if every_metric else getattr(args, "metric", None), machine=args.machine)
+    chosen = select.apply(store.series_keys(), filters, where=str(_history_path(args)))  # type: ignore[attr-defined]
+    where: dict[str, list[str]] = {}
+    for column, given in (("machine", filters.machine), ("suite", filters.suite), ("kernel", filters.kernel),
+                          ("metric", filters.metrics())):
+        if given:
+            where[column] = sorted(chosen[column].astype(str).unique())
+    return where, chosen
+
+
+def _no_runs_in_window(args: argparse.Namespace, chosen: "object") -> None:
+    raise UsageError(f"the filters select {len(chosen)} series in {_history_path(args)}, "  # type: ignore[arg-type]
+                     "but none has runs in the window asked for (--since/--last)")
+
+
 def _history_detect(args: argparse.Namespace) -> int:
-    from perfcheck.history import accepted, detect, lifecycle, open_store
+    from perfcheck.history import accepted, open_store
     from perfcheck.history import listing as render
-    from perfcheck.history.findings import findings, with_states
+    from perfcheck.history.scan import scan
 
     if args.last < 1 or args.min_after < 1 or args.window < 4 or not 0 < args.p < 1:
         raise UsageError("--last and --min-after must be 1 or more, --window 4 or more, --p between 0 and 1")
     entries = accepted.read(_accepted_path(args))
     with open_store(_history_path(args), create=False) as store:
-        # every metric of the selected kernels: the findings group them and the diagnosis
-        # reads them all; --metric chooses which changes are reported (validated here)
-        frame = _selected(args, store, since=_since(args.since), every_metric=True)
+        # the filters checked once on the series' names (one that selects nothing: exit 2
+        # with the closest names); every metric of the selected kernels: the findings group
+        # them and the diagnosis reads them all; --metric chooses which changes are reported
+        where, chosen = _resolved(args, store, every_metric=True)
+        metrics = _metric_selection(args, chosen)
         arches = {slug: fp.get("arch", "") for slug, fp in store.machines().items()}
-    metrics = _metric_selection(args, frame)
-    points = detect(frame, p=args.p, min_after=args.min_after, window=args.window, min_change_pct=args.min_change,
-                    relative=args.relative)
-    states = {s.point: s for s in lifecycle.states(points, frame, entries, last=args.last)}
-    # a recovered regression is reported once, the night it recovered
-    listed = {id(s.point) for s in lifecycle.shown(list(states.values()))}
-    shown = [cp for cp in points if cp not in states or id(cp) in listed]
-    found = with_states(findings(shown, frame, select=metrics, arches=arches), states,
-                        named=metrics if isinstance(metrics, list) else None)
+        # part by part (bounded memory), each part's lifecycle with it; a recovered
+        # regression is reported once, the night it recovered
+        done = scan(store, **where, since=_since(args.since), p=args.p, min_after=args.min_after, window=args.window,
+                    min_change_pct=args.min_change, relative=args.relative, last=args.last, select=metrics,
+                    arches=arches, accepted=entries, named=metrics if isinstance(metrics, list) else None,
+                    hide_recovered=True)
+    if not done.series and len(chosen):
+        _no_runs_in_window(args, chosen)
+    found = done.found
     counts = render.summary(found)
     if args.json:
         print(render.as_json(found))
     elif args.markdown:
         print(render.markdown(found), end="")
     else:
-        series = frame.groupby(["machine", "suite", "kernel", "metric"]).ngroups if len(frame) else 0
+        series = done.series
         whole = args.full_names or not sys.stdout.isatty()  # a pipe or a file gets whole names
         print(render.text(found, width=None if whole else shutil.get_terminal_size((80, 24)).columns))
         print(f"{len(found)} finding{'s' if len(found) != 1 else ''} in {series} series; "
@@ -566,6 +591,7 @@ def _history_report(args: argparse.Namespace) -> int:
     from perfcheck.atomicfile import write_atomic
     from perfcheck.history import accepted, open_store
     from perfcheck.history.dashboard import history_view_of, markdown_digest, write_site
+    from perfcheck.history.scan import digest
 
     if not args.html and not args.markdown:
         raise UsageError("history report: give --html DIR and/or --markdown FILE")
@@ -573,15 +599,27 @@ def _history_report(args: argparse.Namespace) -> int:
         raise UsageError(f"--last must be 1 or more, not {args.last}")
     path = _history_path(args)
     with open_store(path, create=False) as store:
+        if not args.html:  # the digest alone: part by part, bounded memory
+            where, chosen = _resolved(args, store)
+            if not any(True for _ in store.batches(**where, last=args.last, rows=1)):
+                if len(chosen):
+                    _no_runs_in_window(args, chosen)
+                print(f"perfcheck: warning: {path}: no runs stored that match", file=sys.stderr)
+            write_atomic(args.markdown, digest(store, suites=where.get("suite"), machine=where.get("machine"),
+                                               kernel=where.get("kernel"), metric=where.get("metric"), last=args.last,
+                                               accepted=accepted.read(_accepted_path(args)), title=args.title,
+                                               link=args.link))
+            print(f"perfcheck: digest: {args.markdown}", file=sys.stderr)
+            return EXIT_OK
+        # the pages chart every series: the whole selection at once
         frame = _selected(args, store, last=args.last)
         arches = {slug: fp.get("arch", "") for slug, fp in store.machines().items()}
     view = history_view_of(frame, arches=arches, accepted=accepted.read(_accepted_path(args)), title=args.title)
     if view.series.empty:
         print(f"perfcheck: warning: {path}: no runs stored that match", file=sys.stderr)
-    if args.html:
-        pages = write_site(view, args.html)
-        print(f"perfcheck: dashboard: {pages[0]} and {len(pages) - 1} suite page{'s' if len(pages) != 2 else ''}",
-              file=sys.stderr)
+    pages = write_site(view, args.html)
+    print(f"perfcheck: dashboard: {pages[0]} and {len(pages) - 1} suite page{'s' if len(pages) != 2 else ''}",
+          file=sys.stderr)
     if args.markdown:
         write_atomic(args.markdown, markdown_digest(view, link=args.link))
         print(f"perfcheck: digest: {args.markdown}", file=sys.stderr)
@@ -596,19 +634,23 @@ def _history_export(args: argparse.Namespace) -> int:
         raise UsageError("history export: give --bencher DIR, --openmetrics FILE and/or --prometheus FILE")
     path = _history_path(args)
     with open_store(path, create=False) as store:
-        frame = _selected(args, store, since=_since(args.since))
-    if frame.empty:
-        print(f"perfcheck: warning: {path}: no values stored that match", file=sys.stderr)
-    if args.bencher:
-        files = write_bencher(frame, args.bencher)
-        print(f"perfcheck: Bencher: {len(files) - 1} run file{'s' if len(files) != 2 else ''} and {files[-1]}",
-              file=sys.stderr)
-    if args.openmetrics:
-        write_timestamped_metrics(frame, args.openmetrics, timestamps="s")
-        print(f"perfcheck: OpenMetrics: {args.openmetrics}", file=sys.stderr)
-    if args.prometheus:
-        write_timestamped_metrics(frame, args.prometheus, timestamps="ms")
-        print(f"perfcheck: Prometheus text: {args.prometheus}", file=sys.stderr)
+        names, chosen = _resolved(args, store)  # the filters checked once (exit 2 with the closest names)
+        where = {**names, "since": _since(args.since)}
+        if not any(True for _ in store.batches(**where, rows=1)):  # reads one kernel's values at most
+            if len(chosen):
+                _no_runs_in_window(args, chosen)
+            print(f"perfcheck: warning: {path}: no values stored that match", file=sys.stderr)
+        if args.bencher:  # a file per run: every run's values at once
+            files = write_bencher(store.series(**where), args.bencher)
+            print(f"perfcheck: Bencher: {len(files) - 1} run file{'s' if len(files) != 2 else ''} and {files[-1]}",
+                  file=sys.stderr)
+        # the text exports stream: the store is read part by part as the file is written
+        if args.openmetrics:
+            write_timestamped_metrics(store.batches(**where), args.openmetrics, timestamps="s")
+            print(f"perfcheck: OpenMetrics: {args.openmetrics}", file=sys.stderr)
+        if args.prometheus:
+            write_timestamped_metrics(store.batches(**where), args.prometheus, timestamps="ms")
+            print(f"perfcheck: Prometheus text: {args.prometheus}", file=sys.stderr)
     return EXIT_OK
 
 

@@ -179,23 +179,29 @@ def test_both_backends_have_the_same_schema(pg_server, tmp_path: Path) -> None: 
     path = tmp_path / "h.sqlite"
     open_store(path).close()
     with sqlite3.connect(path) as db:
-        lite = {t: [c[1] for c in db.execute(f"PRAGMA table_info({t})")] for t in ("machines", "runs", "results")}
+        lite = {t: [c[1] for c in db.execute(f"PRAGMA table_info({t})")]
+                for t in ("machines", "runs", "series", "results")}
     pg = {t: [c for (c,) in pg_server.execute(
         f"SELECT column_name FROM information_schema.columns WHERE table_name = '{t}' ORDER BY ordinal_position",
-        "schema")] for t in ("machines", "runs", "results")}
+        "schema")] for t in ("machines", "runs", "series", "results")}
     assert pg == lite
 
 
 def test_an_older_store_is_migrated_in_place(pg_server) -> None:  # noqa: ANN001
     url = pg_server.create_database("older")
-    with open_store(url) as store:
-        _run(store, "r1", 1)
-    pg_server.execute("ALTER TABLE results DROP COLUMN low, DROP COLUMN high; UPDATE perfcheck_schema SET version = 1",
-                      "older")
+    # a version-1 store (before low/high and before series ids), as perfcheck wrote it then
+    pg_server.execute(pgstore.PG_MIGRATIONS[0] + "; CREATE TABLE perfcheck_schema (version integer NOT NULL); "
+                      "INSERT INTO perfcheck_schema VALUES (1); "
+                      f"INSERT INTO runs VALUES ('r1', {T0}, 'c1', 'main', NULL, NULL, NULL, NULL, NULL, {T0}); "
+                      f"INSERT INTO machines VALUES ('{MACHINE}', '{{}}'); "
+                      "INSERT INTO results (run_id, machine, suite, kernel, metric, value, unit) VALUES "
+                      f"('r1', '{MACHINE}', 'nightly', 'k0', 'duration', 1e-3, 's'), "
+                      f"('r1', '{MACHINE}', 'nightly', 'k1', 'duration', 2e-3, 's'), "
+                      f"('r1', '{MACHINE}', 'nightly', 'k2', 'duration', 3e-3, 's')", "older")
     with open_store(url) as store:
         assert store.version == pgstore.SCHEMA_VERSION
         frame = store.series()
-    assert len(frame) == 3 and frame["high"].isna().all()  # kept, and the new columns are there
+    assert frame["value"].tolist() == [1e-3, 2e-3, 3e-3] and frame["high"].isna().all()  # kept, new columns there
 
 
 def test_the_dashboard_view_and_the_documented_grafana_query(pg_server) -> None:  # noqa: ANN001

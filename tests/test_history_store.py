@@ -98,7 +98,7 @@ def test_an_older_store_is_migrated_in_place(tmp_path: Path, monkeypatch: pytest
     path = tmp_path / "h.sqlite"
     with open_store(path) as store:
         _add(store, 0, 1e-3)
-    extra = "ALTER TABLE runs ADD COLUMN note TEXT; CREATE INDEX results_kernel ON results(kernel)"
+    extra = "ALTER TABLE runs ADD COLUMN note TEXT; CREATE INDEX series_kernel ON series(kernel)"
     monkeypatch.setattr(store_module, "MIGRATIONS", (*store_module.MIGRATIONS, extra))
     monkeypatch.setattr(store_module, "SCHEMA_VERSION", len(store_module.MIGRATIONS))
     with open_store(path) as store:
@@ -239,3 +239,128 @@ def test_budget_limits_come_from_the_checks_and_an_old_store_gains_them(tmp_path
     assert (frame["low"].tolist(), frame["high"].tolist()) == ([0.001], [0.0025])
     hbm = [r for r in imported.results if r.metric == "hbm_bytes"][0]
     assert hbm.low is None and hbm.high is None  # no check held it
+
+
+# --- schema 3: series named once (issue 22) ---------------------------------------------------
+
+LONG = "void ck::kernel_gemm<ck::half_t, float, 256, (ck::Pipeline)1>(ck::Argument) [clone .kd]"
+V2_ROWS = [  # run_id, machine, suite, kernel, metric, value, unit, n, median, spread, outcome, low, high
+    ("r0", "m1", "nightly", LONG, "duration", 2e-3, "s", 10, 2e-3, 0.01, "passed", None, 3e-3),
+    ("r0", "m1", "nightly", LONG, "hbm_bw", 1e12, "B/s", None, None, None, None, None, None),
+    ("r0", "m1", "nightly", "axpy", "duration", 1e-4, "s", None, None, None, "failed", 2e-4, None),
+    ("r1", "m1", "nightly", LONG, "duration", 2.1e-3, "s", 12, 2.1e-3, 0.02, "passed", None, 3e-3),
+    ("r1", "m1", "other", "axpy", "duration", None, "s", None, None, None, None, None, None),
+    ("r1", "m0", "nightly", "axpy", "duration", 1.5e-4, "s", None, None, None, None, None, None),
+]
+
+
+def _version_2_store(location) -> None:  # noqa: ANN001
+    """A store as perfcheck wrote it before schema 3: names in every value row."""
+    runs = [("r0", T0, "c0", "main", None, None, None, None, None, T0), ("r1", T0 + DAY, "c1", "main", None, None,
+            None, None, None, T0), ("r2", T0 + 2 * DAY, None, None, None, None, None, None, None, T0)]
+    machines = [("m0", "{}"), ("m1", '{"arch": "gfx90a"}')]
+    if isinstance(location, Path):
+        with sqlite3.connect(location) as db:
+            for script in store_module.MIGRATIONS[:2]:
+                db.executescript(script)
+            db.execute("PRAGMA user_version = 2")
+            db.execute(f"PRAGMA application_id = {store_module.APPLICATION_ID}")
+            db.executemany("INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", runs)
+            db.executemany("INSERT INTO machines VALUES (?, ?)", machines)
+            db.executemany("INSERT INTO results (run_id, machine, suite, kernel, metric, value, unit, n, median, "
+                           "spread, outcome, low, high) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", V2_ROWS)
+        return
+    import psycopg
+
+    from perfcheck.history import pgstore
+
+    with psycopg.connect(location, autocommit=True) as db, db.transaction():
+        for script in pgstore.PG_MIGRATIONS[:2]:
+            db.execute(script)
+        db.execute("CREATE TABLE perfcheck_schema (version integer NOT NULL); INSERT INTO perfcheck_schema VALUES (2)")
+        with db.cursor() as cursor:
+            cursor.executemany("INSERT INTO runs VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)", runs)
+            cursor.executemany("INSERT INTO machines VALUES (%s, %s)", machines)
+            cursor.executemany("INSERT INTO results (run_id, machine, suite, kernel, metric, value, unit, n, median, "
+                               "spread, outcome, low, high) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                               V2_ROWS)
+
+
+def test_a_version_2_store_gets_series_ids_and_keeps_every_value(store_at) -> None:  # noqa: ANN001 (both backends)
+    location = store_at()
+    _version_2_store(location)
+    with open_store(location) as store:
+        assert store.version == store_module.SCHEMA_VERSION == 3
+        frame = store.series()
+        runs = store.runs()
+        assert store.machines() == {"m0": {}, "m1": {"arch": "gfx90a"}}
+    # the order series() always had: machine, suite, kernel, metric, time
+    assert frame[["run_id", "machine", "suite", "kernel", "metric"]].values.tolist() == [
+        ["r1", "m0", "nightly", "axpy", "duration"], ["r0", "m1", "nightly", "axpy", "duration"],
+        ["r0", "m1", "nightly", LONG, "duration"], ["r1", "m1", "nightly", LONG, "duration"],
+        ["r0", "m1", "nightly", LONG, "hbm_bw"], ["r1", "m1", "other", "axpy", "duration"]]
+    second = frame.iloc[3]
+    assert (second["value"], second["n"], second["spread"], second["outcome"], second["high"], second["commit"]) == \
+        (2.1e-3, 12, 0.02, "passed", 3e-3, "c1")
+    assert frame.iloc[1]["low"] == 2e-4 and frame.iloc[5]["value"] != frame.iloc[5]["value"]  # NaN stays missing
+    assert runs[["run_id", "machines", "suites", "values"]].fillna("-").values.tolist() == [
+        ["r0", "m1", "nightly", 3], ["r1", "m0,m1", "nightly,other", 3], ["r2", "-", "-", 0]]
+    with open_store(location) as store:  # a run id keeps naming one run, and a new run finds its series
+        with pytest.raises(InputError, match="already stored with other values"):
+            store.add(RunRecord("r1", T0 + DAY), [Result("m1", "nightly", "axpy", "duration", 1.0, "s")])
+        assert store.add(RunRecord("r3", T0 + 3 * DAY), [Result("m1", "nightly", LONG, "duration", 2.2e-3, "s"),
+                                                          Result("m1", "nightly", "new", "duration", 1.0, "s")]).added
+        after = store.series(kernel=LONG, metric="duration")
+        assert after["value"].tolist() == [2e-3, 2.1e-3, 2.2e-3] and len(store.series(kernel="new")) == 1
+
+
+def test_values_hold_series_ids_not_names(tmp_path: Path) -> None:
+    path = tmp_path / "h.sqlite"
+    with open_store(path) as store:
+        for i in range(3):
+            _add(store, i, 1e-3)
+    with sqlite3.connect(path) as db:
+        columns = [c[1] for c in db.execute("PRAGMA table_info(results)")]
+        assert columns[:2] == ["series_id", "run"] and "kernel" not in columns and "run_id" not in columns
+        assert db.execute("SELECT count(*) FROM series").fetchone()[0] == 2
+        assert db.execute("SELECT count(*) FROM results").fetchone()[0] == 6
+
+
+def test_batches_hold_whole_kernels_and_add_up_to_series(store_at) -> None:  # noqa: ANN001 (both backends)
+    with open_store(store_at()) as store:
+        for i in range(4):
+            run = RunRecord(f"run-{i}", T0 + i * DAY)
+            store.add(run, [Result("m", "s", f"k{k:02d}", metric, float(i + k), "s")
+                            for k in range(10) for metric in ("duration", "a", "b")])
+        whole = store.series()
+        parts = list(store.batches(rows=20))  # 20 values: 5 series of 4 runs, so 2 kernels a part
+        assert len(parts) == 5 and all(part["kernel"].nunique() == 2 and len(part) == 24 for part in parts)
+        joined = store_module.concat_batches(parts)
+        assert joined.equals(whole)
+        assert [len(p) for p in store.batches(rows=20, last=1, since=T0 + DAY)] == [6] * 5
+
+
+def test_the_migration_to_series_ids_gives_the_space_back(tmp_path: Path) -> None:
+    path = tmp_path / "h.sqlite"
+    _version_2_store(path)
+    with sqlite3.connect(path) as db:  # many old-layout rows, names in each
+        db.executemany("INSERT INTO results (run_id, machine, suite, kernel, metric, value, unit) VALUES "
+                       "(?, 'm1', 'nightly', ?, 'duration', 1.0, 's')",
+                       [(run, f"{LONG}<{i}>") for run in ("r0", "r1", "r2") for i in range(1000)])
+    size = path.stat().st_size
+    open_store(path).close()
+    assert path.stat().st_size < size * 0.5  # without VACUUM the file keeps the dropped tables' pages
+    with open_store(path) as store:
+        assert len(store.series(suite="nightly", metric="duration")) == 4 + 3000
+
+
+def test_last_runs_of_each_series_are_ranked_in_sql_as_the_tail_of_the_whole(store_at) -> None:  # noqa: ANN001
+    with open_store(store_at()) as store:
+        for i, run_id in enumerate(["b", "a", "c", "e", "d"]):  # a and b, d and e: the same time
+            store.add(RunRecord(run_id, T0 + (i // 2) * DAY), [Result("m", "s", "k1", "duration", float(i), "s")] +
+                      ([Result("m", "s", "k2", "duration", 10.0 + i, "s")] if i % 2 else []))
+        whole = store.series()
+        expected = whole.groupby(["machine", "suite", "kernel", "metric"], sort=False).tail(2).reset_index(drop=True)
+        got = store.series(last=2)
+    # k1: a, b at T0, c, e a day later (the run id breaks the tie), d last; k2: a, e
+    assert got.equals(expected) and got["run_id"].tolist() == ["e", "d", "a", "e"]

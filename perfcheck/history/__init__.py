@@ -21,6 +21,11 @@ Public API (stable; the dashboard and exports build on it)::
         #   units), n, median, spread (the run's duration samples: count, median s,
         #   relative 1.4826 x MAD / median; NaN when not known), outcome (passed |
         #   failed | recorded | error | None). Group by KEY for one series each.
+        for part in store.batches(machine=None, ..., last=None, rows=100_000): ...
+        #   the same rows in parts of whole kernels (every series of a machine x suite x
+        #   kernel), in the same order: memory stays that of one part (a year of nights)
+        scan(store, p=..., min_after=..., window=..., relative=False, last=3, select=None)
+        #   perfcheck.history.scan: detect + findings over a whole store part by part
         points = detect(frame, p=0.001, min_after=2, window=30, min_change_pct=0.0)
         #   list[ChangePoint], per series oldest first
         recent_regressions(points, frame, last=3)   # regressions starting in each series' last 3 runs

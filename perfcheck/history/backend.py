@@ -9,7 +9,7 @@ serve it alike (``tests/test_history_postgres.py`` runs the history tests on bot
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -35,6 +35,13 @@ class HistoryStore(Protocol):
     def series(self, *, machine: str | None = None, suite: str | Sequence[str] | None = None,
                kernel: str | Sequence[str] | None = None, metric: str | Sequence[str] | None = None,
                since: float | None = None, last: int | None = None) -> "pd.DataFrame": ...
+
+    def series_keys(self) -> "pd.DataFrame": ...  # machine, suite, kernel, metric of every series
+
+    def batches(self, *, machine: str | None = None, suite: str | Sequence[str] | None = None,
+                kernel: str | Sequence[str] | None = None, metric: str | Sequence[str] | None = None,
+                since: float | None = None, last: int | None = None,
+                rows: int = ...) -> "Iterator[pd.DataFrame]": ...  # ``series`` in parts of whole kernels
 
     def add(self, run: "RunRecord", results: Iterable["Result"], machines: Iterable["Machine"] = ()) -> "AddResult": ...
 

@@ -599,22 +599,59 @@ _md = mdescape.text
 _md_code = mdescape.code
 
 
+@dataclass(frozen=True)
+class DigestFacts:
+    """What the Markdown digest says, from the whole view or summed part by part
+    (``DigestFacts.joined``): the open regressions (``changes`` rows, in the order of
+    ``_normalised``), the newest row of every series, their units, the runs."""
+
+    open: pd.DataFrame
+    latest: pd.DataFrame
+    units: dict[tuple[str, str, str, str], str]
+    runs: frozenset[object]
+
+    @staticmethod
+    def of(view: HistoryView) -> "DigestFacts":
+        series, changes = _normalised(view)
+        runs = series["run"] if (series["run"] != "").any() else series["time"]
+        return DigestFacts(changes[changes["open"] & ~changes["member"]], latest_runs(series), _units(series),
+                           frozenset(runs.unique()))
+
+    @staticmethod
+    def joined(parts: Iterable["DigestFacts"]) -> "DigestFacts":
+        """The facts of a view made of the parts' series (each series whole in one part)."""
+        parts = list(parts)
+        if not parts:
+            return DigestFacts.of(HistoryView(pd.DataFrame(columns=SERIES_COLUMNS)))
+        found = pd.concat([p.open for p in parts], ignore_index=True)
+        latest = pd.concat([p.latest for p in parts], ignore_index=True)
+        return DigestFacts(found.sort_values([*SERIES_KEY, "time"], kind="stable").reset_index(drop=True),
+                           latest.sort_values(SERIES_KEY, kind="stable").reset_index(drop=True),
+                           {k: v for p in parts for k, v in p.units.items()}, frozenset().union(*(p.runs for p in parts)))
+
+
 def markdown_digest(view: HistoryView, *, link: str | None = None) -> str:
     """A few lines for a nightly issue or a chat message: the latest run, the
     open regressions on checked metrics and duration (worst first; those on other
     metrics are counted), the kernels whose latest value is outside its budget.
     ``link``: where the HTML report is published."""
-    series, _ = _normalised(view)
-    everything = open_regressions(view)
+    return digest_text(DigestFacts.of(view), title=view.title, link=link)
+
+
+def digest_text(facts: DigestFacts, *, title: str, link: str | None = None) -> str:
+    """``markdown_digest`` of ``facts`` (``perfcheck.history.scan.digest`` sums them
+    over a store part by part)."""
+    order = facts.open["change_pct"].abs().fillna(0.0).sort_values(ascending=False, kind="stable").index
+    everything = facts.open.loc[order].reset_index(drop=True)
     found, other = everything[everything["headline"]], everything[~everything["headline"]]
-    latest = latest_runs(series)
+    latest = facts.latest
     outside = latest[latest["outside"]]
-    units = _units(series)
-    lines = [f"## {_md(view.title)}", ""]
-    if series.empty:
+    units = facts.units
+    lines = [f"## {_md(title)}", ""]
+    if latest.empty:
         return "\n".join([*lines, "No runs recorded yet.", ""])
-    newest = series.loc[series["time"].idxmax()]
-    runs = series["run"].nunique() if (series["run"] != "").any() else series["time"].nunique()
+    newest = latest.loc[latest["time"].idxmax()]
+    runs = len(facts.runs)
     head = (f"Latest run {_when(newest['time'])} UTC" + (f", commit {_md_code(newest['commit'][:12], table=False)}"
                                                           if newest["commit"] else "")
             + f"; {runs} runs, {latest.shape[0]} series. ")

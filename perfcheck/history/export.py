@@ -29,8 +29,10 @@ import hashlib
 import json
 import math
 import re
-from collections.abc import Iterable
+import tempfile
+from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import TextIO
 
 import numpy as np
 import pandas as pd
@@ -159,42 +161,92 @@ def timestamped_metrics(series: pd.DataFrame, *, timestamps: str = "s") -> str:
     ``timestamps="s"``: OpenMetrics 1.0 text (``# UNIT`` lines, an info family for
     the runs, ``# EOF``). ``timestamps="ms"``: the Prometheus text format (0.0.4),
     which has no ``# UNIT``, no info type and no ``# EOF``."""
+    return "".join(timestamped_metric_pieces([series], timestamps=timestamps))
+
+
+def timestamped_metric_pieces(parts: Iterable[pd.DataFrame], *, timestamps: str = "s") -> Iterator[str]:
+    """``timestamped_metrics`` of the frames ``parts`` (``HistoryStore.batches``: whole
+    kernels, in series order) as pieces of text, holding one part in memory at a time.
+    The text is grouped by metric family, the parts by kernel: each family's lines are
+    spooled to a temporary file as the parts come, then the files are read out in
+    family order (families sorted by name, each sorted by machine, suite, kernel,
+    time, as one frame's sort puts them)."""
     if timestamps not in ("s", "ms"):
         raise ValueError(f"timestamps must be 's' or 'ms', not {timestamps!r}")
     openmetrics = timestamps == "s"
+    headers: dict[str, str] = {}
+    runs: dict[str, tuple[object, object, object]] = {}  # run id -> time, commit, branch; first seen first
+    wrote = False
+    with tempfile.TemporaryDirectory(prefix="perfcheck-export-") as spool:
+        files: dict[str, TextIO] = {}
+        try:
+            for series in parts:
+                for family, header, body in _family_lines(series, timestamps, openmetrics):
+                    if family not in files:
+                        headers[family] = header
+                        files[family] = open(Path(spool) / f"{len(files)}.txt", "w+", encoding="utf-8")  # noqa: SIM115
+                    files[family].write(body)
+                columns = [series[key] if key in series else pd.Series(None, index=series.index)
+                           for key in ("time", "commit", "branch")]
+                for run_id, *about in zip(series["run_id"], *columns):
+                    runs.setdefault(run_id, tuple(about))  # type: ignore[arg-type]
+            for family in sorted(files):
+                yield headers[family]
+                wrote = True
+                handle = files[family]
+                handle.seek(0)
+                while chunk := handle.read(1 << 20):
+                    yield chunk
+        finally:
+            for handle in files.values():
+                handle.close()
+    if runs:
+        table = pd.DataFrame(list(runs.values()), columns=["time", "commit", "branch"], index=list(runs))
+        table = table.sort_values("time", kind="stable")
+        # OpenMetrics: an info family "perfcheck_run" whose samples are "perfcheck_run_info";
+        # the Prometheus text format has no info type: a gauge named as its samples.
+        name = "perfcheck_run" if openmetrics else "perfcheck_run_info"
+        lines = [f"# TYPE {name} {'info' if openmetrics else 'gauge'}",
+                 f"# HELP {name} perfcheck history: one sample per run, its commit and branch"]
+        sample = "perfcheck_run_info"
+        for run_id, commit, branch, stamp in zip(table.index, table["commit"], table["branch"],
+                                                 _timestamps(table["time"], timestamps)):
+            pairs = [("run_id", str(run_id))] + [(k, t) for k, t in (("commit", _text(commit)), ("branch", _text(branch))) if t]
+            lines.append(f"{sample}{_labels(pairs)} 1 {stamp}")
+        yield "\n".join(lines) + "\n"
+        wrote = True
+    if openmetrics:
+        yield "# EOF\n"
+    elif not wrote:
+        yield "\n"  # as "\n".join of no lines, plus its newline
+
+
+def _family_lines(series: pd.DataFrame, timestamps: str, openmetrics: bool) -> Iterator[tuple[str, str, str]]:
+    """(family, its header lines, its sample lines) of one frame, families in name order."""
     frame = series[np.isfinite(series["value"].astype(float))].copy()
+    if not len(frame):
+        return
     frame["unit"] = frame["unit"].fillna("").astype(str)
     frame["family"] = [metric_name(m, u) for m, u in zip(frame["metric"].astype(str), frame["unit"])]
     frame["stamp"] = _timestamps(frame["time"], timestamps)
     frame["sample"] = [_labels((("machine", str(a)), ("suite", str(b)), ("kernel", str(c))))
                        for a, b, c in zip(frame["machine"], frame["suite"], frame["kernel"])]
     frame = frame.sort_values(["family", "machine", "suite", "kernel", "time"], kind="stable")
-    lines: list[str] = []
     for family, rows in frame.groupby("family", sort=False):
         first = rows.iloc[0]
-        lines.append(f"# TYPE {family} gauge")
+        header = [f"# TYPE {family} gauge"]
         om_unit = _OM_UNIT.get(str(first["unit"]), "")
         if openmetrics and om_unit and family.endswith(om_unit):
-            lines.append(f"# UNIT {family} {om_unit}")
-        lines.append(f"# HELP {family} perfcheck history: {first['metric']} per run, in {first['unit'] or 'count'}")
-        lines.extend(f"{family}{labels} {_number(value)} {stamp}"
-                     for labels, value, stamp in zip(rows["sample"], rows["value"].astype(float), rows["stamp"]))
-    runs = series.drop_duplicates("run_id").sort_values("time", kind="stable")
-    if len(runs):
-        # OpenMetrics: an info family "perfcheck_run" whose samples are "perfcheck_run_info";
-        # the Prometheus text format has no info type: a gauge named as its samples.
-        name = "perfcheck_run" if openmetrics else "perfcheck_run_info"
-        lines.append(f"# TYPE {name} {'info' if openmetrics else 'gauge'}")
-        lines.append(f"# HELP {name} perfcheck history: one sample per run, its commit and branch")
-        sample = "perfcheck_run_info"
-        columns = [runs[key] if key in runs else pd.Series(None, index=runs.index) for key in ("commit", "branch")]
-        for run_id, commit, branch, stamp in zip(runs["run_id"], *columns, _timestamps(runs["time"], timestamps)):
-            pairs = [("run_id", str(run_id))] + [(k, t) for k, t in (("commit", _text(commit)), ("branch", _text(branch))) if t]
-            lines.append(f"{sample}{_labels(pairs)} 1 {stamp}")
-    if openmetrics:
-        lines.append("# EOF")
-    return "\n".join(lines) + "\n"
+            header.append(f"# UNIT {family} {om_unit}")
+        header.append(f"# HELP {family} perfcheck history: {first['metric']} per run, in {first['unit'] or 'count'}")
+        body = "".join(f"{family}{labels} {_number(value)} {stamp}\n"
+                       for labels, value, stamp in zip(rows["sample"], rows["value"].astype(float), rows["stamp"]))
+        yield str(family), "\n".join(header) + "\n", body
 
 
-def write_timestamped_metrics(series: pd.DataFrame, path: str | Path, *, timestamps: str = "s") -> Path:
-    return write_atomic(path, timestamped_metrics(series, timestamps=timestamps))
+def write_timestamped_metrics(series: "pd.DataFrame | Iterable[pd.DataFrame]", path: str | Path, *,
+                              timestamps: str = "s") -> Path:
+    """``timestamped_metrics`` into ``path`` (atomically); ``series`` may be the parts
+    of ``HistoryStore.batches``, written as they come."""
+    parts = [series] if isinstance(series, pd.DataFrame) else series
+    return write_atomic(path, timestamped_metric_pieces(parts, timestamps=timestamps))

@@ -132,8 +132,9 @@ def _rank(cp: ChangePoint) -> tuple[int, int, float]:
     return (cp.metric != HEADLINE_FIRST, not cp.regression, -abs(cp.change_pct))
 
 
-def _positions(frame: "pd.DataFrame") -> dict[tuple[str, str], dict[str, int]]:
-    """(machine, suite) -> run id -> position of the run in time order."""
+def run_positions(frame: "pd.DataFrame | None") -> dict[tuple[str, str], dict[str, int]]:
+    """(machine, suite) -> run id -> position of the run in time order. ``frame`` may
+    be the first row of each machine x suite x run of a series frame (same answer)."""
     out: dict[tuple[str, str], dict[str, int]] = {}
     if frame is None or not len(frame):
         return out
@@ -150,14 +151,18 @@ def findings(
     recent: Sequence[ChangePoint] = (),
     select: str | Iterable[str] | None = None,
     arches: Mapping[str, str] | None = None,
+    context: "Context | None" = None,
 ) -> list[Finding]:
     """``points`` (``detect`` over ``frame`` or its relative form) as findings, worst
     first: regressions, new ones first, by size. ``frame``: the store's series of the
     kernels (every metric: the diagnosis reads them all); ``recent``: the regressions
-    to mark new; ``arches``: machine -> arch id, to derive the occupancy limiter."""
+    to mark new; ``arches``: machine -> arch id, to derive the occupancy limiter.
+    ``context``: what the whole store says beyond ``frame`` (``perfcheck.history.scan``
+    passes part of the store at a time); by default it is ``frame``'s."""
     select = list(select) if select is not None and not isinstance(select, str) else select
     asked = watched(frame)
-    positions = _positions(frame)
+    context = context if context is not None else Context.of(points, frame)
+    positions = context.positions
     marked = set(recent)
     by_kernel: dict[tuple[str, str, str], list[ChangePoint]] = {}
     for cp in points:
@@ -186,17 +191,31 @@ def findings(
             members[home].extend(cp for cp in runs[run_id] if cp is not heads[home])
         grouped.extend((heads[r], sorted(members[r], key=lambda cp: -abs(cp.change_pct))) for r in heads)
 
-    wide = _whole_run(points, frame, positions)
+    wide = context.whole_run
     machines = arches or {}
     out = []
+    # each kernel's rows, found once: a mask over the frame per finding cost O(findings x rows)
+    rows_of = frame.groupby(["machine", "suite", "kernel"], sort=False).indices if frame is not None and len(frame) \
+        else {}
     for head, also in grouped:
         diagnosis = None
         if head.kernel != RUN_WIDE:
-            diagnosis = _diagnose(head, frame, positions, machines.get(head.machine),
+            at = rows_of.get((head.machine, head.suite, head.kernel))
+            if at is not None and head.kernel.startswith("range:"):  # a step: the run's timeline rows beside it
+                timeline = [i for (m, s, k), i in rows_of.items()
+                            if m == head.machine and s == head.suite and str(k).startswith("@run")]
+                at = np.concatenate([at, *timeline]) if timeline else at
+            diagnosis = _diagnose(head, frame.iloc[at] if at is not None else None, positions,
+                                  machines.get(head.machine),
                                   wide.get((head.machine, head.suite, head.metric, head.run_id)))
         out.append(Finding(head, tuple(also), diagnosis, new=head in marked))
-    out.sort(key=lambda f: (not f.regression, not f.new, -abs(f.headline.change_pct), f.suite, f.kernel, f.headline.time))
+    out.sort(key=worst_first)
     return out
+
+
+def worst_first(f: Finding) -> tuple[bool, bool, float, str, str, float]:
+    """The order findings are listed in: regressions, new ones first, by size."""
+    return (not f.regression, not f.new, -abs(f.headline.change_pct), f.suite, f.kernel, f.headline.time)
 
 
 def _nearest(run_id: str, heads: Mapping[str, ChangePoint], where: Mapping[str, int]) -> str | None:
@@ -211,15 +230,34 @@ def _nearest(run_id: str, heads: Mapping[str, ChangePoint], where: Mapping[str, 
     return min(close)[1] if close else None
 
 
-def _whole_run(points: Sequence[ChangePoint], frame: "pd.DataFrame",
-               positions: Mapping[tuple[str, str], Mapping[str, int]]) -> dict[tuple[str, str, str, str], float]:
+def kernel_counts(frame: "pd.DataFrame | None") -> dict[tuple[str, str, str], int]:
+    """(machine, suite, metric) -> how many kernels ``frame`` has values of."""
+    if frame is None or not len(frame):
+        return {}
+    counts = frame.groupby(["machine", "suite", "metric"], sort=False)["kernel"].nunique()
+    return {tuple(map(str, k)): int(v) for k, v in counts.items()}  # type: ignore[misc]
+
+
+@dataclass(frozen=True)
+class Context:
+    """What grouping and the diagnosis read beyond one kernel's own values: the order
+    of the runs of each machine x suite (``run_positions``) and the change of the
+    whole run at each run (``whole_runs``), from every change point."""
+
+    positions: Mapping[tuple[str, str], Mapping[str, int]]
+    whole_run: Mapping[tuple[str, str, str, str], float]
+
+    @staticmethod
+    def of(points: Sequence[ChangePoint], frame: "pd.DataFrame | None") -> "Context":
+        return Context(run_positions(frame), whole_runs(points, kernel_counts(frame)))
+
+
+def whole_runs(points: Sequence[ChangePoint],
+               kernels: Mapping[tuple[str, str, str], int]) -> dict[tuple[str, str, str, str], float]:
     """(machine, suite, metric, run id) -> the change of the whole run there: the
-    run-wide series' change point, or the median change when most kernels moved."""
+    run-wide series' change point, or the median change when most kernels moved.
+    ``kernels``: how many kernels each machine x suite x metric has (``kernel_counts``)."""
     out: dict[tuple[str, str, str, str], float] = {}
-    kernels: dict[tuple[str, str, str], int] = {}
-    if frame is not None and len(frame):
-        counts = frame.groupby(["machine", "suite", "metric"], sort=False)["kernel"].nunique()
-        kernels = {tuple(map(str, k)): int(v) for k, v in counts.items()}  # type: ignore[misc]
     moves: dict[tuple[str, str, str, str], list[float]] = {}
     for cp in points:
         key = (cp.machine, cp.suite, cp.metric, cp.run_id)
@@ -235,10 +273,11 @@ def _whole_run(points: Sequence[ChangePoint], frame: "pd.DataFrame",
     return out
 
 
-def _diagnose(head: ChangePoint, frame: "pd.DataFrame", positions: Mapping[tuple[str, str], Mapping[str, int]],
+def _diagnose(head: ChangePoint, frame: "pd.DataFrame | None", positions: Mapping[tuple[str, str], Mapping[str, int]],
               arch: str | None, whole_run: float | None) -> Diagnosis | None:
     """The diagnosis of one finding: every metric of the kernel in the runs before the
-    change (as many as the change point compared) against the runs after it."""
+    change (as many as the change point compared) against the runs after it.
+    ``frame``: the kernel's rows (or more)."""
     if frame is None or not len(frame):
         return None
     suite = frame[(frame["machine"] == head.machine) & (frame["suite"] == head.suite)]
@@ -254,11 +293,19 @@ def _diagnose(head: ChangePoint, frame: "pd.DataFrame", positions: Mapping[tuple
     kernels = suite["kernel"].astype(str)
     near = suite[(kernels == head.kernel) | (head.kernel.startswith("range:") & kernels.str.startswith("@run"))]
 
+    # numpy, not a groupby per side: this runs for every finding (a year of nights of
+    # 2,000 kernels spent half of `history detect` in pandas' group splitting here)
+    kernel = near["kernel"].astype(str).to_numpy(dtype=object)
+    metric = near["metric"].astype(str).to_numpy(dtype=object)
+    value = near["value"].to_numpy(dtype="float64")
+    run_id = near["run_id"].astype(str).to_numpy(dtype=object)
+
     def side(runs: list[str]) -> Mapping[str, np.ndarray]:
-        rows = near[near["run_id"].astype(str).isin(runs)]
+        keep = np.isin(run_id, np.asarray(runs, dtype=object))
         values: dict[str, dict[str, np.ndarray]] = {}
-        for (kernel, metric), g in rows.groupby(["kernel", "metric"], sort=False):
-            values.setdefault(str(kernel), {})[str(metric)] = g["value"].to_numpy(dtype="float64")
+        # kernels and metrics in the order of their first row, as groupby(sort=False) gave them
+        for k, m in dict.fromkeys(zip(kernel[keep].tolist(), metric[keep].tolist())):
+            values.setdefault(k, {})[m] = value[keep & (kernel == k) & (metric == m)]
         return with_run(head.kernel, values) or {}
 
     return diagnose(side(before_runs), side(after_runs), subject=head.metric, arch=arch, whole_run_pct=whole_run)

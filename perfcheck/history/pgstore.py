@@ -27,12 +27,27 @@ from __future__ import annotations
 
 import json
 import time as _time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from perfcheck.documents import json_loads
 from perfcheck.errors import InputError, UsageError
-from perfcheck.history.store import RUN_COLUMNS, SERIES_COLUMNS, AddResult, Machine, Result, RunRecord, finite
+from perfcheck.history.store import (
+    BATCH_ROWS,
+    AddResult,
+    Machine,
+    Result,
+    RunRecord,
+    series_filters,
+    concat_batches,
+    run_summary,
+    runs_frame,
+    same_run_sql,
+    same_values,
+    series_batches,
+    value_rows,
+    values_sql,
+)
 from perfcheck.storeurl import StoreURL, masked_in
 
 if TYPE_CHECKING:
@@ -84,6 +99,68 @@ PG_MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE results ADD COLUMN low double precision;
     ALTER TABLE results ADD COLUMN high double precision;
     """,
+    # 2 -> 3 (store.MIGRATIONS[2]): series named once, values keyed by integers (issue 22);
+    # the view reads the old tables, so it goes first and is made again after the migration
+    """
+    DROP VIEW IF EXISTS perfcheck_series;
+    CREATE TABLE series (
+        series_id bigserial PRIMARY KEY,
+        machine text NOT NULL REFERENCES machines(machine),
+        suite text NOT NULL,
+        kernel text NOT NULL,
+        metric text NOT NULL,
+        UNIQUE (machine, suite, kernel, metric)
+    );
+    INSERT INTO series (machine, suite, kernel, metric)
+        SELECT machine, suite, kernel, metric FROM results GROUP BY machine, suite, kernel, metric
+        ORDER BY machine COLLATE "C", suite COLLATE "C", kernel COLLATE "C", metric COLLATE "C";
+    CREATE TABLE runs_v3 (
+        run bigserial PRIMARY KEY,
+        run_id text NOT NULL UNIQUE,
+        time double precision NOT NULL,
+        commit_sha text,
+        branch text,
+        ci_system text,
+        ci_job text,
+        ci_url text,
+        host text,
+        source text,
+        added double precision NOT NULL,
+        machines text,
+        suites text,
+        n_values bigint NOT NULL DEFAULT 0
+    );
+    INSERT INTO runs_v3 (run_id, time, commit_sha, branch, ci_system, ci_job, ci_url, host, source, added,
+                         machines, suites, n_values)
+        SELECT r.run_id, r.time, r.commit_sha, r.branch, r.ci_system, r.ci_job, r.ci_url, r.host, r.source, r.added,
+               (SELECT string_agg(DISTINCT v.machine, ',' ORDER BY v.machine) FROM results v WHERE v.run_id = r.run_id),
+               (SELECT string_agg(DISTINCT v.suite, ',' ORDER BY v.suite) FROM results v WHERE v.run_id = r.run_id),
+               (SELECT count(*) FROM results v WHERE v.run_id = r.run_id)
+        FROM runs r ORDER BY r.time, r.run_id COLLATE "C";
+    CREATE TABLE results_v3 (
+        series_id bigint NOT NULL,
+        run bigint NOT NULL,
+        value double precision,
+        unit text NOT NULL DEFAULT '',
+        n bigint,
+        median double precision,
+        spread double precision,
+        outcome text,
+        low double precision,
+        high double precision,
+        PRIMARY KEY (series_id, run)
+    );
+    INSERT INTO results_v3
+        SELECT s.series_id, r.run, v.value, v.unit, v.n, v.median, v.spread, v.outcome, v.low, v.high
+        FROM results v JOIN series s ON s.machine = v.machine AND s.suite = v.suite AND s.kernel = v.kernel
+             AND s.metric = v.metric
+        JOIN runs_v3 r ON r.run_id = v.run_id;
+    DROP TABLE results;
+    DROP TABLE runs;
+    ALTER TABLE runs_v3 RENAME TO runs;
+    ALTER TABLE results_v3 RENAME TO results;
+    CREATE INDEX runs_time ON runs(time);
+    """,
 )
 SCHEMA_VERSION = len(PG_MIGRATIONS)
 
@@ -91,9 +168,9 @@ SCHEMA_VERSION = len(PG_MIGRATIONS)
 # so a later schema keeps these columns.
 SERIES_VIEW = """
 CREATE OR REPLACE VIEW perfcheck_series AS
-SELECT to_timestamp(r.time) AS time, r.commit_sha AS commit, v.machine, v.suite, v.kernel, v.metric,
-       v.value, v.unit, v.run_id, r.branch
-FROM results v JOIN runs r ON r.run_id = v.run_id
+SELECT to_timestamp(r.time) AS time, r.commit_sha AS commit, s.machine, s.suite, s.kernel, s.metric,
+       v.value, v.unit, r.run_id, r.branch
+FROM results v JOIN runs r ON r.run = v.run JOIN series s ON s.series_id = v.series_id
 """
 
 
@@ -214,11 +291,7 @@ class PostgresStore:
     def add(self, run: RunRecord, results: Iterable[Result], machines: Iterable[Machine] = ()) -> AddResult:
         """Append one run and its values in one transaction. A run id already stored is
         left alone (``added`` False): importing the same results file twice adds nothing."""
-        rows: dict[tuple[str, str, str, str], tuple[object, ...]] = {}
-        for r in results:  # a key given twice: the last wins, as INSERT OR REPLACE does in SQLite
-            rows[(r.machine, r.suite, r.kernel, r.metric)] = (
-                run.run_id, r.machine, r.suite, r.kernel, r.metric, finite(r.value), r.unit or "", r.n,
-                finite(r.median), finite(r.spread), r.outcome, finite(r.low), finite(r.high))
+        rows = value_rows(results)
         named = {m.machine: m for m in machines}
         for machine in {key[0] for key in rows} - set(named):
             named[machine] = Machine(machine)
@@ -233,17 +306,20 @@ class PostgresStore:
         try:
             with self._db.transaction():
                 claimed = self._db.execute(
-                    "INSERT INTO runs VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (run_id) DO NOTHING",
+                    "INSERT INTO runs (run_id, time, commit_sha, branch, ci_system, ci_job, ci_url, host, source, "
+                    "added, machines, suites, n_values) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
+                    "ON CONFLICT (run_id) DO NOTHING RETURNING run",
                     (run.run_id, float(run.time), run.commit, run.branch, run.ci_system, run.ci_job, run.ci_url,
-                     run.host, run.source, _time.time()),
-                ).rowcount
-                if not claimed:
+                     run.host, run.source, _time.time(), *run_summary(rows)),
+                ).fetchone()
+                if claimed is None:
                     # the same results file imported again adds nothing; another run under
-                    # the same id is an error (raised below, after the transaction ends)
-                    return AddResult(run.run_id, False, 0) if self._same_run(run, list(rows.values())) else None
+                    # the same id is an error (raised by ``add``, after the transaction ends)
+                    return AddResult(run.run_id, False, 0) if self._same_run(run, rows) else None
+                number = claimed[0]
                 with self._db.cursor() as cursor:
-                    # sorted: concurrent writers lock shared machine rows in one order (no deadlock);
-                    # a machine seen again keeps its first fingerprint unless this one says more
+                    # sorted: concurrent writers lock shared machine and series rows in one order
+                    # (no deadlock); a machine seen again keeps its first fingerprint unless this one says more
                     cursor.executemany(
                         "INSERT INTO machines VALUES (%s, %s) ON CONFLICT (machine) DO UPDATE "
                         "SET fingerprint = excluded.fingerprint WHERE excluded.fingerprint <> '{}' "
@@ -251,26 +327,41 @@ class PostgresStore:
                         [(m.machine, json.dumps(dict(m.fingerprint), sort_keys=True))
                          for m in sorted(named.values(), key=lambda m: m.machine)],
                     )
+                    ids = self._series_ids(cursor, sorted(rows))
                     # COPY: one round trip for the values (the run is new, so no key is there yet)
-                    with cursor.copy("COPY results (run_id, machine, suite, kernel, metric, value, unit, n, median, "
-                                     "spread, outcome, low, high) FROM STDIN") as copy:
-                        for row in rows.values():
-                            copy.write_row(row)
+                    with cursor.copy("COPY results (series_id, run, value, unit, n, median, spread, outcome, low, high) "
+                                     "FROM STDIN") as copy:
+                        for key, values in rows.items():
+                            copy.write_row((ids[key], number, *values))
         except self._errors as exc:
             raise self._failed("write to", exc) from None
         return AddResult(run.run_id, True, len(rows))
 
-    def _same_run(self, run: RunRecord, rows: Sequence[tuple[object, ...]]) -> bool:
+    def _series_ids(self, cursor: Any, keys: list[tuple[str, str, str, str]]) -> dict[tuple[str, str, str, str], int]:
+        """The id of each series key, making the ones not stored yet (in key order)."""
+        ids: dict[tuple[str, str, str, str], int] = {}
+        for machine, suite in sorted({key[:2] for key in keys}):
+            cursor.execute("SELECT series_id, machine, suite, kernel, metric FROM series WHERE machine = %s AND suite = %s",
+                           (machine, suite))
+            ids.update(((m, su, k, me), i) for i, m, su, k, me in cursor.fetchall())
+        missing = [key for key in keys if key not in ids]
+        if missing:
+            cursor.executemany("INSERT INTO series (machine, suite, kernel, metric) VALUES (%s, %s, %s, %s) "
+                               "ON CONFLICT DO NOTHING", missing)
+            for machine, suite in sorted({key[:2] for key in missing}):
+                cursor.execute("SELECT series_id, machine, suite, kernel, metric FROM series "
+                               "WHERE machine = %s AND suite = %s", (machine, suite))
+                ids.update(((m, su, k, me), i) for i, m, su, k, me in cursor.fetchall())
+        return ids
+
+    def _same_run(self, run: RunRecord, rows: dict[tuple[str, str, str, str], tuple[object, ...]]) -> bool:
         """The run already stored under ``run.run_id`` holds exactly these values (as the
         SQLite store decides: the time left out, a copied file's modification time moves)."""
         stored = self._db.execute("SELECT commit_sha, branch, ci_system, ci_job, ci_url, host FROM runs "
                                   "WHERE run_id = %s", (run.run_id,)).fetchone()
         if stored is None or tuple(stored) != (run.commit, run.branch, run.ci_system, run.ci_job, run.ci_url, run.host):
             return False
-        have = self._db.execute(
-            "SELECT run_id, machine, suite, kernel, metric, value, unit, n, median, spread, outcome, low, high "
-            "FROM results WHERE run_id = %s", (run.run_id,)).fetchall()
-        return sorted(map(tuple, have), key=repr) == sorted(map(tuple, rows), key=repr)
+        return same_values(self._db.execute(same_run_sql("%s"), (run.run_id,)).fetchall(), rows)
 
     def prune(self, *, keep_days: float, now: float | None = None) -> int:
         """Delete runs older than ``keep_days`` (and their values); returns how many."""
@@ -279,9 +370,12 @@ class PostgresStore:
         cutoff = (now if now is not None else _time.time()) - keep_days * 86400.0
         try:
             with self._db.transaction():
+                self._db.execute("DELETE FROM results WHERE run IN (SELECT run FROM runs WHERE time < %s)", (cutoff,))
                 count = self._db.execute("DELETE FROM runs WHERE time < %s", (cutoff,)).rowcount
+                self._db.execute("DELETE FROM series s WHERE NOT EXISTS "
+                                 "(SELECT 1 FROM results v WHERE v.series_id = s.series_id)")
                 self._db.execute("DELETE FROM machines m WHERE NOT EXISTS "
-                                 "(SELECT 1 FROM results v WHERE v.machine = m.machine)")
+                                 "(SELECT 1 FROM series s WHERE s.machine = m.machine)")
         except self._errors as exc:
             raise self._failed("prune", exc) from None
         return int(count)
@@ -301,26 +395,52 @@ class PostgresStore:
 
     def runs(self, *, since: float | None = None, limit: int | None = None) -> "pd.DataFrame":
         """As ``Store.runs``: one row per run, oldest first (RUN_COLUMNS)."""
-        import pandas as pd
-
-        sql = (
-            "SELECT r.run_id, r.time, r.commit_sha, r.branch, r.ci_system, r.ci_job, r.ci_url, r.host, r.source, r.added, "
-            "string_agg(DISTINCT v.machine, ',' ORDER BY v.machine), string_agg(DISTINCT v.suite, ',' ORDER BY v.suite), "
-            "count(v.metric) "
-            "FROM runs r LEFT JOIN results v ON v.run_id = r.run_id"
-        )
+        sql = ("SELECT run_id, time, commit_sha, branch, ci_system, ci_job, ci_url, host, source, added, machines, "
+               "suites, n_values FROM runs")
         params: list[object] = []
         if since is not None:
-            sql += " WHERE r.time >= %s"
+            sql += " WHERE time >= %s"
             params.append(float(since))
-        sql += ' GROUP BY r.run_id ORDER BY r.time, r.run_id COLLATE "C"'
-        frame = pd.DataFrame(self._rows(sql, params), columns=list(RUN_COLUMNS))
-        if limit is not None:
-            frame = frame.tail(limit).reset_index(drop=True)
-        for column in ("time", "added"):
-            frame[column] = pd.to_datetime(frame[column].astype("float64"), unit="s", utc=True)
-        frame["values"] = frame["values"].astype("int64")
-        return frame
+        sql += ' ORDER BY time, run_id COLLATE "C"'
+        return runs_frame(self._rows(sql, params), limit)
+
+    def batches(
+        self,
+        *,
+        machine: str | None = None,
+        suite: str | Sequence[str] | None = None,
+        kernel: str | Sequence[str] | None = None,
+        metric: str | Sequence[str] | None = None,
+        since: float | None = None,
+        last: int | None = None,
+        rows: int = BATCH_ROWS,
+    ) -> "Iterator[pd.DataFrame]":
+        """As ``Store.batches``: the series in parts of whole kernels."""
+        where, params = series_filters(machine, suite, kernel, metric, "%s")
+        # COLLATE "C": byte order, as SQLite sorts text, so both backends list series alike
+        keys = self._rows("SELECT series_id, machine, suite, kernel, metric FROM series"
+                          + (" WHERE " + " AND ".join(where) if where else "")
+                          + ' ORDER BY machine COLLATE "C", suite COLLATE "C", kernel COLLATE "C", metric COLLATE "C"',
+                          params)
+        since_params = [float(since)] if since is not None else []
+        runs = self._rows("SELECT run, run_id, time, commit_sha, branch, ci_job, ci_url FROM runs"
+                          + (" WHERE time >= %s" if since is not None else ""), since_params)
+        when = " AND v.run IN (SELECT run FROM runs WHERE time >= %s)" if since is not None else ""
+
+        def read(ids: list[int]) -> list[tuple[object, ...]]:
+            return self._rows(values_sql("v.series_id = ANY(%s)" + when, last, "%s", ' COLLATE "C"'),
+                              [ids, *since_params, *([last] if last is not None else [])])
+
+        yield from series_batches(keys, runs, read, last=last, rows=rows)
+
+    def series_keys(self) -> "pd.DataFrame":
+        """Every stored series' names (machine, suite, kernel, metric), sorted: what the
+        commands' filters are checked against without reading a value."""
+        import pandas as pd
+
+        return pd.DataFrame(self._rows("SELECT machine, suite, kernel, metric FROM series "
+                                       "ORDER BY machine, suite, kernel, metric"),
+                            columns=["machine", "suite", "kernel", "metric"])
 
     def series(
         self,
@@ -333,34 +453,8 @@ class PostgresStore:
         last: int | None = None,
     ) -> "pd.DataFrame":
         """As ``Store.series``: the values as one long frame (SERIES_COLUMNS)."""
-        import pandas as pd
-
-        where, params = [], []  # type: ignore[var-annotated]
-        for column, wanted in (("v.machine", machine), ("v.suite", suite), ("v.kernel", kernel), ("v.metric", metric)):
-            if wanted is None:
-                continue
-            where.append(f"{column} = ANY(%s)")
-            params.append([wanted] if isinstance(wanted, str) else list(wanted))
-        if since is not None:
-            where.append("r.time >= %s")
-            params.append(float(since))
-        # COLLATE "C": byte order, as SQLite sorts text, so both backends list series alike
-        sql = (
-            "SELECT v.machine, v.suite, v.kernel, v.metric, v.unit, v.run_id, r.time, r.commit_sha, r.branch, "
-            "r.ci_job, r.ci_url, v.value, v.n, v.median, v.spread, v.outcome, v.low, v.high "
-            "FROM results v JOIN runs r ON r.run_id = v.run_id"
-            + (" WHERE " + " AND ".join(where) if where else "")
-            + ' ORDER BY v.machine COLLATE "C", v.suite COLLATE "C", v.kernel COLLATE "C", v.metric COLLATE "C", '
-            'r.time, v.run_id COLLATE "C"'
-        )
-        frame = pd.DataFrame(self._rows(sql, params), columns=list(SERIES_COLUMNS))
-        if last is not None and len(frame):
-            frame = frame.groupby(["machine", "suite", "kernel", "metric"], sort=False).tail(last).reset_index(drop=True)
-        frame["time"] = pd.to_datetime(frame["time"].astype("float64"), unit="s", utc=True)
-        for column in ("value", "median", "spread", "low", "high"):
-            frame[column] = frame[column].astype("float64")
-        frame["n"] = frame["n"].astype("Int64")
-        return frame
+        return concat_batches(self.batches(machine=machine, suite=suite, kernel=kernel, metric=metric, since=since,
+                                           last=last))
 
 
 def _statements(script: str) -> list[str]:

@@ -14,9 +14,18 @@ store from version i to i + 1, each in one transaction, so an older store is bro
 up to date when it is opened and a newer one is refused with a clear error)::
 
     machines(machine PK, fingerprint JSON)            the fingerprint slug and its parts
-    runs(run_id PK, time, commit_sha, branch, ci_system, ci_job, ci_url, host, source, added)
-    results(run_id -> runs ON DELETE CASCADE, machine, suite, kernel, metric,
-            value, unit, n, median, spread, outcome, low, high)  one row per run x machine x suite x kernel x metric
+    runs(run INTEGER PK, run_id UNIQUE, time, commit_sha, branch, ci_system, ci_job, ci_url,
+         host, source, added, machines, suites, n_values)   one row per run
+    series(series_id INTEGER PK, machine, suite, kernel, metric; UNIQUE)  names stored once
+    results(series_id, run, value, unit, n, median, spread, outcome, low, high;
+            PK (series_id, run))                       one row per run x series
+
+Since version 3 (issue 22) a value row holds two integers where it held the machine,
+suite, kernel name (long C++ templates) and metric as text: a year of nightly runs of
+2,000 kernels x 16 metrics went from 7 GB to well under 1 GB. The primary key
+(series_id, run) is the order readers want, so reading series by series
+(``Store.batches``) is a range scan per series; the runs table carries each run's
+machines, suites and value count, so listing runs never scans the values.
 
 ``time`` and ``added`` are Unix seconds (UTC); ``value`` is in base units (``unit``);
 ``n``/``median``/``spread`` describe the run's samples of that value (dispatch count,
@@ -32,7 +41,7 @@ import math
 import os
 import sqlite3
 import time as _time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -91,14 +100,79 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE results ADD COLUMN low REAL;
     ALTER TABLE results ADD COLUMN high REAL;
     """,
+    # 2 -> 3: series named once, values keyed by integers (issue 22). The values keep no
+    # foreign keys: SQLite would check each deleted run against every value row (no index
+    # on run), so ``prune`` deletes values, series and machines itself.
+    """
+    CREATE TABLE series (
+        series_id INTEGER PRIMARY KEY,
+        machine TEXT NOT NULL REFERENCES machines(machine),
+        suite TEXT NOT NULL,
+        kernel TEXT NOT NULL,
+        metric TEXT NOT NULL,
+        UNIQUE (machine, suite, kernel, metric)
+    );
+    INSERT INTO series (machine, suite, kernel, metric)
+        SELECT DISTINCT machine, suite, kernel, metric FROM results ORDER BY machine, suite, kernel, metric;
+    CREATE TABLE runs_v3 (
+        run INTEGER PRIMARY KEY,
+        run_id TEXT NOT NULL UNIQUE,
+        time REAL NOT NULL,
+        commit_sha TEXT,
+        branch TEXT,
+        ci_system TEXT,
+        ci_job TEXT,
+        ci_url TEXT,
+        host TEXT,
+        source TEXT,
+        added REAL NOT NULL,
+        machines TEXT,
+        suites TEXT,
+        n_values INTEGER NOT NULL DEFAULT 0
+    );
+    INSERT INTO runs_v3 (run_id, time, commit_sha, branch, ci_system, ci_job, ci_url, host, source, added,
+                         machines, suites, n_values)
+        SELECT r.run_id, r.time, r.commit_sha, r.branch, r.ci_system, r.ci_job, r.ci_url, r.host, r.source, r.added,
+               (SELECT group_concat(machine) FROM (SELECT DISTINCT machine FROM results v
+                                                    WHERE v.run_id = r.run_id ORDER BY machine)),
+               (SELECT group_concat(suite) FROM (SELECT DISTINCT suite FROM results v
+                                                  WHERE v.run_id = r.run_id ORDER BY suite)),
+               (SELECT count(*) FROM results v WHERE v.run_id = r.run_id)
+        FROM runs r ORDER BY r.time, r.run_id;
+    CREATE TABLE results_v3 (
+        series_id INTEGER NOT NULL,
+        run INTEGER NOT NULL,
+        value REAL,
+        unit TEXT NOT NULL DEFAULT '',
+        n INTEGER,
+        median REAL,
+        spread REAL,
+        outcome TEXT,
+        low REAL,
+        high REAL,
+        PRIMARY KEY (series_id, run)
+    ) WITHOUT ROWID;
+    INSERT INTO results_v3
+        SELECT s.series_id, r.run, v.value, v.unit, v.n, v.median, v.spread, v.outcome, v.low, v.high
+        FROM results v JOIN series s ON s.machine = v.machine AND s.suite = v.suite AND s.kernel = v.kernel
+             AND s.metric = v.metric
+        JOIN runs_v3 r ON r.run_id = v.run_id;
+    DROP TABLE results;
+    DROP TABLE runs;
+    ALTER TABLE runs_v3 RENAME TO runs;
+    ALTER TABLE results_v3 RENAME TO results;
+    CREATE INDEX runs_time ON runs(time);
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
+COMPACT_VERSION = 3  # series named once (issue 22)
 # The columns perfcheck reads and writes, per table (what the migrations above make).
 REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
     "machines": ("machine", "fingerprint"),
-    "runs": ("run_id", "time", "commit_sha", "branch", "ci_system", "ci_job", "ci_url", "host", "source", "added"),
-    "results": ("run_id", "machine", "suite", "kernel", "metric", "value", "unit", "n", "median", "spread",
-                "outcome", "low", "high"),
+    "series": ("series_id", "machine", "suite", "kernel", "metric"),
+    "runs": ("run", "run_id", "time", "commit_sha", "branch", "ci_system", "ci_job", "ci_url", "host", "source", "added",
+             "machines", "suites", "n_values"),
+    "results": ("series_id", "run", "value", "unit", "n", "median", "spread", "outcome", "low", "high"),
 }
 # Times a run can have: Unix seconds from 1970 to 2200 (a results file claiming more is
 # refused; pandas' timestamps end in 2262, so later ones would break every reader).
@@ -108,6 +182,9 @@ SERIES_COLUMNS = (
     "machine", "suite", "kernel", "metric", "unit", "run_id", "time", "commit", "branch",
     "ci_job", "ci_url", "value", "n", "median", "spread", "outcome", "low", "high",
 )
+VALUE_COLUMNS = ("series_id", "run", "value", "unit", "n", "median", "spread", "outcome", "low", "high")
+BATCH_ROWS = 100_000  # values per part read: ~100-200 MB at most in the commands, and few queries
+MAX_IDS = 4_000  # series per query: under SQLite's 32,766 bound variables
 RUN_COLUMNS = ("run_id", "time", "commit", "branch", "ci_system", "ci_job", "ci_url", "host", "source", "added",
                "machines", "suites", "values")
 
@@ -308,7 +385,8 @@ class Store:
             self._migrate()  # raises: newer than this perfcheck
         raise InputError(self.path, f"history schema version {self.version} needs an upgrade to "
                          f"{SCHEMA_VERSION}, and the store cannot be written here",
-                         hint="run any history command once on a writable copy")
+                         hint="run a command that writes once where the store can be written (e.g. `perfcheck "
+                              "history add`, or `perfcheck history list` on a writable copy, not read-only)")
 
     def _retry(self, action):  # noqa: ANN001, ANN202
         """Run ``action``, retrying while another process holds a lock the busy handler
@@ -350,7 +428,15 @@ class Store:
                 self._db.execute("ROLLBACK")
                 raise
 
+        before = self.version
         self._retry(step)
+        if before and before < COMPACT_VERSION:
+            # the old value tables were dropped, but SQLite keeps their pages in the file
+            # until it is rebuilt: once, so a 7 GB store shrinks to what it holds now
+            try:
+                self._db.execute("VACUUM")
+            except sqlite3.OperationalError:
+                pass  # busy or out of disk: the store is correct, only larger than it needs to be
 
     def close(self) -> None:
         self._db.close()
@@ -366,14 +452,11 @@ class Store:
     def add(self, run: RunRecord, results: Iterable[Result], machines: Iterable[Machine] = ()) -> AddResult:
         """Append one run and its values in one transaction. A run id already stored is
         left alone (``added`` False): importing the same results file twice adds nothing."""
-        rows = [
-            (run.run_id, r.machine, r.suite, r.kernel, r.metric, finite(r.value), r.unit or "",
-             r.n, finite(r.median), finite(r.spread), r.outcome, finite(r.low), finite(r.high))
-            for r in results
-        ]
+        rows = value_rows(results)
         named = {m.machine: m for m in machines}
-        for machine in {r[1] for r in rows} - set(named):
+        for machine in {key[0] for key in rows} - set(named):
             named[machine] = Machine(machine)
+        summary = run_summary(rows)
 
         def write() -> AddResult | None:  # None: the id is stored with other values
             db = self._db
@@ -384,20 +467,27 @@ class Store:
                     same = self._same_run(run, rows)
                     db.execute("ROLLBACK")
                     return AddResult(run.run_id, False, 0) if same else None
-                db.execute(
-                    "INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                number = db.execute(
+                    "INSERT INTO runs (run_id, time, commit_sha, branch, ci_system, ci_job, ci_url, host, source, added, "
+                    "machines, suites, n_values) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (run.run_id, float(run.time), run.commit, run.branch, run.ci_system, run.ci_job, run.ci_url,
-                     run.host, run.source, _time.time()),
-                )
+                     run.host, run.source, _time.time(), *summary),
+                ).lastrowid
                 # a machine seen again keeps its first fingerprint unless this one says more
                 db.executemany(
                     "INSERT INTO machines VALUES (?, ?) ON CONFLICT(machine) DO UPDATE SET fingerprint = excluded.fingerprint "
                     "WHERE excluded.fingerprint != '{}'",
                     [(m.machine, json.dumps(dict(m.fingerprint), sort_keys=True)) for m in named.values()],
                 )
-                db.executemany(
-                    "INSERT OR REPLACE INTO results (run_id, machine, suite, kernel, metric, value, unit, n, median, "
-                    "spread, outcome, low, high) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+                db.executemany("INSERT OR IGNORE INTO series (machine, suite, kernel, metric) VALUES (?, ?, ?, ?)",
+                               sorted(rows))
+                ids: dict[tuple[str, str, str, str], int] = {}
+                for machine, suite in sorted({key[:2] for key in rows}):
+                    ids.update(((m, su, k, me), i) for i, m, su, k, me in db.execute(
+                        "SELECT series_id, machine, suite, kernel, metric FROM series WHERE machine = ? AND suite = ?",
+                        (machine, suite)))
+                db.executemany("INSERT INTO results VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                               [(ids[key], number, *values) for key, values in rows.items()])
                 db.execute("COMMIT")
             except BaseException:
                 db.execute("ROLLBACK")
@@ -415,7 +505,7 @@ class Store:
                              hint="a run id names one run: give the other run its own id (the results file's run.id)")
         return done
 
-    def _same_run(self, run: RunRecord, rows: Sequence[tuple]) -> bool:
+    def _same_run(self, run: RunRecord, rows: Mapping[tuple[str, str, str, str], tuple[object, ...]]) -> bool:
         """The run already stored under ``run.run_id`` holds exactly these values (the
         same results file imported again, from wherever it was copied to). The time is
         left out: a file without a run block takes its modification time, which a copy
@@ -425,10 +515,8 @@ class Store:
             (run.run_id,)).fetchone()
         if tuple(stored) != (run.commit, run.branch, run.ci_system, run.ci_job, run.ci_url, run.host):
             return False
-        have = self._db.execute(
-            "SELECT run_id, machine, suite, kernel, metric, value, unit, n, median, spread, outcome, low, high "
-            "FROM results WHERE run_id = ?", (run.run_id,)).fetchall()
-        return sorted(map(tuple, have), key=repr) == sorted(map(tuple, rows), key=repr)
+        have = self._db.execute(same_run_sql("?"), (run.run_id,)).fetchall()
+        return same_values(have, rows)
 
     def prune(self, *, keep_days: float, now: float | None = None) -> int:
         """Delete runs older than ``keep_days`` (and their values); returns how many."""
@@ -442,9 +530,12 @@ class Store:
             try:
                 # runs with impossible times (an older perfcheck stored whatever a results
                 # file said) go too: no reader can place them, so nothing else removes them
+                db.execute("DELETE FROM results WHERE run IN (SELECT run FROM runs WHERE time < ? "
+                           "OR NOT (time BETWEEN ? AND ?))", (cutoff, MIN_TIME, MAX_TIME))
                 count = db.execute("DELETE FROM runs WHERE time < ? OR NOT (time BETWEEN ? AND ?)",
                                    (cutoff, MIN_TIME, MAX_TIME)).rowcount
-                db.execute("DELETE FROM machines WHERE machine NOT IN (SELECT DISTINCT machine FROM results)")
+                db.execute("DELETE FROM series WHERE NOT EXISTS (SELECT 1 FROM results v WHERE v.series_id = series.series_id)")
+                db.execute("DELETE FROM machines WHERE machine NOT IN (SELECT DISTINCT machine FROM series)")
                 db.execute("COMMIT")
             except BaseException:
                 db.execute("ROLLBACK")
@@ -509,25 +600,78 @@ class Store:
     def runs(self, *, since: float | None = None, limit: int | None = None) -> "pd.DataFrame":
         """One row per run, oldest first: RUN_COLUMNS, ``time``/``added`` as UTC
         timestamps, ``machines``/``suites`` comma-joined, ``values`` the count stored."""
-        import pandas as pd
-
-        sql = (
-            "SELECT r.run_id, r.time, r.commit_sha, r.branch, r.ci_system, r.ci_job, r.ci_url, r.host, r.source, r.added, "
-            "group_concat(DISTINCT v.machine), group_concat(DISTINCT v.suite), count(v.metric) "
-            "FROM runs r LEFT JOIN results v ON v.run_id = r.run_id"
-        )
+        sql = ("SELECT run_id, time, commit_sha, branch, ci_system, ci_job, ci_url, host, source, added, machines, "
+               "suites, n_values FROM runs")
         params: list[object] = []
         if since is not None:
-            sql += " WHERE r.time >= ?"
+            sql += " WHERE time >= ?"
             params.append(float(since))
-        sql += " GROUP BY r.run_id ORDER BY r.time, r.run_id"
+        sql += " ORDER BY time, run_id"
+        import pandas as pd
+
         frame = pd.DataFrame(self._rows(sql, params), columns=list(RUN_COLUMNS))
         if limit is not None:
             frame = frame.tail(limit).reset_index(drop=True)
         for column in ("time", "added"):
             self._times(frame, column)
-        frame["values"] = frame["values"].astype("int64")
+        frame["values"] = self._integers(frame["values"].fillna(0)).astype("int64")
         return frame
+
+    def batches(
+        self,
+        *,
+        machine: str | None = None,
+        suite: str | Sequence[str] | None = None,
+        kernel: str | Sequence[str] | None = None,
+        metric: str | Sequence[str] | None = None,
+        since: float | None = None,
+        last: int | None = None,
+        rows: int = BATCH_ROWS,
+    ) -> "Iterator[pd.DataFrame]":
+        """``series`` in parts of about ``rows`` values, each holding whole kernels
+        (every series of a machine x suite x kernel that the filters let through), in
+        the order of ``series``: memory stays that of one part however long the history."""
+        where, params = series_filters(machine, suite, kernel, metric, "?")
+        keys = self._rows(
+            "SELECT series_id, machine, suite, kernel, metric FROM series" + (" WHERE " + " AND ".join(where) if where else "")
+            + " ORDER BY machine, suite, kernel, metric", params)
+        run_sql = "SELECT run, run_id, time, commit_sha, branch, ci_job, ci_url FROM runs"
+        runs = self._rows(run_sql + (" WHERE time >= ?" if since is not None else ""),
+                          [float(since)] if since is not None else [])
+        when = " AND v.run IN (SELECT run FROM runs WHERE time >= ?)" if since is not None else ""
+
+        def read(ids: list[int]) -> list[tuple[object, ...]]:
+            sql = values_sql(f"v.series_id IN ({', '.join('?' * len(ids))})" + when, last, "?", "")
+            extra = [float(since)] if since is not None else []
+            return self._rows(sql, [*ids, *extra, *([last] if last is not None else [])])
+
+        yield from series_batches(keys, runs, read, last=last, rows=rows, clean=self._clean)
+
+    def _integers(self, values: "pd.Series") -> "pd.Series":
+        import pandas as pd
+
+        frame = pd.DataFrame({"values": values})
+        self._numbers(frame, ["values"])
+        return frame["values"]
+
+    def _clean(self, frame: "pd.DataFrame") -> None:
+        """A part's numbers checked before ``_frame`` orders and converts them: text or
+        blobs in a number column, or a run time outside 1970-2200, is a damaged store."""
+        self._numbers(frame, ["time", "value", "median", "spread", "low", "high", "n"])
+        bad = ~frame["time"].between(MIN_TIME, MAX_TIME)
+        if bad.any():
+            raise InputError(self.path, f"run {frame.loc[bad, 'run_id'].iloc[0]!r} has time "
+                             f"{frame.loc[bad, 'time'].iloc[0]!r}, outside 1970-2200 (an older perfcheck stored it)",
+                             hint="`perfcheck history prune` removes runs with impossible times")
+
+    def series_keys(self) -> "pd.DataFrame":
+        """Every stored series' names (machine, suite, kernel, metric), sorted: what the
+        commands' filters are checked against without reading a value."""
+        import pandas as pd
+
+        return pd.DataFrame(self._rows("SELECT machine, suite, kernel, metric FROM series "
+                                       "ORDER BY machine, suite, kernel, metric"),
+                            columns=["machine", "suite", "kernel", "metric"])
 
     def series(
         self,
@@ -542,37 +686,148 @@ class Store:
         """The values as one long frame (SERIES_COLUMNS), sorted by machine, suite,
         kernel, metric, then time: group by the first four for one series each.
         ``time`` is a UTC timestamp. Filters are exact names (a list: any of them);
-        ``since``: Unix seconds; ``last``: the latest N runs of each series."""
-        import numpy as np
-        import pandas as pd
+        ``since``: Unix seconds; ``last``: the latest N runs of each series. The whole
+        selection at once: a reader of every series uses ``batches``."""
+        return concat_batches(self.batches(machine=machine, suite=suite, kernel=kernel, metric=metric, since=since,
+                                           last=last))
 
-        where, params = [], []  # type: ignore[var-annotated]
-        for column, wanted in (("v.machine", machine), ("v.suite", suite), ("v.kernel", kernel), ("v.metric", metric)):
-            if wanted is None:
-                continue
-            values = [wanted] if isinstance(wanted, str) else list(wanted)
-            where.append(f"{column} IN ({', '.join('?' * len(values))})")
-            params.extend(values)
-        if since is not None:
-            where.append("r.time >= ?")
-            params.append(float(since))
-        sql = (
-            "SELECT v.machine, v.suite, v.kernel, v.metric, v.unit, v.run_id, r.time, r.commit_sha, r.branch, "
-            "r.ci_job, r.ci_url, v.value, v.n, v.median, v.spread, v.outcome, v.low, v.high "
-            "FROM results v JOIN runs r ON r.run_id = v.run_id"
-            + (" WHERE " + " AND ".join(where) if where else "")
-            + " ORDER BY v.machine, v.suite, v.kernel, v.metric, r.time, v.run_id"
-        )
-        frame = pd.DataFrame(self._rows(sql, params), columns=list(SERIES_COLUMNS))
-        if last is not None and len(frame):
-            frame = frame.groupby(["machine", "suite", "kernel", "metric"], sort=False).tail(last).reset_index(drop=True)
-        self._times(frame, "time")
-        self._numbers(frame, ["value", "median", "spread", "low", "high", "n"])
-        # a value no float holds (1e309 written as text by another tool) is missing, as inf is
-        finite_only = frame[["value", "median", "spread", "low", "high"]]
-        frame[finite_only.columns] = finite_only.where(np.isfinite(finite_only))
-        frame["n"] = frame["n"].where(frame["n"].abs() < 2.0**53).round().astype("Int64")
-        return frame
+
+# --- shared by both backends ------------------------------------------------------------------
+
+
+
+def value_rows(results: Iterable[Result]) -> dict[tuple[str, str, str, str], tuple[object, ...]]:
+    """(machine, suite, kernel, metric) -> the stored columns after series_id and run
+    (a key given twice: the last wins, as INSERT OR REPLACE did)."""
+    return {(r.machine, r.suite, r.kernel, r.metric): (
+        finite(r.value), r.unit or "", r.n, finite(r.median), finite(r.spread), r.outcome, finite(r.low),
+        finite(r.high)) for r in results}
+
+
+def same_run_sql(mark: str) -> str:
+    """The values stored under one run id (``mark``: its placeholder), with their series' names."""
+    return ("SELECT s.machine, s.suite, s.kernel, s.metric, v.value, v.unit, v.n, v.median, v.spread, v.outcome, "
+            "v.low, v.high FROM results v JOIN series s ON s.series_id = v.series_id JOIN runs r ON r.run = v.run "
+            f"WHERE r.run_id = {mark}")
+
+
+def same_values(have: Iterable[Sequence[object]], rows: Mapping[tuple[str, str, str, str], tuple[object, ...]]) -> bool:
+    """The stored rows (``same_run_sql``) are exactly ``rows`` (``value_rows``)."""
+    wanted = [(*key, *values) for key, values in rows.items()]
+    return sorted(map(tuple, have), key=repr) == sorted(wanted, key=repr)
+
+
+def run_summary(rows: Mapping[tuple[str, str, str, str], object]) -> tuple[str | None, str | None, int]:
+    """The run's machines and suites (sorted, comma-joined; None without values) and its value count."""
+    machines = ",".join(sorted({key[0] for key in rows})) or None
+    suites = ",".join(sorted({key[1] for key in rows})) or None
+    return machines, suites, len(rows)
+
+
+def values_sql(where: str, last: int | None, mark: str, collate: str) -> str:
+    """The VALUE_COLUMNS of the series ``where`` selects; ``last``: only each series'
+    latest N runs (by time, then run id), ranked in SQL, so the gate's "last 30 runs"
+    of a year-long series reads 30 rows, not 365 (``collate``: the run id's byte order)."""
+    columns = ", ".join(f"v.{c}" for c in VALUE_COLUMNS)
+    if last is None:
+        return f"SELECT {columns} FROM results v WHERE {where}"
+    return (f"SELECT {', '.join(VALUE_COLUMNS)} FROM (SELECT {columns}, row_number() OVER (PARTITION BY v.series_id "
+            f"ORDER BY r.time DESC, r.run_id{collate} DESC) AS latest FROM results v JOIN runs r ON r.run = v.run "
+            f"WHERE {where}) AS ranked WHERE latest <= {mark}")
+
+
+def runs_frame(rows: list[tuple[object, ...]], limit: int | None) -> "pd.DataFrame":
+    import pandas as pd
+
+    frame = pd.DataFrame(rows, columns=list(RUN_COLUMNS))
+    if limit is not None:
+        frame = frame.tail(limit).reset_index(drop=True)
+    for column in ("time", "added"):
+        frame[column] = pd.to_datetime(frame[column].astype("float64"), unit="s", utc=True)
+    frame["values"] = frame["values"].astype("int64")
+    return frame
+
+
+def series_filters(machine: object, suite: object, kernel: object, metric: object, mark: str) -> tuple[list[str], list[object]]:
+    """WHERE terms on the series table and their parameters (``mark``: the driver's placeholder)."""
+    where, params = [], []  # type: ignore[var-annotated]
+    for column, wanted in (("machine", machine), ("suite", suite), ("kernel", kernel), ("metric", metric)):
+        if wanted is None:
+            continue
+        values = [wanted] if isinstance(wanted, str) else list(wanted)  # type: ignore[call-overload]
+        where.append(f"{column} IN ({', '.join([mark] * len(values))})" if values else "0 = 1")
+        params.extend(values)
+    return where, params
+
+
+def series_batches(keys: list[tuple[object, ...]], runs: list[tuple[object, ...]],
+                   read: "Callable[[list[int]], list[tuple[object, ...]]]", *, last: int | None,
+                   rows: int = BATCH_ROWS,
+                   clean: "Callable[[pd.DataFrame], None] | None" = None) -> "Iterator[pd.DataFrame]":
+    """Frames of SERIES_COLUMNS from the series ``keys`` (series_id, machine, suite,
+    kernel, metric; in key order), the ``runs`` (run, run_id, time, commit, branch,
+    ci_job, ci_url) and ``read`` (the VALUE_COLUMNS rows of some series ids). A part
+    is whole kernels of about ``rows`` values; names join the values here, not in
+    SQL, so each row holds pointers to one copy of a long kernel name. ``clean``: checks
+    (and makes float64) a part's number columns in place before they are used."""
+    import numpy as np
+    import pandas as pd
+
+    if not keys or not runs:
+        return
+    names = pd.DataFrame(keys, columns=["series_id", "machine", "suite", "kernel", "metric"])
+    names["order"] = np.arange(len(names))
+    kernels = names.groupby(["machine", "suite", "kernel"], sort=False).ngroup().to_numpy()
+    run_table = pd.DataFrame(runs, columns=["run", "run_id", "time", "commit", "branch", "ci_job", "ci_url"])
+    step = max(1, min(MAX_IDS, rows // max(1, len(run_table))))
+    start = 0
+    while start < len(names):
+        end = min(start + step, len(names))
+        end = int(np.searchsorted(kernels, kernels[end - 1], side="right"))  # whole kernels only
+        ids = names["series_id"].iloc[start:end].tolist()
+        values = []
+        for at in range(0, len(ids), MAX_IDS):  # a kernel with more series than MAX_IDS: several queries
+            values.extend(read(ids[at:at + MAX_IDS]))
+        frame = _frame(names.iloc[start:end], run_table, values, last, clean)
+        start = end
+        if len(frame):
+            yield frame
+
+
+def _frame(names: "pd.DataFrame", runs: "pd.DataFrame", values: list[tuple[object, ...]],
+           last: int | None, clean: "Callable[[pd.DataFrame], None] | None" = None) -> "pd.DataFrame":
+    import numpy as np
+    import pandas as pd
+
+    frame = pd.DataFrame(values, columns=list(VALUE_COLUMNS))
+    frame = frame.merge(runs, on="run", how="inner").merge(names, on="series_id", how="inner")
+    if clean is not None:
+        clean(frame)
+    time = frame["time"].astype("float64").to_numpy()
+    order = np.lexsort((frame["run_id"].to_numpy(dtype=object).astype(str), time, frame["order"].to_numpy()))
+    frame = frame.iloc[order].reset_index(drop=True)
+    if last is not None and len(frame):
+        frame = frame.groupby("order", sort=False).tail(last).reset_index(drop=True)
+    frame = frame[list(SERIES_COLUMNS)].copy()
+    frame["time"] = pd.to_datetime(frame["time"].astype("float64"), unit="s", utc=True)
+    numbers = ["value", "median", "spread", "low", "high"]
+    frame[numbers] = frame[numbers].astype("float64")
+    # a value no float holds (1e309 written as text by another tool) is missing, as inf is
+    frame[numbers] = frame[numbers].where(np.isfinite(frame[numbers]))
+    n = frame["n"].astype("float64")
+    frame["n"] = n.where(n.abs() < 2.0**53).round().astype("Int64")
+    return frame
+
+
+def concat_batches(parts: "Iterable[pd.DataFrame]") -> "pd.DataFrame":
+    """The parts as one frame (an empty one of SERIES_COLUMNS when there are none)."""
+    import pandas as pd
+
+    frames = list(parts)
+    if frames:
+        return pd.concat(frames, ignore_index=True)
+    return _frame(pd.DataFrame(columns=["series_id", "machine", "suite", "kernel", "metric", "order"]),
+                  pd.DataFrame(columns=["run", "run_id", "time", "commit", "branch", "ci_job", "ci_url"]), [], None)
 
 
 def _statements(script: str) -> list[str]:

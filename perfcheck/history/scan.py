@@ -1,0 +1,194 @@
+"""``perfcheck history detect`` over a whole store in bounded memory: change points and
+findings read part by part (``HistoryStore.batches``: whole kernels, about
+``store.BATCH_ROWS`` values each), never every value at once (issue 22: a year of
+nightly runs of 2,000 kernels took 20 GB as one frame).
+
+The answer is the one ``detect`` + ``recent_regressions`` + ``findings`` give over the
+whole ``series()`` frame, because each step needs only:
+
+* a series' change points: that series (a part holds it whole);
+* ``--relative``: every kernel of one machine x suite x metric (the run-wide offset is
+  a median over kernels): read one such slice at a time;
+* grouping and diagnosis: the kernel's own series, plus two small things from the
+  whole store, gathered on the first pass (``findings.Context``): the order of the
+  runs of each machine x suite, and how many kernels each machine x suite x metric
+  has with the change points of all of them (whether the whole run moved).
+
+So the values are read twice (three times with ``--relative``): once to find the
+change points, then again only for the kernels that have one, to group and diagnose.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from perfcheck.history.changepoints import KEY, RUN_WIDE, ChangePoint, detect, recent_regressions
+from perfcheck.history.findings import Context, Finding, findings, run_positions, whole_runs, with_states, worst_first
+from perfcheck.history.store import BATCH_ROWS, concat_batches
+
+if TYPE_CHECKING:
+    from perfcheck.history.accepted import Acceptance
+    from perfcheck.history.backend import HistoryStore
+    from perfcheck.history.lifecycle import State
+
+
+@dataclass(frozen=True)
+class Scan:
+    found: list[Finding]  # worst first, as ``findings`` orders them, with their lifecycle (``with_states``)
+    points: list[ChangePoint]  # every change point, per series oldest first
+    series: int  # how many series were tested
+    states: dict[ChangePoint, "State"] = field(default_factory=dict)  # each change point's lifecycle
+
+
+def scan(
+    store: "HistoryStore",
+    *,
+    machine: str | None = None,
+    suite: Sequence[str] | str | None = None,
+    kernel: Sequence[str] | str | None = None,
+    metric: Sequence[str] | str | None = None,
+    since: float | None = None,
+    p: float,
+    min_after: int,
+    window: int,
+    min_change_pct: float = 0.0,
+    relative: bool = False,
+    last: int | None = 3,
+    tail: int | None = None,
+    select: str | Iterable[str] | None = None,
+    arches: Mapping[str, str] | None = None,
+    accepted: "Sequence[Acceptance]" = (),
+    named: Sequence[str] | None = None,
+    hide_recovered: bool = False,
+    rows: int = BATCH_ROWS,
+) -> Scan:
+    """The findings of every series the filters select (see the module docstring);
+    ``last``: regressions in the last N runs of their series are new (None: none is);
+    ``tail``: test only the latest N runs of each series; ``rows``: about how many
+    values a part holds. Each change point's lifecycle (``lifecycle.states``: open,
+    accepted by an ``accepted`` entry, recovered) is found in its part (a part holds whole
+    kernels, so a series' states are complete in it); ``hide_recovered``: leave out the
+    recovered regressions ``lifecycle.shown`` hides (as ``history detect`` lists them);
+    ``named``: the metrics asked for by name (``with_states``)."""
+    import pandas as pd
+
+    from perfcheck.history import lifecycle
+
+    where = {"machine": machine, "suite": suite, "kernel": kernel, "metric": metric, "since": since, "last": tail,
+             "rows": rows}
+    states: dict[ChangePoint, State] = {}
+    level = last if last is not None else 3
+
+    def judged(found: list[ChangePoint], part: "pd.DataFrame") -> list[ChangePoint]:
+        here = lifecycle.states(found, part, accepted, last=level)
+        states.update((st.point, st) for st in here)
+        if not hide_recovered:
+            return found
+        listed = {id(st.point) for st in lifecycle.shown(here)}
+        return [cp for cp in found if cp not in states or id(cp) in listed]
+
+    options = {"p": p, "min_after": min_after, "window": window, "min_change_pct": min_change_pct}
+    points: list[ChangePoint] = []
+    recent: list[ChangePoint] = []
+    firsts = []  # the first row of each machine x suite x run, in frame order (run_positions)
+    kernels: Counter[tuple[str, str, str]] = Counter()
+    timelines: dict[tuple[str, str], set[str]] = {}  # the run's timeline rows (@run...) of each machine x suite
+    series = 0
+    for part in store.batches(**where):  # type: ignore[attr-defined]
+        series += part.groupby(list(KEY), sort=False).ngroups
+        firsts.append(part.drop_duplicates(["machine", "suite", "run_id"])[["machine", "suite", "run_id", "time"]])
+        counts = part.groupby(["machine", "suite", "metric"], sort=False)["kernel"].nunique()
+        kernels.update({tuple(map(str, k)): int(v) for k, v in counts.items()})  # parts hold whole kernels
+        runs_rows = part[part["kernel"].astype(str).str.startswith("@run")].drop_duplicates(["machine", "suite", "kernel"])
+        for m, s, k in runs_rows[["machine", "suite", "kernel"]].itertuples(index=False, name=None):
+            timelines.setdefault((str(m), str(s)), set()).add(str(k))
+        if not relative:
+            found = judged(detect(part, **options), part)
+            points.extend(found)
+            recent.extend(recent_regressions(found, part, last=last) if last is not None else [])
+    if relative:
+        for m, s, key_metric in sorted(kernels):  # the run-wide offset: every kernel of the slice at once
+            part = concat_batches(store.batches(machine=m, suite=s, metric=key_metric, kernel=kernel,  # type: ignore[attr-defined]
+                                                since=since, last=tail, rows=rows))
+            found = judged(detect(part, relative=True, **options), part)
+            points.extend(found)
+            recent.extend(recent_regressions(found, part, last=last) if last is not None else [])
+        # as detect over the whole frame lists them: by series, each oldest first (sort is stable)
+        points.sort(key=lambda cp: (cp.machine, cp.suite, cp.kernel, cp.metric))
+    if not points:
+        return Scan([], [], series, states)
+    context = Context(run_positions(pd.concat(firsts, ignore_index=True)), whole_runs(points, kernels))
+    by_kernel: dict[tuple[str, str, str], list[ChangePoint]] = {}
+    for cp in points:
+        by_kernel.setdefault((cp.machine, cp.suite, cp.kernel), []).append(cp)
+    common = {"recent": recent, "select": select, "arches": arches, "context": context}
+    out: list[Finding] = []
+    wide = [cp for cp in points if cp.kernel == RUN_WIDE]
+    if wide:  # a series of no stored kernel: nothing to read, no diagnosis
+        out.extend(findings(wide, None, **common))  # type: ignore[arg-type]
+    changed = sorted({cp.kernel for cp in points if cp.kernel != RUN_WIDE})
+    if changed:
+        for part in store.batches(machine=machine, suite=suite, kernel=changed, metric=metric,  # type: ignore[attr-defined]
+                                  since=since, last=tail, rows=rows):
+            here = part.drop_duplicates(["machine", "suite", "kernel"])[["machine", "suite", "kernel"]]
+            mine = [cp for key in here.itertuples(index=False, name=None) for cp in by_kernel.get(key, [])]
+            if mine:
+                out.extend(findings(mine, _with_timeline(store, part, mine, timelines, since=since, last=tail),
+                                    **common))  # type: ignore[arg-type]
+    # the order findings() gives over the whole store: its sort key, ties in series order (stable)
+    out.sort(key=worst_first)
+    return Scan(with_states(out, states, named=named), points, series, states)
+
+
+def _with_timeline(store: "HistoryStore", part: "pd.DataFrame", points: Sequence[ChangePoint],
+                   timelines: Mapping[tuple[str, str], set[str]], *, since: float | None,
+                   last: int | None) -> "pd.DataFrame":
+    """``part`` with the run's timeline rows (``@run``...) of each machine x suite where a
+    ``range:`` kernel changed: its diagnosis reads them beside the range (``diagnosis.with_run``),
+    and they may be stored in another part."""
+    import pandas as pd
+
+    extra = []
+    for m, s in sorted({(cp.machine, cp.suite) for cp in points if cp.kernel.startswith("range:")}):
+        present = set(part.loc[(part["machine"] == m) & (part["suite"] == s), "kernel"].astype(str))
+        wanted = sorted(timelines.get((m, s), set()) - present)
+        if wanted:
+            extra.append(store.series(machine=m, suite=s, kernel=wanted, since=since, last=last))  # type: ignore[attr-defined]
+    return pd.concat([part, *extra], ignore_index=True) if extra else part
+
+
+def digest(store: "HistoryStore", *, suites: Sequence[str] | None = None, machine: Sequence[str] | str | None = None,
+           kernel: Sequence[str] | None = None, metric: Sequence[str] | None = None, last: int | None = None,
+           accepted: "Sequence[Acceptance]" = (), title: str = "perfcheck history", link: str | None = None,
+           rows: int = BATCH_ROWS) -> str:
+    """``dashboard.markdown_digest(dashboard.history_view_of(...))`` part by part: the change
+    points and findings of ``scan`` (every metric, as the dashboard shows them, each
+    regression open, accepted or recovered by ``accepted``), then each part's series with
+    its own findings as a view, summed (``DigestFacts``)."""
+    from perfcheck.history.changepoints import MIN_AFTER, P_VALUE, WINDOW
+    from perfcheck.history.dashboard import DigestFacts, digest_text, history_view
+    from perfcheck.history.findings import ALL
+
+    where = {"machine": machine, "suite": list(suites) if suites else None, "kernel": kernel, "metric": metric}
+    arches = {slug: fp.get("arch", "") for slug, fp in store.machines().items()}
+    done = scan(store, **where, p=P_VALUE, min_after=MIN_AFTER, window=WINDOW, last=None, tail=last, select=ALL,
+                arches=arches, accepted=accepted, rows=rows)
+    points: dict[tuple[str, str, str], list[dict[str, object]]] = {}
+    for cp in done.points:
+        state = done.states.get(cp)
+        points.setdefault((cp.machine, cp.suite, cp.kernel), []).append(
+            {**cp.as_dict(), "open": state.open if state is not None else False})
+    found: dict[tuple[str, str, str], list[Finding]] = {}
+    for f in done.found:
+        found.setdefault((f.machine, f.suite, f.kernel), []).append(f)
+    facts = []
+    for part in store.batches(**where, last=last, rows=rows):  # type: ignore[attr-defined]
+        kernels = list(part.drop_duplicates(["machine", "suite", "kernel"])[["machine", "suite", "kernel"]]
+                       .itertuples(index=False, name=None))
+        view = history_view(part, [cp for k in kernels for cp in points.get(k, [])], title=title,
+                            found=[f for k in kernels for f in found.get(k, [])])
+        facts.append(DigestFacts.of(view))
+    return digest_text(DigestFacts.joined(facts), title=title, link=link)

@@ -1,0 +1,110 @@
+"""``perfcheck.history.scan``: detect over a store part by part gives the findings that
+detect + findings over the whole ``series()`` frame give (issue 22), on both backends."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from perfcheck.history import Machine, Result, RunRecord, detect, open_store, recent_regressions
+from perfcheck.history import lifecycle
+from perfcheck.history.findings import findings, with_states
+from perfcheck.history.scan import scan
+
+T0 = 1_767_225_600.0
+DAY = 86400.0
+OPTIONS = {"p": 0.001, "min_after": 2, "window": 30}
+
+
+def _fill(store, runs: int = 30, kernels: int = 12) -> None:  # noqa: ANN001
+    rng = np.random.default_rng(7)
+    for i in range(runs):
+        wide = 1.1 if i >= 10 else 1.0  # every kernel at run 10: the whole run moved
+        rows = []
+        for k in range(kernels):
+            step = 1.3 if k in (3, 8) and i >= 20 else 1.0  # two kernels regress at run 20
+            base = 1e-3 * (1 + k) * wide * step * float(np.exp(rng.normal(0, 0.01)))
+            rows += [Result("m1", "nightly", f"kern<{k:02d}>", "duration", base, "s", n=10, median=base, spread=0.01,
+                            outcome="passed" if k % 2 else None, high=1.3e-3 * (1 + k)),
+                     Result("m1", "nightly", f"kern<{k:02d}>", "hbm_bw", 1e9 / base, "B/s"),
+                     Result("m1", "nightly", f"kern<{k:02d}>", "occupancy", 0.5 * float(np.exp(rng.normal(0, 0.01))))]
+            if k < 4:  # a second suite on another machine, a few kernels
+                rows.append(Result("m2", "other", f"kern<{k:02d}>", "duration", base * 2, "s"))
+        store.add(RunRecord(f"run-{i:03d}", T0 + i * DAY, commit=f"{i:040x}"), rows,
+                  [Machine("m1", {"arch": "gfx90a"}), Machine("m2", {"arch": "gfx908"})])
+
+
+def _whole(store, relative: bool, **where):  # noqa: ANN001, ANN202
+    """What history detect computed before issue 22: everything over one frame."""
+    frame = store.series(**where)
+    points = detect(frame, relative=relative, **OPTIONS)
+    recent = recent_regressions(points, frame, last=12)
+    states = {s.point: s for s in lifecycle.states(points, frame, (), last=12)}  # as history detect judges them
+    return points, with_states(findings(points, frame, recent=recent, select="all",
+                                        arches={"m1": "gfx90a", "m2": "gfx908"}), states)
+
+
+@pytest.mark.parametrize("relative", [False, True])
+def test_scan_in_small_parts_finds_what_one_frame_finds(store_at, relative: bool) -> None:  # noqa: ANN001
+    with open_store(store_at()) as store:
+        _fill(store)
+        points, expected = _whole(store, relative)
+        for rows in (90, 10**6):  # 90 values: one kernel a part (3 series x 30 runs); all at once
+            done = scan(store, relative=relative, last=12, select="all", arches={"m1": "gfx90a", "m2": "gfx908"},
+                        rows=rows, **OPTIONS)
+            assert done.points == points
+            assert [json.dumps(f.as_dict(), sort_keys=True) for f in done.found] == \
+                [json.dumps(f.as_dict(), sort_keys=True) for f in expected]
+            assert done.series == 12 * 3 + 4
+    assert any(f.new and f.regression for f in expected) and len(expected) >= 3
+    assert any(f.diagnosis is not None and "whole run" in f.diagnosis.text() for f in expected) or relative
+
+
+def test_scan_keeps_the_filters(store_at) -> None:  # noqa: ANN001
+    with open_store(store_at()) as store:
+        _fill(store)
+        where = {"machine": "m1", "kernel": ["kern<03>", "kern<05>"], "since": T0 + 5 * DAY}
+        _, expected = _whole(store, False, **where)
+        done = scan(store, last=12, select="all", arches={"m1": "gfx90a"}, rows=50, **where, **OPTIONS)
+        assert [f.as_dict() for f in done.found] == [f.as_dict() for f in expected] and done.series == 6
+
+
+@pytest.mark.parametrize("timestamps", ["s", "ms"])
+def test_the_text_export_of_parts_is_the_export_of_the_whole(store_at, tmp_path, timestamps: str) -> None:  # noqa: ANN001
+    from perfcheck.history.export import timestamped_metrics, write_timestamped_metrics
+
+    with open_store(store_at()) as store:
+        _fill(store, runs=6)
+        store.add(RunRecord("empty", T0 - DAY), [])  # a run without values is not listed
+        whole = timestamped_metrics(store.series(), timestamps=timestamps)
+        parts = list(store.batches(rows=20))
+        written = write_timestamped_metrics(iter(parts), tmp_path / "om.txt", timestamps=timestamps)
+        nothing = timestamped_metrics(store.series(kernel="absent"), timestamps=timestamps)
+    assert len(parts) > 5 and written.read_text(encoding="utf-8") == whole
+    assert whole.count("perfcheck_run_info{") == 6 and whole.count("# TYPE ") == 4
+    assert nothing == ("# EOF\n" if timestamps == "s" else "\n")
+
+
+def test_write_atomic_takes_pieces(tmp_path) -> None:  # noqa: ANN001
+    from perfcheck.atomicfile import write_atomic
+
+    path = write_atomic(tmp_path / "a.txt", (piece for piece in ["a\n", b"b\n", "é\n"]))
+    assert path.read_bytes() == "a\nb\né\n".encode()
+
+
+@pytest.mark.parametrize("last", [None, 12])
+def test_the_digest_of_parts_is_the_digest_of_the_whole_view(store_at, last) -> None:  # noqa: ANN001
+    from perfcheck.history.dashboard import history_view_of, markdown_digest
+    from perfcheck.history.scan import digest
+
+    with open_store(store_at()) as store:
+        _fill(store)
+        frame = store.series(last=last)  # what load_view does: the whole selection at once
+        view = history_view_of(frame, arches={"m1": "gfx90a", "m2": "gfx908"}, title="nightly")
+        whole = markdown_digest(view, link="https://ci.example/report")
+        for rows in (90, 10**6):
+            assert digest(store, last=last, title="nightly", link="https://ci.example/report", rows=rows) == whole
+    assert "### Outside budget" in whole and "kern<03>" in whole
+    assert "### Open regressions" in whole or last is not None
