@@ -30,6 +30,8 @@ from perfcheck.history.findings import Context, Finding, findings, run_positions
 from perfcheck.history.store import BATCH_ROWS, concat_batches
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from perfcheck.history.accepted import Acceptance
     from perfcheck.history.backend import HistoryStore
     from perfcheck.history.lifecycle import State
