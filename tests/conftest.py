@@ -60,6 +60,28 @@ def _terminal_width_of_a_pipe(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("LINES", raising=False)
 
 
+# What perfcheck reads from a CI runner or a batch job (CI=true makes baselines strict;
+# the others name the run in the history and the Markdown links). The suite runs in CI
+# (`.ci/run` under CI=true), so every test starts outside one; a test of CI behaviour
+# sets the variables it needs with monkeypatch.
+_RUNNER_VARIABLES = ("CI", "BUILDKITE", "JENKINS_URL", "TF_BUILD", "GITLAB_CI")
+_RUNNER_PREFIXES = ("GITHUB_", "CI_", "SLURM_JOB_", "SLURM_ARRAY_", "SLURM_CLUSTER_")
+# perfcheck's own settings (PERFCHECK_HISTORY, PERFCHECK_STRICT_BASELINE, ...) are cleared
+# too; these few are the test suite's own knobs and stay.
+_SUITE_OWN = ("PERFCHECK_FUZZ_", "PERFCHECK_SCREENSHOTS", "PERFCHECK_SHARED")
+
+
+@pytest.fixture(autouse=True)
+def _outside_a_ci_runner(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test starts as on a developer's machine, whatever runs the suite (a user's
+    PERFCHECK_* settings in the shell that runs pytest would change what tests see)."""
+    for name in list(os.environ):
+        if name in _RUNNER_VARIABLES or name.startswith(_RUNNER_PREFIXES) or (
+            name.startswith("PERFCHECK_") and not name.startswith(_SUITE_OWN)
+        ):
+            monkeypatch.delenv(name, raising=False)
+
+
 @pytest.fixture
 def cli(capsys: pytest.CaptureFixture[str]):
     """Run ``perfcheck ARGS...`` in-process; returns exit code, stdout, stderr."""
