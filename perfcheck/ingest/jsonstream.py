@@ -241,7 +241,7 @@ class Columns:
         n = len(next(iter(columns.values())))
         capacity = self._capacity()
         if self.size + n > capacity:
-            grown = max(2 * capacity, self.size + n, 1 << 16)
+            grown = max(2 * capacity, self.size + n)
             for name, values in self.arrays.items():
                 bigger = np.empty(grown, dtype=values.dtype)
                 bigger[: self.size] = values[: self.size]

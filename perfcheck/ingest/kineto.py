@@ -127,7 +127,8 @@ def _dims(values: list[Any], name: str, out: dict[str, np.ndarray]) -> None:
     for d in "xyz":
         out[f"{name}.{d}"], wrong = _integers(dims[d])
         bad += wrong
-    out[f"{name}.bad"] = bad
+    if bad.any():
+        out[f"{name}.bad"] = bad
     out[f"{name}.present"] = series.notna().to_numpy()
 
 
@@ -194,7 +195,9 @@ class _Trace:
         out = {"name": self.names.encode([e.get("name") for e in events]),
                "ts": _numbers([e.get("ts") for e in events]), "dur": _numbers([e.get("dur") for e in events])}
         for key in keys.intersection(_INTEGER_ARGS):
-            out[key], out[f"{key}.bad"] = _integers([a.get(key) for a in args])
+            out[key], bad = _integers([a.get(key) for a in args])
+            if bad.any():  # else left to the columns' fill, False: a column less in a sound batch
+                out[f"{key}.bad"] = bad
         for key in keys.intersection(_DIMS):
             _dims([a.get(key) for a in args], key, out)
         for key in keys.intersection(_RAW_ARGS):
@@ -228,7 +231,9 @@ class _Trace:
         for key in keys.intersection(_DIMS):
             _dims([a.get(key) for a in args], key, out)
         if "shared memory" in keys:
-            out["shared memory"], out["shared memory.bad"] = _integers([a.get("shared memory") for a in args])
+            out["shared memory"], bad = _integers([a.get("shared memory") for a in args])
+            if bad.any():
+                out["shared memory.bad"] = bad
         if "kernel" in keys:  # the full name; an empty one is none
             out["kernel"] = self.names.encode([None if (k := a.get("kernel")) == "" else k for a in args])
         return out
@@ -266,6 +271,11 @@ def _int64(values: np.ndarray) -> pd.Series:
     return pd.Series(pd.arrays.IntegerArray(values, values == MISSING))
 
 
+def _part(columns: dict[str, np.ndarray], name: str, rows: int) -> np.ndarray:
+    """A column; a ``.bad`` column no batch needed is all zero."""
+    return columns[name] if name in columns else np.zeros(rows, dtype="uint8")
+
+
 def _take(values: np.ndarray, at: np.ndarray, fill: Any) -> np.ndarray:
     """``values[at]``, ``fill`` where ``at`` is -1 (no launch call)."""
     return np.where(at >= 0, values[np.maximum(at, 0)], fill)
@@ -291,10 +301,12 @@ def _join_launches(trace: _Trace, kernels: dict[str, np.ndarray]) -> dict[str, n
         if key not in trace.launch_keys:
             continue
         parts = [f"{key}.{d}" for d in "xyz"] + [f"{key}.bad"] if key in _DIMS else [key, f"{key}.bad"]
-        found = {part: _take(launches[part], at, 0 if part.endswith(".bad") else MISSING) for part in parts}
+        found = {part: _take(_part(launches, part, trace.launches.size), at, 0 if part.endswith(".bad") else MISSING)
+                 for part in parts}
         if key in trace.kernel_keys:
-            own = kernels[f"{key}.present"] if key in _DIMS else (kernels[key] != MISSING) | kernels[f"{key}.bad"]
-            found = {part: np.where(own, kernels[part], found[part]) for part in parts}
+            own = kernels[f"{key}.present"] if key in _DIMS else (
+                (kernels[key] != MISSING) | _part(kernels, f"{key}.bad", len(at)))
+            found = {part: np.where(own, _part(kernels, part, len(at)), found[part]) for part in parts}
         out.update(found)
     if "kernel" in trace.launch_keys:
         full = _take(launches["kernel"], at, -1)
