@@ -12,7 +12,7 @@ import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from perfcheck import __version__
 from perfcheck.errors import OutOfMemory, PerfcheckError, UsageError
@@ -25,11 +25,35 @@ EXIT_OK, EXIT_FAILED, EXIT_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse that reports usage errors as perfcheck's one-line errors (exit 2)."""
+    """argparse that reports usage errors as perfcheck's one-line errors (exit 2):
+    what is wrong and where the command's help is, not the usage block (which, for
+    `check` or `history detect`, is a screenful above the line that matters)."""
 
-    def error(self, message: str) -> None:  # type: ignore[override]
-        self.print_usage(sys.stderr)
-        self.exit(EXIT_INPUT, f"perfcheck: error: {message}\n")
+    subcommands: argparse._SubParsersAction[_Parser] | None = None
+
+    def add_subparsers(self, **kwargs: Any) -> argparse._SubParsersAction[_Parser]:  # type: ignore[override]
+        self.subcommands = super().add_subparsers(**kwargs)
+        return self.subcommands
+
+    def parse_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                   namespace: argparse.Namespace | None = None) -> argparse.Namespace:
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:  # argparse reports them on the top-level parser: name the subcommand that was given
+            self.chosen(parsed).error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed
+
+    def chosen(self, parsed: argparse.Namespace) -> _Parser:
+        """The innermost (sub)command parser the parsed arguments went through."""
+        parser = self
+        while parser.subcommands is not None:
+            name = getattr(parsed, parser.subcommands.dest, None)
+            if name not in parser.subcommands.choices:
+                break
+            parser = parser.subcommands.choices[name]
+        return parser
+
+    def error(self, message: str) -> NoReturn:  # type: ignore[override]
+        self.exit(EXIT_INPUT, f"perfcheck: error: {message}; see `{self.prog} --help`\n")
 
 
 def _parser() -> argparse.ArgumentParser:
