@@ -414,6 +414,15 @@ def _history_path(args: argparse.Namespace, *, writing: bool = False) -> "StoreL
     return value.value  # type: ignore[return-value]
 
 
+def _history_read_only(args: argparse.Namespace) -> bool:
+    """Whether the settings make the store read-only here (history_mode): a reading
+    command then opens it so, and an older schema is refused rather than migrated."""
+    from perfcheck.config import resolver
+
+    mode = resolver(cli={"config": args.config, "history": args.history}).get("history_mode")
+    return mode is not None and mode.value == "read-only"
+
+
 def _since(text: str | None) -> float | None:
     """Unix seconds of "2026-01-31[T12:00]" (UTC unless it says) or an age "30d" / "12h"."""
     if text is None:
@@ -462,7 +471,7 @@ def _history_list(args: argparse.Namespace) -> int:
 
     from perfcheck.history import open_store
 
-    with open_store(_history_path(args), create=False) as store:
+    with open_store(_history_path(args), create=False, read_only=_history_read_only(args)) as store:
         runs = store.runs(since=_since(args.since), limit=args.limit)
     if args.json:
         records = runs.assign(time=runs["time"].map(lambda t: t.isoformat()), added=runs["added"].map(lambda t: t.isoformat()))
@@ -535,7 +544,7 @@ def _history_detect(args: argparse.Namespace) -> int:
     if args.last < 1 or args.min_after < 1 or args.window < 4 or not 0 < args.p < 1:
         raise UsageError("--last and --min-after must be 1 or more, --window 4 or more, --p between 0 and 1")
     entries = accepted.read(_accepted_path(args))
-    with open_store(_history_path(args), create=False) as store:
+    with open_store(_history_path(args), create=False, read_only=_history_read_only(args)) as store:
         # the filters checked once on the series' names (one that selects nothing: exit 2
         # with the closest names); every metric of the selected kernels: the findings group
         # them and the diagnosis reads them all; --metric chooses which changes are reported
@@ -593,7 +602,7 @@ def _history_accept(args: argparse.Namespace) -> int:
         raise UsageError("--reason: say why the change is accepted (it is kept in the file for review)")
     path = _accepted_path(args)
     entries = accepted.read(path)
-    with open_store(_history_path(args), create=False) as store:
+    with open_store(_history_path(args), create=False, read_only=_history_read_only(args)) as store:
         frame = _selected(args, store, kernel=() if args.selector == "*" else [args.selector])
     points = detect(frame, p=args.p, min_after=args.min_after, window=args.window)
     found = lifecycle.open_regressions(lifecycle.states(points, frame, entries))
@@ -622,7 +631,7 @@ def _history_report(args: argparse.Namespace) -> int:
     if args.last is not None and args.last < 1:
         raise UsageError(f"--last must be 1 or more, not {args.last}")
     path = _history_path(args)
-    with open_store(path, create=False) as store:
+    with open_store(path, create=False, read_only=_history_read_only(args)) as store:
         if not args.html:  # the digest alone: part by part, bounded memory
             where, chosen = _resolved(args, store)
             if not any(True for _ in store.batches(**where, last=args.last, rows=1)):
@@ -657,7 +666,7 @@ def _history_export(args: argparse.Namespace) -> int:
     if not (args.bencher or args.openmetrics or args.prometheus):
         raise UsageError("history export: give --bencher DIR, --openmetrics FILE and/or --prometheus FILE")
     path = _history_path(args)
-    with open_store(path, create=False) as store:
+    with open_store(path, create=False, read_only=_history_read_only(args)) as store:
         names, chosen = _resolved(args, store)  # the filters checked once (exit 2 with the closest names)
         where = {**names, "since": _since(args.since)}
         if not any(True for _ in store.batches(**where, rows=1)):  # reads one kernel's values at most
