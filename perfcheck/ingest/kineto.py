@@ -344,6 +344,7 @@ class _Table:
     raw: bool
 
     def dims(self, lo: int, hi: int) -> tuple[pd.DataFrame, pd.DataFrame] | None:
+        """Grid and block (x, y, z) of kernels ``lo:hi``; None without both arguments."""
         if not ("grid" in self.has and "block" in self.has):
             return None
         grid, block = (pd.DataFrame({d: _int64(self.columns[f"{key}.{d}"][lo:hi]) for d in "xyz"}) for key in _DIMS)
