@@ -273,7 +273,8 @@ def _history_gate(run: SuiteRun, checks: list[Check]) -> tuple[list[Check], dict
     machine = machine_key(baselines.fingerprint(run.analysis))
     pairs = gate.gated_pairs(checks)
     try:
-        refs = gate.references(run.settings.history, machine, run.name, pairs, run.settings.accepted_file)
+        refs = gate.references(run.settings.history, machine, run.name, pairs, run.settings.accepted_file,
+                               read_only=run.settings.history_read_only)
     except PerfcheckError as exc:
         # A store that cannot be read must not cost the run its reports: the baseline
         # file decides, and the run ends with this error once every report is written.
@@ -292,7 +293,8 @@ def _history_gate(run: SuiteRun, checks: list[Check]) -> tuple[list[Check], dict
     if steps and RUN not in since:  # a step's diagnosis reads the run's timeline row beside it
         since[RUN] = None if None in steps else min(t for t in steps if t is not None)
     try:
-        return judged, gate.recent_values(run.settings.history, machine, run.name, since)
+        return judged, gate.recent_values(run.settings.history, machine, run.name, since,
+                                          read_only=run.settings.history_read_only)
     except PerfcheckError as exc:
         run.store_error = str(exc)
         return judged, {}

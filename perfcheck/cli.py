@@ -12,7 +12,7 @@ import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from perfcheck import __version__
 from perfcheck.errors import OutOfMemory, PerfcheckError, UsageError
@@ -25,11 +25,35 @@ EXIT_OK, EXIT_FAILED, EXIT_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse that reports usage errors as perfcheck's one-line errors (exit 2)."""
+    """argparse that reports usage errors as perfcheck's one-line errors (exit 2):
+    what is wrong and where the command's help is, not the usage block (which, for
+    `check` or `history detect`, is a screenful above the line that matters)."""
 
-    def error(self, message: str) -> None:  # type: ignore[override]
-        self.print_usage(sys.stderr)
-        self.exit(EXIT_INPUT, f"perfcheck: error: {message}\n")
+    subcommands: argparse._SubParsersAction[_Parser] | None = None
+
+    def add_subparsers(self, **kwargs: Any) -> argparse._SubParsersAction[_Parser]:  # type: ignore[override]
+        self.subcommands = super().add_subparsers(**kwargs)
+        return self.subcommands
+
+    def parse_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                   namespace: argparse.Namespace | None = None) -> argparse.Namespace:
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:  # argparse reports them on the top-level parser: name the subcommand that was given
+            self.chosen(parsed).error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed
+
+    def chosen(self, parsed: argparse.Namespace) -> _Parser:
+        """The innermost (sub)command parser the parsed arguments went through."""
+        parser = self
+        while parser.subcommands is not None:
+            name = getattr(parsed, parser.subcommands.dest, None)
+            if name not in parser.subcommands.choices:
+                break
+            parser = parser.subcommands.choices[name]
+        return parser
+
+    def error(self, message: str) -> NoReturn:  # type: ignore[override]
+        self.exit(EXIT_INPUT, f"perfcheck: error: {message}; see `{self.prog} --help`\n")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -390,6 +414,15 @@ def _history_path(args: argparse.Namespace, *, writing: bool = False) -> "StoreL
     return value.value  # type: ignore[return-value]
 
 
+def _history_read_only(args: argparse.Namespace) -> bool:
+    """Whether the settings make the store read-only here (history_mode): a reading
+    command then opens it so, and an older schema is refused rather than migrated."""
+    from perfcheck.config import resolver
+
+    mode = resolver(cli={"config": args.config, "history": args.history}).get("history_mode")
+    return mode is not None and mode.value == "read-only"
+
+
 def _since(text: str | None) -> float | None:
     """Unix seconds of "2026-01-31[T12:00]" (UTC unless it says) or an age "30d" / "12h"."""
     if text is None:
@@ -438,7 +471,7 @@ def _history_list(args: argparse.Namespace) -> int:
 
     from perfcheck.history import open_store
 
-    with open_store(_history_path(args), create=False) as store:
+    with open_store(_history_path(args), create=False, read_only=_history_read_only(args)) as store:
         runs = store.runs(since=_since(args.since), limit=args.limit)
     if args.json:
         records = runs.assign(time=runs["time"].map(lambda t: t.isoformat()), added=runs["added"].map(lambda t: t.isoformat()))
@@ -511,7 +544,7 @@ def _history_detect(args: argparse.Namespace) -> int:
     if args.last < 1 or args.min_after < 1 or args.window < 4 or not 0 < args.p < 1:
         raise UsageError("--last and --min-after must be 1 or more, --window 4 or more, --p between 0 and 1")
     entries = accepted.read(_accepted_path(args))
-    with open_store(_history_path(args), create=False) as store:
+    with open_store(_history_path(args), create=False, read_only=_history_read_only(args)) as store:
         # the filters checked once on the series' names (one that selects nothing: exit 2
         # with the closest names); every metric of the selected kernels: the findings group
         # them and the diagnosis reads them all; --metric chooses which changes are reported
@@ -569,7 +602,7 @@ def _history_accept(args: argparse.Namespace) -> int:
         raise UsageError("--reason: say why the change is accepted (it is kept in the file for review)")
     path = _accepted_path(args)
     entries = accepted.read(path)
-    with open_store(_history_path(args), create=False) as store:
+    with open_store(_history_path(args), create=False, read_only=_history_read_only(args)) as store:
         frame = _selected(args, store, kernel=() if args.selector == "*" else [args.selector])
     points = detect(frame, p=args.p, min_after=args.min_after, window=args.window)
     found = lifecycle.open_regressions(lifecycle.states(points, frame, entries))
@@ -598,7 +631,7 @@ def _history_report(args: argparse.Namespace) -> int:
     if args.last is not None and args.last < 1:
         raise UsageError(f"--last must be 1 or more, not {args.last}")
     path = _history_path(args)
-    with open_store(path, create=False) as store:
+    with open_store(path, create=False, read_only=_history_read_only(args)) as store:
         if not args.html:  # the digest alone: part by part, bounded memory
             where, chosen = _resolved(args, store)
             if not any(True for _ in store.batches(**where, last=args.last, rows=1)):
@@ -633,7 +666,7 @@ def _history_export(args: argparse.Namespace) -> int:
     if not (args.bencher or args.openmetrics or args.prometheus):
         raise UsageError("history export: give --bencher DIR, --openmetrics FILE and/or --prometheus FILE")
     path = _history_path(args)
-    with open_store(path, create=False) as store:
+    with open_store(path, create=False, read_only=_history_read_only(args)) as store:
         names, chosen = _resolved(args, store)  # the filters checked once (exit 2 with the closest names)
         where = {**names, "since": _since(args.since)}
         if not any(True for _ in store.batches(**where, rows=1)):  # reads one kernel's values at most

@@ -128,11 +128,14 @@ def explain(before: Mapping[str, object], after: Mapping[str, object]) -> tuple[
     return tuple(changes)
 
 
-def bare_name(name: str) -> str:
-    """"void k<float, 256>(float const*, int)" -> "k<float, 256>": the canonical key
-    without return type and parameter list. A kernel trace (rocprofv3) and a counter
-    run (rocprof v1) of one build spell the same kernel with and without them."""
-    text = re.sub(r"^(?:__global__\s+)?void\s+", "", kernel_key(name))
+_RETURN_TYPE = re.compile(r"^(?:__global__ )?void\s+")
+
+
+def without_signature(name: str) -> str:
+    """"void k<float, 256>(float const*, int)" -> "k<float, 256>": a demangled name
+    without its return type and its parameter list (from the first "(" outside the
+    template arguments; "(anonymous namespace)::k" keeps its leading bracket)."""
+    text = _RETURN_TYPE.sub("", name.strip())
     depth = 0
     for i, ch in enumerate(text):
         if ch == "<":
@@ -142,6 +145,13 @@ def bare_name(name: str) -> str:
         elif ch == "(" and depth == 0 and i > 0:
             return text[:i]
     return text
+
+
+def bare_name(name: str) -> str:
+    """The canonical key without return type and parameter list. A kernel trace
+    (rocprofv3) and a counter run (rocprof v1) of one build spell the same kernel
+    with and without them."""
+    return without_signature(kernel_key(name))
 
 
 def _matches(before: Sequence[str], after: Sequence[str]) -> dict[str, str]:

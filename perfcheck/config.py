@@ -621,6 +621,7 @@ class SuiteSettings:
     workdir: Path | None = None  # where the command runs (the config file's directory)
     aliases: Mapping[str, str] = field(default_factory=dict)  # old kernel name -> new (baselines follow)
     history: StoreLocation | None = None  # the history store the gate reads (perfcheck.history.gate)
+    history_read_only: bool = False  # history_mode read-only: the gate opens the store so (no migration either)
     # the accepted-regressions file the gate reads and baseline updates append to
     # (perfcheck.history.accepted); None: accepted.toml in baseline_dir
     accepted: Path | None = None
@@ -651,6 +652,7 @@ class SuiteSettings:
             # a URL masked: this dict travels in pytest reports (pytest-xdist, report logs);
             # whoever reads it back renders the run, the store is opened by its own settings
             "history": str(self.history) if self.history else None,
+            "history_read_only": self.history_read_only,
             "accepted": str(self.accepted) if self.accepted else None,
         }
 
@@ -673,6 +675,7 @@ class SuiteSettings:
             workdir=Path(doc["workdir"]) if doc.get("workdir") else None,  # type: ignore[arg-type]
             aliases=dict(doc.get("aliases") or {}),  # type: ignore[arg-type]
             history=store_location(str(doc["history"])) if doc.get("history") else None,
+            history_read_only=bool(doc.get("history_read_only", False)),
             accepted=Path(doc["accepted"]) if doc.get("accepted") else None,  # type: ignore[arg-type]
         )
 
@@ -822,6 +825,7 @@ class Resolver:
             runs_dir=get("runs_dir"),  # type: ignore[arg-type]
             aliases=dict(get("aliases", {})),  # type: ignore[arg-type]
             history=get("history"),  # type: ignore[arg-type]
+            history_read_only=getattr(self.get("history_mode", name), "value", None) == "read-only",
             accepted=get("accepted"),  # type: ignore[arg-type]
         )
         if settings.command is not None:

@@ -6,7 +6,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from conftest import one_line_error
+from perfcheck.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "stencil" / "kernel_trace.csv"
@@ -69,6 +72,35 @@ def test_usage_error_exit_code() -> None:
     result = subprocess.run([sys.executable, "-m", "perfcheck", "inspect"], capture_output=True, text=True)
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
+    assert result.stderr == ("perfcheck: error: the following arguments are required: PATH; "
+                             "see `perfcheck inspect --help`\n")
+
+
+@pytest.mark.parametrize(("argv", "what", "command"), [
+    (["bogus"], "argument COMMAND: invalid choice: 'bogus'", "perfcheck"),
+    (["inspect", "--bogus", "x.csv"], "unrecognized arguments: --bogus", "perfcheck inspect"),
+    (["check", "--arch"], "argument --arch: expected one argument", "perfcheck check"),
+    (["occupancy", "--block", "abc"], "argument --block: invalid int value: 'abc'", "perfcheck occupancy"),
+    (["run", "--profiler", "foo"], "argument --profiler: invalid choice: 'foo'", "perfcheck run"),
+    (["history"], "the following arguments are required: ACTION", "perfcheck history"),
+    (["history", "detect", "--nope"], "unrecognized arguments: --nope", "perfcheck history detect"),
+    (["history", "add"], "the following arguments are required: RESULTS.json", "perfcheck history add"),
+    (["baseline", "update", "--zzz"], "unrecognized arguments: --zzz", "perfcheck baseline update"),
+    (["arch", "show"], "the following arguments are required: NAME", "perfcheck arch show"),
+    (["peaks", "measure", "--size", "12x"], "argument --size: expected bytes", "perfcheck peaks measure"),
+])
+def test_usage_errors_are_one_line_naming_the_commands_help(capsys: pytest.CaptureFixture[str], argv: list[str],
+                                                            what: str, command: str) -> None:
+    """argparse printed its usage block (a screenful for `check`) above the error; now
+    the error alone, and which --help to read. Unknown options are told against the
+    subcommand they were given to, not the top-level parser argparse reports them on."""
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    (line,) = captured.err.splitlines()
+    assert line.startswith(f"perfcheck: error: {what}") and line.endswith(f"; see `{command} --help`"), line
 
 
 def test_no_command_prints_help() -> None:

@@ -162,3 +162,25 @@ def test_profiles_written_as_json_are_compared_as_profiles(cli) -> None:
     assert result.code == 0, result.err
     assert result.out.startswith("compare: before_fix_trace.json on NVIDIA H100 (sm_90) \u2192 after_fix_trace.json")
     assert any(line.startswith("Kernel ") for line in result.out.splitlines())
+
+
+@pytest.mark.parametrize(("name", "bare"), [
+    ("void k<float, 256>(float const*, int)", "k<float, 256>"),
+    ("__global__ void k(int)", "k"),
+    ("void at::native::f<4>(at::TensorIteratorBase&)::{lambda(int)#1}", "at::native::f<4>"),
+    ("void g<(anonymous namespace)::op<int>>(int)", "g<(anonymous namespace)::op<int>>"),
+    ("(anonymous namespace)::k(float*)", "(anonymous namespace)::k"),
+    ("vecCopy", "vecCopy"),
+    ("  void padded(int)  ", "padded"),
+])
+def test_one_signature_cut_for_matching_and_for_display(name: str, bare: str) -> None:
+    """comparison's bare-name matching and the roofline's short labels cut a name at the
+    same place (one function, comparison.without_signature); matching takes the
+    canonical key first, display keeps the profile's spelling."""
+    from perfcheck.comparison import bare_name, without_signature
+    from perfcheck.kernelkey import kernel_key
+    from perfcheck.report.roofline import short_name
+
+    assert without_signature(name) == bare
+    assert short_name(name, width=len(name)) == bare
+    assert bare_name(name) == without_signature(kernel_key(name))

@@ -75,3 +75,86 @@ def test_pytest_perf_history_read_only(tmp_path: Path, store_at) -> None:  # noq
         done = subprocess.run(base + extra, cwd=tmp_path, capture_output=True, text=True)
         assert done.returncode == 0, done.stdout + done.stderr
     assert _runs(target) == 1  # only the first session appended
+
+
+# --- a store of an older schema, opened where it must not be written -----------------------
+
+
+def _snapshot(location: "Path | str") -> object:
+    """What a read must leave as it was: a store file's bytes, or a PostgreSQL store's
+    schema version and rows."""
+    if isinstance(location, Path):
+        return location.read_bytes()
+    import psycopg
+
+    with psycopg.connect(location) as db:
+        version = db.execute("SELECT version FROM perfcheck_schema").fetchall()
+        tables = [r[0] for r in db.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public' "
+                                           "ORDER BY tablename")]
+        rows = {t: sorted(map(repr, db.execute(f'SELECT * FROM "{t}"').fetchall())) for t in tables}
+    return version, rows
+
+
+def _upgrade_refused(result, location) -> None:  # noqa: ANN001
+    from tests.conftest import one_line_error
+
+    line = one_line_error(result, None, "history schema version 2 needs an upgrade to 3",
+                          "run a command that writes once")
+    assert str(location).split("@")[-1] in line or str(location) in line, line
+
+
+@pytest.mark.parametrize("how", [("--history-read-only",), ("--history-mode", "read-only"), "env"])
+def test_check_read_only_on_a_version_2_store_is_one_line_and_leaves_it(stencil: Path, cli, history_at, how,  # noqa: ANN001, F811
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The gate may not migrate a store it was told not to write: exit 2, one line that
+    says to run a writing command once, the store as it was (bytes, or rows)."""
+    from tests.test_history_store import _version_2_store
+
+    assert cli("check", "--history", str(stencil / "elsewhere.sqlite")).code == 0  # the baseline file, recorded
+    _version_2_store(history_at)
+    before = _snapshot(history_at)
+    args: tuple[str, ...] = how if isinstance(how, tuple) else ()
+    if how == "env":
+        monkeypatch.setenv("PERFCHECK_HISTORY_MODE", "read-only")
+    _upgrade_refused(cli("check", *args), history_at)
+    assert _snapshot(history_at) == before
+    monkeypatch.delenv("PERFCHECK_HISTORY_MODE", raising=False)
+    assert cli("check").code in (0, 1)  # a writing command migrates it
+    with open_store(history_at, create=False) as store:
+        assert store.version == 3
+
+
+@pytest.mark.parametrize("command", [("list",), ("detect",), ("report", "--markdown", "digest.md"),
+                                     ("export", "--openmetrics", "om.txt")])
+def test_reading_commands_in_read_only_mode_leave_a_version_2_store(cli, store_at, tmp_path: Path, command,  # noqa: ANN001
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """PERFCHECK_HISTORY_MODE=read-only: history list, detect, report and export read,
+    and a store of an older schema is refused (one line), not migrated."""
+    from tests.test_history_store import _version_2_store
+
+    monkeypatch.chdir(tmp_path)
+    location = store_at()
+    _version_2_store(location)
+    before = _snapshot(location)
+    monkeypatch.setenv("PERFCHECK_HISTORY_MODE", "read-only")
+    _upgrade_refused(cli("history", *command[:1], "--history", str(location), *command[1:]), location)
+    assert _snapshot(location) == before
+    monkeypatch.delenv("PERFCHECK_HISTORY_MODE")
+    assert cli("history", "list", "--history", str(location)).code == 0  # where it may write, it migrates
+    assert _snapshot(location) != before
+
+
+def test_a_version_2_store_on_a_read_only_file_system(cli, tmp_path: Path) -> None:  # noqa: ANN001
+    """No setting, but the file cannot be written: the same one line, the file as it was."""
+    from tests.test_hardening_history import _read_only
+    from tests.test_history_store import _version_2_store
+
+    folder = tmp_path / "archive"
+    folder.mkdir()
+    store = folder / "h.sqlite"
+    _version_2_store(store)
+    before = store.read_bytes()
+    with _read_only(folder):
+        _upgrade_refused(cli("history", "list", "--history", store), store)
+        _upgrade_refused(cli("history", "detect", "--history", store), store)
+    assert store.read_bytes() == before and sorted(p.name for p in folder.iterdir()) == ["h.sqlite"]

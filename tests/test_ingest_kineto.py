@@ -14,6 +14,7 @@ from conftest import one_line_error, profile
 from perfcheck.errors import InputError
 from perfcheck.ingest import detect, read_profile
 from perfcheck.ingest.formats import Sniff
+from perfcheck.schema import ALL
 
 A100 = "kineto/hta-critical-path-alexnet-a100/benchmark_result_2869224_1695835535_trace.json.gz"
 MI250 = "kineto/hta-amd-mi250-rocm6.2-minitoy/mi250_minitoy_train_ROCm6_2_kineto.json.gz"
@@ -254,3 +255,109 @@ def test_traceevents_after_large_metadata_is_sniffed(tmp_path: Path, compress: b
     path.write_bytes(gzip.compress(text.encode()) if compress else text.encode())
     assert detect(path, "profile").name == "kineto"
     assert len(read_profile(path).dispatches) == 79
+
+
+def _table(path: Path):
+    p = read_profile(path)
+    return p.dispatches, p.oddities, p.sources
+
+
+# AMD-like kernels joined to their launch calls, with damaged arguments on either side,
+# some batches without an argument that others have: what the columns fill in must be
+# what a whole-document read would have had.
+_DAMAGED = ('{"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "AMD Radeon Graphics", "warpSize": 64, '
+            '"computeMajor": 9, "computeMinor": 0}], "traceEvents": ['
+            + ",\n".join(
+                '{"ph": "X", "cat": "cuda_runtime", "name": "%s", "ts": %d, "dur": 1, "args": {"correlation": %s, '
+                '"grid": %s, "block": [64, 1, 1], "shared memory": %s, "kernel": "%s"}},\n'
+                '{"ph": "X", "cat": "kernel", "name": "k%d", "ts": %d, "dur": 2, "args": {"device": 0, "stream": %s, '
+                '"correlation": %d%s}}'
+                % ("hipExtModuleLaunchKernel" if i % 3 == 0 else "hipLaunchKernel", 10 * i,
+                   '"x"' if i % 17 == 5 else str(i), "[1, true, 1]" if i % 13 == 4 else "[%d, 1, 1]" % (64 * i + 64),
+                   "1.5" if i % 11 == 3 else "1024", "" if i % 7 == 2 else "Cijk_ISA90a_%d" % (i % 4), i % 5,
+                   10 * i + 1, '"0x0"' if i % 19 == 7 else "0", i,
+                   ', "grid": [2, 2, 1], "block": [0, 1, 1]' if 40 <= i < 60 else "")
+                for i in range(120))
+            + "]}")
+
+
+@pytest.mark.parametrize("trace", [A100, MI250, H100_BEFORE, H100_AFTER, "damaged"])
+def test_any_read_size_and_chunk_size_give_the_same_table(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                          trace: str):
+    """The kernel table streams the trace: reads that end anywhere (inside a name, between
+    an AMD kernel and the launch call it is joined to) and chunks of a few kernels give
+    the table, warnings and source of one read in one chunk."""
+    from perfcheck.ingest import jsonstream, kineto
+
+    if trace == "damaged":
+        path = tmp_path / "damaged.json"
+        path.write_text(_DAMAGED)
+    else:
+        path = profile(trace)
+    expected = _table(path)
+    monkeypatch.setattr(jsonstream, "CHUNK_CHARS", 997)
+    monkeypatch.setattr(kineto, "CHUNK_ROWS", 5)
+    frames, oddities, sources = _table(path)
+    pd.testing.assert_frame_equal(frames, expected[0])
+    assert oddities == expected[1] and sources == expected[2]
+    assert len(list(kineto._scan(path, ALL).chunks)) == -(-len(expected[0]) // 5)
+
+
+def _synthetic_trace(path: Path, kernels: int) -> None:
+    """A Kineto-like trace: NVIDIA kernel events with every launch argument, each after its
+    cudaLaunchKernel call and a cpu_op, as torch.profiler writes them."""
+    import json
+
+    with open(path, "w") as out:
+        out.write('{"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "NVIDIA A100-SXM4-80GB", '
+                  '"computeMajor": 8, "computeMinor": 0, "warpSize": 32}], "traceEvents": [\n')
+        for i in range(kernels):
+            ts = 1_000.0 + 10.0 * i
+            events = [
+                {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": ts, "dur": 5.0,
+                 "args": {"External id": i, "Sequence number": i, "Fwd thread id": 0}},
+                {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": ts + 1,
+                 "dur": 2.0, "args": {"cbid": 211, "correlation": i, "External id": i}},
+                {"ph": "X", "cat": "kernel", "name": f"void gemm_{i % 7}<float>(float*, float const*)", "pid": 0,
+                 "tid": 7, "ts": ts + 3, "dur": 4.25, "args": {
+                     "External id": i, "queued": 0, "device": 0, "context": 1, "stream": 7, "correlation": i,
+                     "registers per thread": 86, "shared memory": 32768, "blocks per SM": 2.5,
+                     "warps per SM": 10.0, "grid": [160, 1, 1], "block": [128, 1, 1],
+                     "est. achieved occupancy %": 25}},
+            ]
+            out.write(("" if i == 0 else ",\n") + ",\n".join(json.dumps(e) for e in events))
+        out.write("\n]}\n")
+
+
+def test_the_kernel_table_is_read_in_bounded_memory(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    """json.load of a trace holds every event as Python objects, several times the file
+    (about 9x for a 1 GB trace); the streamed read holds a batch of events, the typed
+    columns and one chunk of the table at a time. Measured with tracemalloc (allocations,
+    not timing) against json.load of the same file, the chunks consumed as ``check``
+    and ``inspect`` consume them: under a fifth of it, with batches of 64 KiB of text."""
+    import json
+    import tracemalloc
+
+    from perfcheck.ingest import jsonstream, kineto, open_profile
+
+    path, warm = tmp_path / "trace.json", tmp_path / "warm.json"
+    _synthetic_trace(path, 4_000)
+    _synthetic_trace(warm, 10)
+    monkeypatch.setattr(jsonstream, "CHUNK_CHARS", 1 << 16)
+    monkeypatch.setattr(kineto, "CHUNK_ROWS", 1_000, raising=False)  # without chunks, the bound is what fails
+    list(open_profile(warm).chunks)  # the modules a first read imports are no part of the read
+
+    def peak(read):  # noqa: ANN001, ANN202 - a callable and its traced peak
+        tracemalloc.start()
+        try:
+            result = read()
+            return result, tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+
+    rows, ours = peak(lambda: sum(len(chunk) for chunk in open_profile(path).chunks))
+    loaded, theirs = peak(lambda: json.loads(path.read_bytes()))
+    assert rows == 4_000 == sum(e["cat"] == "kernel" for e in loaded["traceEvents"])
+    assert ours < theirs / 5, (ours, theirs)
+    frames, oddities, sources = _table(path)
+    assert frames["workgroups"].eq(160).all() and not oddities and sources[0].arch == "sm_80"

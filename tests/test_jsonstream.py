@@ -8,6 +8,7 @@ import gzip
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from conftest import profile
@@ -73,3 +74,62 @@ def test_document_without_the_array(tmp_path: Path):
     path.write_text('{"schemaVersion": 1}')
     events, doc, stream = _stream(path)
     assert events == [] and doc == {"schemaVersion": 1} and not stream.found
+
+
+def test_a_byte_order_mark_is_skipped(tmp_path: Path):
+    # json.loads of the bytes skips it (the kernel reader read such a trace; the timeline did not)
+    path = tmp_path / "t.json"
+    path.write_bytes(b"\xef\xbb\xbf" + b'{"schemaVersion": 1, "traceEvents": [{"ph": "X"}]}')
+    events, doc, stream = _stream(path)
+    assert events == [{"ph": "X"}] and doc == {"schemaVersion": 1}
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_bytes_that_are_not_utf8(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, strict: bool):
+    monkeypatch.setattr(jsonstream, "CHUNK_CHARS", 5)  # the bad byte in a later read
+    path = tmp_path / "t.json"
+    path.write_bytes(b'{"traceEvents": [{"name": "k\xe9rnel"}]}')
+    stream = ArrayStream(path, "traceEvents", cut_hint="cut", kind_hint="kind", strict=strict)
+    if not strict:
+        assert [e for batch in stream.batches() for e in batch] == [{"name": "k\ufffdrnel"}]
+        return
+    with pytest.raises(InputError, match=r"t.json: not UTF-8 text \(invalid continuation byte\); kind$"):
+        list(stream.batches())
+
+
+@pytest.mark.parametrize("tail, what", [(' x', "Extra data"), (' {}', "Extra data"),
+                                        (', "traceEvents": []}', "a second 'traceEvents' array")])
+def test_text_after_the_document_and_a_second_array_are_errors(tmp_path: Path, tail: str, what: str):
+    """json.load says "Extra data"; of two arrays it keeps the last silently, where a
+    stream has handed out the first: an error either way, not a table of either."""
+    path = tmp_path / "t.json"
+    text = '{"schemaVersion": 1,\n "traceEvents": [{"ph": "X"}]}'
+    path.write_text(text + tail if tail.startswith(" ") else text[:-1] + tail)
+    with pytest.raises(InputError, match=f"t.json:2: not valid JSON \\({what}, column"):
+        _stream(path)
+
+
+def test_surrogate_escapes_in_the_other_keys_are_flagged(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    """Only a value written with a "\\udXXX" escape can hold a lone surrogate: the caller
+    walks ``doc`` then, and only then (a walk recurses as deep as the value nests)."""
+    monkeypatch.setattr(jsonstream, "CHUNK_CHARS", 3)  # the value read in many pieces
+    path = tmp_path / "t.json"
+    path.write_text('{"a": [[["x"]]], "traceEvents": [{"name": "\\ud800"}], "b": 1}')
+    events, doc, stream = _stream(path)
+    assert not stream.surrogates and events == [{"name": "\ud800"}]
+    path.write_text('{"a": [[["x"]]], "traceEvents": [], "b": {"name": "GPU \\udc80"}}')
+    events, doc, stream = _stream(path)
+    assert stream.surrogates and doc["b"] == {"name": "GPU \udc80"}
+
+
+def test_columns_fill_what_a_batch_lacks():
+    columns = jsonstream.Columns()
+    columns.add({"a": np.array([1.5, 2.5]), "n": np.array([7, 8])})
+    columns.add({"n": np.array([9]), "bad": np.array([True]), "count": np.array([3], dtype="uint8")})
+    columns.add({"a": np.array([4.0] * 70_000)})  # past the first capacity
+    out = columns.trimmed()
+    assert columns.size == 70_003 and all(len(v) == 70_003 for v in out.values())
+    assert np.isnan(out["a"][2]) and out["a"][-1] == 4.0 and out["a"][:2].tolist() == [1.5, 2.5]
+    assert out["n"][:3].tolist() == [7, 8, 9] and out["n"][3] == np.iinfo("int64").min
+    assert out["bad"].tolist() == [False, False, True] + [False] * 70_000
+    assert out["count"].sum() == 3

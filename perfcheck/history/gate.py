@@ -203,11 +203,12 @@ def judge(observed: float, relation: str, fraction: float, absolute: float | Non
 # --- checks against a store ---------------------------------------------------------------------
 
 def references(store_path: "str | Path | StoreURL", machine: str, suite: str, wanted: Sequence[tuple[str, str]],
-               accepted_path: str | Path | None = None) -> dict[tuple[str, str], Reference]:
+               accepted_path: str | Path | None = None, *, read_only: bool = False) -> dict[tuple[str, str], Reference]:
     """History references of ``wanted`` (kernel, metric) pairs of ``suite`` on ``machine``:
     each from its series' accepted level (the runs before an open regression; the
     accepted file ``accepted_path`` says which regressions were accepted). A store that
-    does not exist yet has no history (the runner creates it at the end)."""
+    does not exist yet has no history (the runner creates it at the end). ``read_only``:
+    history_mode read-only, the store is opened so (an old schema is refused, not migrated)."""
     from perfcheck.history import accepted, lifecycle
     from perfcheck.history.changepoints import detect
     from perfcheck.history.store import open_store, store_exists
@@ -218,7 +219,7 @@ def references(store_path: "str | Path | StoreURL", machine: str, suite: str, wa
     entries = accepted.read(accepted_path) if accepted_path is not None else []
     kernels = sorted({k for k, _ in wanted})
     metrics = sorted({m for _, m in wanted})
-    with open_store(store_path, create=False) as store:
+    with open_store(store_path, create=False, read_only=read_only) as store:
         frame = store.series(machine=machine, suite=suite, kernel=kernels, metric=metrics, last=SERIES_RUNS)
     out: dict[tuple[str, str], Reference] = {}
     for (kernel, metric), group in frame.groupby(["kernel", "metric"], sort=False):
@@ -242,7 +243,7 @@ def references(store_path: "str | Path | StoreURL", machine: str, suite: str, wa
 
 
 def recent_values(store_path: "str | Path | StoreURL", machine: str, suite: str,
-                  since: Mapping[str, float | None]) -> dict[str, dict[str, np.ndarray]]:
+                  since: Mapping[str, float | None], *, read_only: bool = False) -> dict[str, dict[str, np.ndarray]]:
     """kernel -> metric -> the values of its latest ``RECENT_RUNS`` runs on this machine,
     since ``since[kernel]`` (Unix seconds: the change point the gate's reference starts
     at; None: all), every metric: what the diagnosis compares this run with."""
@@ -250,7 +251,7 @@ def recent_values(store_path: "str | Path | StoreURL", machine: str, suite: str,
 
     if not since or not store_exists(store_path):
         return {}
-    with open_store(store_path, create=False) as store:
+    with open_store(store_path, create=False, read_only=read_only) as store:
         frame = store.series(machine=machine, suite=suite, kernel=sorted(since), last=SERIES_RUNS)
     out: dict[str, dict[str, np.ndarray]] = {}
     if not len(frame):

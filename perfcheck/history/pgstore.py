@@ -45,6 +45,8 @@ from perfcheck.history.store import (
     same_run_sql,
     same_values,
     series_batches,
+    UpgradeRefused,
+    upgrade_refused,
     value_rows,
     values_sql,
 )
@@ -195,7 +197,7 @@ class NoStore(InputError):
 class PostgresStore:
     """An open history store on a PostgreSQL server. Use as a context manager or call ``close``."""
 
-    def __init__(self, url: StoreURL, *, create: bool = True) -> None:
+    def __init__(self, url: StoreURL, *, create: bool = True, read_only: bool = False) -> None:
         self.url = url
         self.path = url  # what messages name (prints masked), as Store.path does
         psycopg = _driver()
@@ -213,7 +215,7 @@ class PostgresStore:
                              hint="check the host, port, database, user and password (URL, PG* variables "
                              "or ~/.pgpass)") from None
         try:
-            self._prepare(create)
+            self._prepare(create and not read_only, read_only)
         except psycopg.Error as exc:
             self._db.close()
             raise InputError(url, f"cannot open the history store ({_one_line(exc, url)})") from None
@@ -235,7 +237,7 @@ class PostgresStore:
     def version(self) -> int:
         return self._version() or 0
 
-    def _prepare(self, create: bool) -> None:
+    def _prepare(self, create: bool, read_only: bool = False) -> None:
         version = self._version()
         if version is None:
             taken = self._db.execute("SELECT to_regclass('runs') IS NOT NULL OR to_regclass('results') IS NOT NULL"
@@ -250,6 +252,8 @@ class PostgresStore:
         if version is not None and version > SCHEMA_VERSION:
             raise self._newer(version)
         if version != SCHEMA_VERSION:
+            if read_only:  # history_mode read-only: a migration is a write too
+                raise upgrade_refused(self.url, version or 0)
             self._migrate()
 
     def _newer(self, version: int) -> InputError:
@@ -463,9 +467,12 @@ def _statements(script: str) -> list[str]:
 
 def store_exists(url: StoreURL) -> bool:
     """Whether the database holds a perfcheck store (the gate reads no history from an
-    empty one, as from an SQLite file not yet written). Connection errors are raised."""
+    empty one, as from an SQLite file not yet written). Connection errors are raised.
+    Asking migrates nothing: a read-only run must find an old store as it was."""
     try:
-        PostgresStore(url, create=False).close()
+        PostgresStore(url, create=False, read_only=True).close()
     except NoStore:
         return False
+    except UpgradeRefused:
+        return True
     return True

@@ -274,7 +274,7 @@ def _foreign_file(path: Path) -> bool:
 class Store:
     """An open history store. Use as a context manager or call ``close``."""
 
-    def __init__(self, path: str | Path, *, create: bool = True) -> None:
+    def __init__(self, path: str | Path, *, create: bool = True, read_only: bool = False) -> None:
         self.path = Path(path)
         if not create and not self.path.exists():
             raise InputError(self.path, "no such history store", hint="name an existing store, or run `perfcheck check --history PATH` to create one")
@@ -286,7 +286,9 @@ class Store:
         # Reading commands open an existing file without creating it, read-only where
         # the file or its folder cannot be written (an archived store on a read-only
         # file system: WAL then needs immutable=1, as no -shm file can be made).
-        self.read_only = not create and not (os.access(self.path, os.W_OK) and os.access(self.path.parent, os.W_OK))
+        # ``read_only``: the settings say never to write here (history_mode read-only).
+        self.read_only = read_only or (not create and not (os.access(self.path, os.W_OK)
+                                                           and os.access(self.path.parent, os.W_OK)))
         self._create = create
         try:
             if create:
@@ -383,10 +385,7 @@ class Store:
     def _migrate_refused(self) -> None:
         if self.version > SCHEMA_VERSION:
             self._migrate()  # raises: newer than this perfcheck
-        raise InputError(self.path, f"history schema version {self.version} needs an upgrade to "
-                         f"{SCHEMA_VERSION}, and the store cannot be written here",
-                         hint="run a command that writes once where the store can be written (e.g. `perfcheck "
-                              "history add`, or `perfcheck history list` on a writable copy, not read-only)")
+        raise upgrade_refused(self.path, self.version)
 
     def _retry(self, action):  # noqa: ANN001, ANN202
         """Run ``action``, retrying while another process holds a lock the busy handler
@@ -830,23 +829,38 @@ def concat_batches(parts: "Iterable[pd.DataFrame]") -> "pd.DataFrame":
                   pd.DataFrame(columns=["run", "run_id", "time", "commit", "branch", "ci_job", "ci_url"]), [], None)
 
 
+class UpgradeRefused(InputError):
+    """A store of an older schema opened where it may not be written."""
+
+
+def upgrade_refused(location: "Path | StoreURL", version: int) -> UpgradeRefused:
+    """A store of an older schema opened where it may not be written (read-only mode, a
+    read-only file): migrating it is a write, so it is refused, never done behind the
+    read-only setting's back."""
+    return UpgradeRefused(location, f"history schema version {version} needs an upgrade to {SCHEMA_VERSION}, and the "
+                      "store cannot be written here",
+                      hint="run a command that writes once where the store can be written (e.g. `perfcheck "
+                           "history add`, or `perfcheck history list` on a writable copy, not read-only)")
+
+
 def _statements(script: str) -> list[str]:
     return [s.strip() for s in script.split(";") if s.strip()]
 
 
-def open_store(path: "str | Path | StoreURL", *, create: bool = True) -> "HistoryStore":
+def open_store(path: "str | Path | StoreURL", *, create: bool = True, read_only: bool = False) -> "HistoryStore":
     """Open (and create or migrate) the store at ``path``: a file path is an SQLite
     store (``Store``), a ``postgresql://`` URL a PostgreSQL one (``perfcheck.history.pgstore``;
     a URL is never taken as a file name). ``create=False``: a missing store is an
-    InputError (reading commands: list, detect, report)."""
+    InputError (reading commands: list, detect, report). ``read_only``: nothing is
+    written, a migration included (``upgrade_refused``): history_mode read-only."""
     from perfcheck.storeurl import StoreURL, store_location
 
     location = store_location(path) if isinstance(path, str) else path
     if isinstance(location, StoreURL):
         from perfcheck.history.pgstore import PostgresStore
 
-        return PostgresStore(location, create=create)
-    return Store(location, create=create)
+        return PostgresStore(location, create=create, read_only=read_only)
+    return Store(location, create=create and not read_only, read_only=read_only)
 
 
 def store_exists(path: "str | Path | StoreURL") -> bool:

@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from perfcheck.errors import InputError
-from perfcheck.ingest.jsonstream import ArrayStream
+from perfcheck.ingest.jsonstream import ArrayStream, Columns
 from perfcheck.ingest.kineto import FORMAT, TOOL, _version
 from perfcheck.ingest.names import gnu_style
 from perfcheck.ingest.tabular import coerce_integers, coerce_numbers
@@ -87,37 +87,6 @@ def _columns(events: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-class _Growing:
-    """Columns appended batch by batch into arrays that double when full. Why not a
-    list of per-batch frames: each would keep a few small objects alive among the
-    batch's freed dicts, and the allocator cannot give those pages back (a 171 MB
-    trace held 750 MB that way)."""
-
-    def __init__(self) -> None:
-        self.arrays: dict[str, np.ndarray] = {}
-        self.size = 0
-
-    def add(self, columns: dict[str, np.ndarray]) -> None:
-        n = len(next(iter(columns.values())))
-        capacity = len(next(iter(self.arrays.values()))) if self.arrays else 0
-        if self.size + n > capacity:
-            grown = max(2 * capacity, self.size + n, 1 << 16)
-            for name, values in columns.items():
-                bigger = np.empty(grown, dtype=values.dtype)
-                if name in self.arrays:
-                    bigger[: self.size] = self.arrays[name][: self.size]
-                self.arrays[name] = bigger
-        for name, values in columns.items():
-            self.arrays[name][self.size: self.size + n] = values
-        self.size += n
-
-    def trimmed(self) -> dict[str, np.ndarray]:
-        """The columns without their spare room (one column copied at a time)."""
-        for name in list(self.arrays):
-            self.arrays[name] = self.arrays[name][: self.size].copy()
-        return self.arrays
-
-
 _MISSING = np.iinfo("int64").min  # an event time that is not a finite number
 
 
@@ -142,7 +111,7 @@ def _events(path: Path) -> tuple[dict[str, np.ndarray], dict[str, list[str]], di
                                                        "closing brackets", kind_hint="is this a Kineto trace?")
     wanted = set(_ACTIVITY) | set(_RANGES)
     codes: dict[str, dict[str, int]] = {column: {} for column in _CODED}
-    kept = _Growing()
+    kept = Columns()
     for batch in stream.batches():
         events = [e for e in batch
                   if isinstance(e, dict) and e.get("ph", "X") == "X" and str(e.get("cat", "")).lower() in wanted]

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from perfcheck.comparison import without_signature
 from perfcheck.report.results import device_label, write_atomic
 from perfcheck.units import format_value
 
@@ -184,17 +185,9 @@ def has_instructions(analysis: "Analysis") -> bool:
 
 def short_name(kernel: str, width: int = 40) -> str:
     """"void gemm_v0<float>(T1 *, ...)" -> "gemm_v0<float>": a kernel's name without
-    return type and parameter list, cut to ``width``."""
-    name = re.sub(r"^(void|__global__ void)\s+", "", kernel.strip())
-    depth = 0
-    for i, ch in enumerate(name):
-        if ch == "<":
-            depth += 1
-        elif ch == ">":
-            depth = max(depth - 1, 0)
-        elif ch == "(" and depth == 0 and i > 0:
-            name = name[:i]
-            break
+    return type and parameter list (as the profile spells it, not its canonical key:
+    comparison.bare_name), cut to ``width``."""
+    name = without_signature(kernel)
     return name if len(name) <= width else name[: width - 1] + "…"
 
 
