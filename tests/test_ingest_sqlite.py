@@ -17,6 +17,7 @@ import pytest
 
 from conftest import one_line_error, profile
 from perfcheck.ingest import nsys, open_profile, rocpd, sqlitefile
+from perfcheck.ingest.formats import Grouped
 from perfcheck.metrics.summary import metrics_want
 from perfcheck.schema import ALL, COLUMNS, Want
 
@@ -39,7 +40,11 @@ def _guid_table(db: sqlite3.Connection, stem: str) -> str:
 
 def _table(path: Path, want) -> tuple[pd.DataFrame, list]:  # noqa: ANN001
     scan = open_profile(path, None, want)
-    frames = [f for f in scan.chunks]
+    chunks = list(scan.chunks)
+    # The summary's Want takes grouped chunks (each launch configuration once) where a
+    # range is read fast: they must hold the same dispatches as the row-by-row read.
+    assert want.grouped or not any(isinstance(c, Grouped) for c in chunks)
+    frames = [c.frame() if isinstance(c, Grouped) else c for c in chunks]
     return pd.concat(frames, ignore_index=True), list(scan.oddities)
 
 
@@ -52,6 +57,7 @@ def _same_dispatches(path: Path) -> pd.DataFrame:
     """The fast read (what inspect asks for, and all it can give) against the row-by-row
     one (everything): the same rows and values in every column the fast read gives."""
     slow, slow_odd = _table(path, ALL)
+    assert all(isinstance(c, Grouped) for c in open_profile(path, None, metrics_want()).chunks)
     for want in (metrics_want(), ALL_BUT_CORRELATION):
         fast, fast_odd = _table(path, want)
         assert len(fast) == len(slow)

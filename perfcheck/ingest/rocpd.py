@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from perfcheck.errors import InputError
-from perfcheck.ingest.formats import Format, Scan, Sniff, Want
+from perfcheck.ingest.formats import Format, Grouped, Scan, Sniff, Want
 from perfcheck.ingest.sqlitefile import Configs, Reader, quote, read_ranges, sniffed_tables
 from perfcheck.model import Oddity, Source
 from perfcheck.schema import raw
@@ -253,7 +253,7 @@ def _config_frame(session: _Session, configs: list[tuple], path: Path,
 
 
 def _fast_chunks(reader: Reader, guid: str, path: Path, want: Want, slow_sql: str, dropped: list[int],
-                 untimed: list[int]) -> Iterator[pd.DataFrame]:
+                 untimed: list[int]) -> Iterator[pd.DataFrame | Grouped]:
     session = _Session(reader, guid)
 
     # The stream only identifies a dispatch: read when asked for (a column costs the
@@ -275,11 +275,17 @@ def _fast_chunks(reader: Reader, guid: str, path: Path, want: Want, slow_sql: st
                 untimed[0] += int((rows["start"].isna() | rows["end"].isna()).sum())
                 yield _to_frame(rows, path)
             continue
+        per_row = {canonical: part.series[column] for column, canonical in _SERIES.items()
+                   if column in series and canonical in want}
+        if want.grouped:
+            rows, group, keep = configs.grouped(part)
+            dropped[0] += int((~keep).sum())
+            yield Grouped(rows, group, {name: values[keep] for name, values in per_row.items()})
+            continue
         frame, keep = configs.expand(part)
         dropped[0] += int((~keep).sum())
-        for column, canonical in _SERIES.items():
-            if column in series and canonical in want:
-                frame[canonical] = part.series[column][keep]
+        for canonical, values in per_row.items():
+            frame[canonical] = values[keep]
         yield frame
 
 
@@ -313,7 +319,7 @@ def _scan(path: Path, want: Want) -> Scan:
     range_sql = f"SELECT {columns} FROM kernels WHERE guid = ? AND id BETWEEN ? AND ? ORDER BY id"
     session_sql = _KERNELS_SQL.format(columns=columns)
 
-    def chunks() -> Iterator[pd.DataFrame]:
+    def chunks() -> Iterator[pd.DataFrame | Grouped]:
         with Reader(path, "the rocpd database", _HINT) as reading:
             try:
                 for guid in guids:

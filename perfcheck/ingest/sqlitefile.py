@@ -386,9 +386,9 @@ class Configs:
         self._keep = np.zeros(0, dtype=bool)
         self.names = KernelNames()
 
-    def expand(self, part: Range) -> tuple["pd.DataFrame", np.ndarray]:
-        """The dispatches of ``part`` as canonical rows (kernel first), and which of the
-        range's rows they are."""
+    def _rows_of(self, part: Range) -> tuple[np.ndarray, np.ndarray]:
+        """Per dispatch of ``part`` that the file's view keeps, its canonical row (an
+        index into the file's configurations); and which of the range's rows are kept."""
         import pandas as pd
 
         assert part.config_of_row is not None
@@ -404,11 +404,33 @@ class Configs:
             self._parts = [self._frame]
             self._codes = np.concatenate([self._codes, codes])
             self._keep = np.concatenate([self._keep, np.asarray(keep, dtype=bool)])
-        assert self._frame is not None
         ids = np.fromiter((self._index[c] for c in part.configs), dtype=np.int64, count=len(part.configs))
         of_row = ids[part.config_of_row]
         keep = self._keep[of_row]
-        of_row = of_row[keep]
-        frame = self._frame.take(of_row).reset_index(drop=True)
-        frame.insert(0, "kernel", self.names.column(self._codes[of_row]))
-        return frame, keep
+        return of_row[keep], keep
+
+    def _canonical(self, ids: np.ndarray) -> "pd.DataFrame":
+        """Canonical rows ``ids`` (kernel first)."""
+        assert self._frame is not None
+        frame = self._frame.take(ids).reset_index(drop=True)
+        frame.insert(0, "kernel", self.names.column(self._codes[ids]))
+        return frame
+
+    def expand(self, part: Range) -> tuple["pd.DataFrame", np.ndarray]:
+        """The dispatches of ``part`` as canonical rows (kernel first), and which of the
+        range's rows they are."""
+        of_row, keep = self._rows_of(part)
+        return self._canonical(of_row), keep
+
+    def grouped(self, part: Range) -> tuple["pd.DataFrame", np.ndarray, np.ndarray]:
+        """The dispatches of ``part`` in grouped form (``formats.Grouped``): the
+        canonical rows of the configurations they use, in the order of each one's
+        first dispatch; per dispatch its row; and which of the range's rows they are."""
+        of_row, keep = self._rows_of(part)
+        used, first, inverse = np.unique(of_row, return_index=True, return_inverse=True)
+        # First-dispatch order, as a frame per dispatch would meet them: the summary
+        # numbers kernels in that order, and it breaks ties of the final sort.
+        order = np.argsort(first, kind="stable")
+        position = np.empty(len(used), dtype=np.int64)
+        position[order] = np.arange(len(used), dtype=np.int64)
+        return self._canonical(used[order]), position[inverse.reshape(-1)], keep

@@ -8,13 +8,14 @@ a duration per dispatch, plus per-chunk maxima of launch resources), so a
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from perfcheck.errors import UsageError
-from perfcheck.ingest.formats import Want
+from perfcheck.ingest.formats import Grouped, Want
 
 if TYPE_CHECKING:
     from perfcheck.arch import Target
@@ -48,7 +49,9 @@ def metrics_want() -> Want:
     from perfcheck.arch.occupancy import WANT as occupancy_want
     from perfcheck.metrics.counters import wanted
 
-    return SUMMARY_WANT | wanted() | occupancy_want
+    # grouped: the summary takes each distinct launch configuration once, with its
+    # dispatches' durations (ingest.formats.Grouped), where a reader can give that.
+    return replace(SUMMARY_WANT | wanted() | occupancy_want, grouped=True)
 
 
 class _Work:
@@ -93,6 +96,19 @@ class _Work:
             columns[f"{name}__rd"] = np.where(both, duration, 0.0)
         if len(columns) > 1:
             self._parts.append(pd.DataFrame(columns).groupby("_code").sum())
+        self.add_occupancy(chunk, codes)
+
+    def needs_dispatches(self, rows: pd.DataFrame) -> bool:
+        """Whether the launch configurations ``rows`` carry counters that make
+        per-dispatch quantities (their sums must be taken dispatch by dispatch to
+        stay what they are, so a grouped chunk is then expanded)."""
+        from perfcheck.metrics.counters import work
+
+        return len(work(rows, self._target).columns) > 0
+
+    def add_occupancy(self, chunk: pd.DataFrame, codes: np.ndarray) -> None:
+        """The worst theoretical occupancy per kernel code of ``chunk``'s rows (one
+        row per dispatch, or per distinct launch configuration: the same result)."""
         if self._target is not None:
             from perfcheck.arch.occupancy import WANT as OCCUPANCY_INPUTS
             from perfcheck.arch.occupancy import occupancy_table
@@ -155,8 +171,13 @@ class KernelSummary:
         mapping = np.array([self._codes.setdefault(str(u), len(self._codes)) for u in uniques], dtype=np.int64)
         return mapping[local]
 
-    def add(self, chunk: pd.DataFrame) -> None:
-        """Add a chunk of a dispatch table or of a kernel-level statistics table."""
+    def add(self, chunk: "pd.DataFrame | Grouped") -> None:
+        """Add a chunk of a dispatch table or of a kernel-level statistics table, or a
+        grouped chunk (``ingest.formats.Grouped``)."""
+        if isinstance(chunk, Grouped):
+            if not self._add_grouped(chunk):
+                self.add(chunk.frame())
+            return
         if chunk.empty:
             return
         codes = self._encode(chunk["kernel"])
@@ -196,6 +217,27 @@ class KernelSummary:
             # on pandas 2, where a column selection may be a view
             part = chunk[present].assign(_code=codes)
             self._resources.append(part.groupby("_code", sort=False).max())
+
+    def _add_grouped(self, chunk: Grouped) -> bool:
+        """A grouped chunk without a frame per dispatch: kernel codes per configuration
+        row, spread to the dispatches by their row numbers; resources and occupancy
+        per configuration row. False (nothing added) when it needs the per-dispatch
+        path: counters to sum per dispatch, or no measured duration (ncu's cycles)."""
+        if not len(chunk):
+            return True
+        rows = chunk.rows
+        duration = chunk.series.get("duration")
+        if self._work is not None and (duration is None or bool(np.isnan(duration).all()) or self._work.needs_dispatches(rows)):
+            return False
+        row_codes = self._encode(rows["kernel"])
+        self._kernel_codes.append(row_codes.astype(np.int32)[chunk.group])
+        self._durations.append(np.asarray(duration, dtype="float64") if duration is not None else np.full(len(chunk), np.nan))
+        if self._work is not None:
+            self._work.add_occupancy(rows, row_codes)
+        present = [c for c in RESOURCES if c in rows.columns]
+        if present:
+            self._resources.append(rows[present].assign(_code=row_codes).groupby("_code", sort=False).max())
+        return True
 
     def _from_aggregates(self) -> pd.DataFrame:
         """Kernel-level statistics: sums and extremes combine; a median cannot be
