@@ -352,3 +352,63 @@ def test_group_concat_text_that_is_not_integers_is_refused(text: str, count: int
     # "3.5" as 3 with a warning, so the text is checked before numpy sees it.
     assert sqlitefile._parse_integers(text, count) is None
     assert list(sqlitefile._parse_integers("12,-3,0", 3)) == [12, -3, 0]
+
+
+def _analyses(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple:
+    """``inspect``'s analysis of ``path`` from grouped chunks (each launch configuration
+    once) and from the frames of the same reads (a frame per dispatch, as before)."""
+    from dataclasses import replace
+
+    from perfcheck import analysis
+    from perfcheck.metrics import summary
+
+    grouped = analysis.analyse([path])
+    with monkeypatch.context() as patch:
+        patch.setattr(summary, "metrics_want", lambda: replace(metrics_want(), grouped=False))
+        framed = analysis.analyse([path])
+    return grouped, framed
+
+
+def _assert_same_analysis(grouped, framed) -> None:  # noqa: ANN001
+    assert len(grouped.kernels)
+    pd.testing.assert_frame_equal(grouped.kernels, framed.kernels, check_exact=True)
+    # in the same order: kernels are numbered as their first dispatches come, and the
+    # numbering breaks ties of the final sort
+    assert list(grouped.duration_samples) == list(framed.duration_samples)
+    for kernel, samples in grouped.duration_samples.items():
+        assert np.array_equal(samples, framed.duration_samples[kernel]), kernel
+    assert grouped.oddities == framed.oddities
+
+
+def test_summary_of_grouped_chunks_is_the_summary_of_frames(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The summary's numbers (medians, sums, resources, occupancy, the order of kernels
+    with equal totals) and every warning are the same from grouped chunks as from a
+    frame per dispatch: on a file with two configurations of a kernel, GPU packets that
+    are dropped, impossible values in a configuration and in a timestamp, a zero
+    duration, and a rank taken from the path."""
+    (tmp_path / "rank_3").mkdir()
+    path = _copy(H200, tmp_path / "rank_3")
+    _grow_nsys(path, 40)
+    with sqlite3.connect(path) as db:
+        packet = db.execute("SELECT max(id) + 1 FROM StringIds").fetchone()[0]
+        db.execute("INSERT INTO StringIds (id, value) VALUES (?, '<barrier packet>')", (packet,))
+        db.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET demangledName = ? WHERE rowid % 9 = 4", (packet,))
+        db.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET gridX = -2 WHERE rowid % 11 = 5")
+        # every dispatch of one kernel: a configuration row that stands for several
+        db.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET blockZ = -1 WHERE demangledName = "
+                   "(SELECT demangledName FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE rowid = 7)")
+        db.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = -5 WHERE rowid = 100")
+        db.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET \"end\" = start WHERE rowid = 200")
+    monkeypatch.setattr(nsys, "CHUNK_ROWS", 50)
+    grouped, framed = _analyses(path, monkeypatch)
+    _assert_same_analysis(grouped, framed)
+    said = " ".join(o.what for o in grouped.oddities)
+    assert "'<barrier packet>'" in said and "in 'grid_size'" in said and "in 'workgroup_size'" in said and "'start_ns'" in said and "zero duration" in said
+    assert grouped.sources[0].rank == 3
+
+
+@pytest.mark.parametrize("relative", [H200, ROCPD])
+def test_summary_of_grouped_chunks_on_the_real_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, relative: str) -> None:
+    grouped, framed = _analyses(profile(relative), monkeypatch)
+    _assert_same_analysis(grouped, framed)
+    assert grouped.target is not None  # occupancy was computed from the configurations
