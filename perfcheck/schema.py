@@ -259,7 +259,8 @@ class Want:
     # a reader of millions of dispatches may then give each distinct (kernel, launch
     # configuration) once and per dispatch only what differs on every row, instead of
     # a frame with every column repeated per dispatch. Never set for callers that
-    # keep or concatenate the frames (``read_profile``, timelines).
+    # keep or concatenate the frames (``read_profile``, timelines). Grouped chunks carry
+    # the duration of each dispatch, not necessarily its timestamps.
     grouped: bool = False
 
     def __contains__(self, name: str) -> bool:

@@ -203,8 +203,12 @@ def _fast_chunks(reader: Reader, path: Path, columns: list[str], name_id: str, d
         return _frame(rows, devices, want, oddities, path), np.ones(len(new), dtype=bool)
 
     configs = Configs(build, lambda column: column in want)
+    # A grouped read takes the duration, computed by SQLite, instead of both timestamps.
+    spans = {"duration": (quote("end"), quote("start"))} if want.grouped else None
+    if want.grouped:
+        series = [c for c in series if c not in ("start", "end")]
     for part in read_ranges(reader, KERNELS, "", (), key=quote(name_id), series=[quote(c) for c in series],
-                            config=[quote(c) for c in config], rowid="rowid", size=CHUNK_ROWS):
+                            config=[quote(c) for c in config], rowid="rowid", size=CHUNK_ROWS, spans=spans):
         if not part.exact:  # NULLs, text or reals somewhere in the range: row by row
             for rows in reader.frames(KERNELS, slow_sql, (part.first, part.last), CHUNK_ROWS):
                 untimed[0] += int((rows["start"].isna() | rows["end"].isna()).sum())
@@ -212,6 +216,10 @@ def _fast_chunks(reader: Reader, path: Path, columns: list[str], name_id: str, d
             continue
         per_row = {_PER_ROW[column]: part.series[quote(column)] for column in series if _PER_ROW[column] in want}
         if want.grouped:
+            if "duration" in part.series:  # in s, as dispatch.finish derives it from the timestamps
+                per_row["duration"] = part.series["duration"].astype("float64") * 1e-9
+            else:  # a negative timestamp in the range: finish reports it
+                per_row.update(start_ns=part.series[quote("start")], end_ns=part.series[quote("end")])
             rows, group, _ = configs.grouped(part)
             yield Grouped(rows, group, per_row)
             continue

@@ -262,14 +262,20 @@ def _fast_chunks(reader: Reader, guid: str, path: Path, want: Want, slow_sql: st
 
     def build(new: list[tuple]) -> tuple[pd.DataFrame, np.ndarray]:
         frame, in_view = _config_frame(session, new, path, config)
-        return frame.drop(columns=["correlation_id"]), in_view
+        # What differs per dispatch is taken from the range, not from a configuration
+        # (conform puts the columns back in order).
+        return frame.drop(columns=["correlation_id", *_SERIES.values()]), in_view
 
     configs = Configs(build, lambda column: column in want)
     # The timestamps always (a NULL one sends its range row by row, to be counted), the
     # dispatch id when asked for: each column read costs about a tenth of the scan.
-    series = [c for c, canonical in _SERIES.items() if c in ("start", '"end"') or canonical in want]
+    # A grouped read takes the duration, computed by SQLite, instead of both timestamps.
+    timestamps = ("start", '"end"')
+    series = [c for c, canonical in _SERIES.items()
+              if (c in timestamps and not want.grouped) or (c not in timestamps and canonical in want)]
+    spans = {"duration": ('"end"', "start")} if want.grouped else None
     for part in read_ranges(reader, "rocpd_kernel_dispatch", "guid = ?", (guid,), key="kernel_id",
-                            series=series, config=config, rowid="id", size=CHUNK_ROWS):
+                            series=series, config=config, rowid="id", size=CHUNK_ROWS, spans=spans):
         if not part.exact:  # NULLs, text or reals somewhere in the range: the view, row by row
             for rows in reader.frames("kernels", slow_sql, (guid, part.first, part.last), CHUNK_ROWS):
                 untimed[0] += int((rows["start"].isna() | rows["end"].isna()).sum())
@@ -278,6 +284,10 @@ def _fast_chunks(reader: Reader, guid: str, path: Path, want: Want, slow_sql: st
         per_row = {canonical: part.series[column] for column, canonical in _SERIES.items()
                    if column in series and canonical in want}
         if want.grouped:
+            if "duration" in part.series:  # in s, as dispatch.finish derives it from the timestamps
+                per_row["duration"] = part.series["duration"].astype("float64") * 1e-9
+            else:  # a negative timestamp in the range: finish reports it
+                per_row.update(start_ns=part.series["start"], end_ns=part.series['"end"'])
             rows, group, keep = configs.grouped(part)
             dropped[0] += int((~keep).sum())
             yield Grouped(rows, group, {name: values[keep] for name, values in per_row.items()})
