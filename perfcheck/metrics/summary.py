@@ -175,6 +175,7 @@ class KernelSummary:
         self._resources: list[pd.DataFrame] = []
         self._aggregates: list[pd.DataFrame] = []
         self._work = _Work(target) if work else None
+        self._sorted: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
     def _encode(self, kernels: pd.Series) -> np.ndarray:
         if isinstance(kernels.dtype, pd.CategoricalDtype) and "<unnamed>" not in kernels.cat.categories:
@@ -187,6 +188,7 @@ class KernelSummary:
     def add(self, chunk: "pd.DataFrame | Grouped") -> None:
         """Add a chunk of a dispatch table or of a kernel-level statistics table, or a
         grouped chunk (``ingest.formats.Grouped``)."""
+        self._sorted = None  # sorted again when asked for
         if isinstance(chunk, Grouped):
             if not self._add_grouped(chunk):
                 self.add(chunk.frame())
@@ -275,23 +277,43 @@ class KernelSummary:
         kernel-level statistics files, which hold no samples."""
         if not self._kernel_codes:
             return {}
-        codes = np.concatenate(self._kernel_codes)
-        durations = np.concatenate(self._durations)
-        self._kernel_codes, self._durations = [codes], [durations]
-        valid = ~np.isnan(durations)
-        codes, durations = codes[valid], durations[valid]
-        # A stable sort of 16-bit keys is a radix sort in numpy, of 32-bit ones a
-        # merge sort: 0.4 s against 2 s at 10 million dispatches.
-        narrow = codes.astype(np.int16) if len(self._codes) < 2**15 else codes
-        order = np.argsort(narrow, kind="stable")
-        codes, durations = codes[order], durations[order]
-        bounds = np.flatnonzero(np.diff(codes)) + 1
         names = list(self._codes)
+        codes, durations, bounds = self._by_kernel()
         return {
             names[int(group[0])]: values
             for group, values in zip(np.split(codes, bounds), np.split(durations, bounds))
             if len(group)
         }
+
+    def _by_kernel(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The kernel codes and durations of every dispatch with a duration, sorted by
+        code (stably: each kernel's in file order), and where each kernel's run starts
+        after the first. Sorted once for the medians and the duration samples."""
+        if self._sorted is None:
+            codes = np.concatenate(self._kernel_codes)
+            durations = np.concatenate(self._durations)
+            self._kernel_codes, self._durations = [codes], [durations]
+            valid = ~np.isnan(durations)
+            codes, durations = codes[valid], durations[valid]
+            # A stable sort of 16-bit keys is a radix sort in numpy, of 32-bit ones a
+            # merge sort: 0.4 s against 2 s at 10 million dispatches.
+            narrow = codes.astype(np.int16) if len(self._codes) < 2**15 else codes
+            order = np.argsort(narrow, kind="stable")
+            codes, durations = codes[order], durations[order]
+            self._sorted = (codes, durations, np.flatnonzero(np.diff(codes)) + 1)
+        return self._sorted
+
+    def _medians(self) -> pd.Series:
+        """The exact median duration per kernel code (those with one): what pandas'
+        groupby median gives (the middle value, or the mean of the two middle ones),
+        from the one sort of ``_by_kernel`` and a selection per kernel, where pandas
+        sorted every kernel's durations again (2.8 s of 10M dispatches)."""
+        codes, durations, bounds = self._by_kernel()
+        starts = np.concatenate([[0], bounds]).astype(np.int64)
+        ends = np.concatenate([bounds, [len(codes)]]).astype(np.int64)
+        runs = [(a, b) for a, b in zip(starts, ends) if b > a]
+        values = [float(np.median(durations[a:b])) for a, b in runs]
+        return pd.Series(values, index=np.array([codes[a] for a, _ in runs], dtype=np.int64), dtype="float64")
 
     def frame(self) -> pd.DataFrame:
         names = np.array(list(self._codes), dtype=object)
@@ -318,7 +340,7 @@ class KernelSummary:
             table = pd.DataFrame(
                 {
                     "calls": grouped.size(),
-                    "duration": grouped.median(),
+                    "duration": self._medians().reindex(grouped.size().index.astype(np.int64)).to_numpy(),
                     "duration_mean": grouped.mean(),
                     "duration_min": grouped.min(),
                     "duration_max": grouped.max(),
