@@ -78,9 +78,10 @@ class Grouped:
 
     ``rows``: canonical columns, one row per configuration, in the order of each
     one's first dispatch, each used by at least one dispatch. ``group``: per
-    dispatch, in file order, its row (int64). ``series``: per-dispatch columns
-    (``start_ns``, ``end_ns`` as the reader gives them; ``duration`` in s, NaN where
-    there is none, once ``dispatch.finish`` has run), each as long as ``group``.
+    dispatch, in file order, its row (int64). ``series``: per-dispatch columns, each
+    as long as ``group``: ``duration`` in s (the SQLite readers have SQLite subtract
+    the timestamps), or ``start_ns`` and ``end_ns`` for ``dispatch.finish`` to
+    derive it from (NaN where there is none, once finish has run).
     ``frame()`` gives the same dispatches as an ordinary per-dispatch chunk."""
 
     rows: "pd.DataFrame"
