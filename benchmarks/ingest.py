@@ -22,7 +22,9 @@ $PERFCHECK_SHARED) and deleted afterwards unless --keep:
   the exact median). Goal: <= 1.5x the SQL GROUP BY and <= 1 GB peak RSS.
 
 Every measurement runs in its own child process, reaped with ``os.wait4`` so the
-peak RSS reported is that child's alone. Generation is not timed. The inspect
+peak RSS and the CPU time (user + system, all threads) reported are that child's
+alone; on a machine shared with other work the CPU ratio moves less than the wall
+one. Generation is not timed. The inspect
 JSON is checked: its total calls must equal the generated dispatch count.
 
     python benchmarks/ingest.py [--dispatches N] [--omniperf-dispatches N [N ...]]
@@ -319,6 +321,9 @@ def profile_sqlite(path: Path, kind: str, dispatches: int, label: str, rows: lis
 class Run:
     seconds: float
     peak_rss: int  # bytes
+    # user + system CPU seconds of the process (all its threads): on a machine shared
+    # with other work, wall time follows the load; CPU time much less so.
+    cpu: float
     stdout: bytes
 
 
@@ -337,7 +342,7 @@ def measure(argv: list[str]) -> Run:
             sys.exit(f"benchmarks/ingest.py: command failed ({proc.returncode}): {' '.join(argv)}\n{err}")
         out.seek(0)
         stdout = out.read()
-    return Run(seconds, usage.ru_maxrss * 1024, stdout)  # Linux reports KiB
+    return Run(seconds, usage.ru_maxrss * 1024, cpu=usage.ru_utime + usage.ru_stime, stdout=stdout)  # Linux: KiB
 
 
 def inspect_run(path: Path, expected_calls: int) -> Run:
@@ -380,6 +385,7 @@ class Row:
             self.baseline,
             f"{self.base.seconds:.2f}",
             f"{ratio:.2f}",
+            f"{self.ours.cpu:.2f} / {self.base.cpu:.2f} = {self.ours.cpu / self.base.cpu:.2f}",
             f"{self.ours.peak_rss / GB:.2f} GB",
             f"{self.base.peak_rss / GB:.2f} GB",
             verdict,
@@ -387,7 +393,8 @@ class Row:
 
 
 def print_table(rows: list[Row]) -> None:
-    head = ["case", "size", "perfcheck s", "baseline", "baseline s", "ratio", "perfcheck RSS", "baseline RSS", "goal"]
+    head = ["case", "size", "perfcheck s", "baseline", "baseline s", "ratio", "CPU s (ours / base = ratio)",
+            "perfcheck RSS", "baseline RSS", "goal"]
     cells = [head] + [r.cells() for r in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(head))]
     for i, row in enumerate(cells):

@@ -255,6 +255,13 @@ class Want:
     # Raw counters wanted by prefix, e.g. "raw.TCC_EA_RDREQ[" for every channel
     # of a per-channel counter: formulas name counter families, not channels.
     raw_prefixes: tuple[str, ...] = ()
+    # The caller summarises per kernel and takes ``ingest.formats.Grouped`` chunks:
+    # a reader of millions of dispatches may then give each distinct (kernel, launch
+    # configuration) once and per dispatch only what differs on every row, instead of
+    # a frame with every column repeated per dispatch. Never set for callers that
+    # keep or concatenate the frames (``read_profile``, timelines). Grouped chunks carry
+    # the duration of each dispatch, not necessarily its timestamps.
+    grouped: bool = False
 
     def __contains__(self, name: str) -> bool:
         if self.columns is None or name in self.columns:
@@ -269,7 +276,8 @@ class Want:
     def __or__(self, other: "Want") -> "Want":
         if self.columns is None or other.columns is None:
             return ALL
-        return Want(self.columns | other.columns, tuple(dict.fromkeys(self.raw_prefixes + other.raw_prefixes)))
+        return Want(self.columns | other.columns, tuple(dict.fromkeys(self.raw_prefixes + other.raw_prefixes)),
+                    grouped=self.grouped and other.grouped)
 
 
 ALL = Want()

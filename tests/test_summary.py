@@ -110,3 +110,30 @@ def test_mixing_levels_is_refused() -> None:
 
 def test_empty_input_gives_empty_table() -> None:
     assert summarise([]).empty
+
+
+def test_medians_are_pandas_medians_over_chunks_with_gaps() -> None:
+    """The summary's medians (one sort of every dispatch by kernel, a selection per
+    kernel) are exactly pandas' groupby medians: odd and even counts, durations left
+    empty, a kernel with none, kernels spread over several chunks."""
+    from perfcheck.metrics.summary import KernelSummary
+
+    rng = np.random.default_rng(23)
+    chunks = []
+    for size in (1000, 1, 2, 777):
+        kernel = rng.choice(["a", "b", "c", "d", "e"], size=size)
+        duration = rng.random(size) * 1e-5
+        duration[rng.random(size) < 0.2] = np.nan
+        duration[kernel == "e"] = np.nan
+        chunks.append(pd.DataFrame({"kernel": kernel, "duration": duration}))
+    summary = KernelSummary()
+    for chunk in chunks:
+        summary.add(chunk)
+    table = summary.frame().set_index("kernel")
+    every = pd.concat(chunks)
+    expected = every.groupby("kernel")["duration"].median()
+    assert np.isnan(table.loc["e", "duration"])
+    for kernel, median in expected.items():
+        got = table.loc[kernel, "duration"]
+        assert (np.isnan(got) and np.isnan(median)) or got == median, kernel
+    assert table["calls"].to_dict() == every.groupby("kernel").size().to_dict()

@@ -36,7 +36,7 @@ from perfcheck.ingest import (
     stream,
 )
 from perfcheck.ingest.dispatch import TimingTally, finish
-from perfcheck.ingest.formats import ALL, Format, Scan, Sniff, Want
+from perfcheck.ingest.formats import ALL, Format, Grouped, Scan, Sniff, Want
 from perfcheck.model import Oddity, PeakDetail, Peaks, Profile, Source
 
 FORMATS: tuple[Format, ...] = (
@@ -111,7 +111,7 @@ _INPUT_FAILURES = (
 )
 
 
-def _guarded(fmt: Format, path: Path, chunks: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+def _guarded(fmt: Format, path: Path, chunks: Iterator[pd.DataFrame | Grouped]) -> Iterator[pd.DataFrame | Grouped]:
     try:
         yield from chunks
     except PerfcheckError:
@@ -157,10 +157,10 @@ def open_profile(path: str | Path, format: str | None = None, want: Want = ALL) 
         source=source, chunks=iter(()), oddities=inner.oddities, level=inner.level, companion_peaks=inner.companion_peaks
     )
 
-    def chunks() -> Iterator[pd.DataFrame]:
+    def chunks() -> Iterator[pd.DataFrame | Grouped]:
         for chunk in _guarded(fmt, path, inner.chunks):
             if source.rank is not None:
-                chunk["rank"] = source.rank
+                (chunk.rows if isinstance(chunk, Grouped) else chunk)["rank"] = source.rank
             yield finish(chunk, tally)
         outer.oddities.extend(tally.oddities(str(path)))
 
@@ -180,7 +180,9 @@ def read_profile(paths: str | Path | Sequence[str | Path], format: str | None = 
     levels = set()
     for p in paths:
         scan = open_profile(p, format, want)
-        frames.extend(scan.chunks)
+        # A whole table is asked for: a grouped chunk (only with a Want that says
+        # grouped, which no caller of read_profile gives) goes back to a frame.
+        frames.extend(c.frame() if isinstance(c, Grouped) else c for c in scan.chunks)
         sources.append(scan.source)
         oddities.extend(scan.oddities)
         levels.add(scan.level)

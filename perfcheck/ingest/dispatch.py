@@ -9,6 +9,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from perfcheck.ingest.formats import Grouped
 from perfcheck.model import Oddity
 from perfcheck.schema import COLUMNS, conform, is_raw
 
@@ -184,8 +185,70 @@ def _drop_impossible(chunk: pd.DataFrame, tally: TimingTally) -> None:
         tally.impossible_rows += int(rows.sum())
 
 
-def finish(chunk: pd.DataFrame, tally: TimingTally) -> pd.DataFrame:
+def _finish_grouped(chunk: Grouped, tally: TimingTally) -> Grouped:
+    """``finish`` for a grouped chunk: the same cleaning, checks and counts as for the
+    frame ``chunk.frame()`` would give, done once per configuration row and weighted by
+    its dispatches, and per dispatch only on the per-dispatch series."""
+    rows, group = chunk.rows, chunk.group
+    series = dict(chunk.series)
+    if "kernel" in rows.columns:
+        rows["kernel"] = clean_kernel_names(rows["kernel"])
+        packets = non_kernel_rows(rows["kernel"])
+        if packets.any():
+            weights = np.bincount(group, minlength=len(rows))
+            dropped = pd.Series(weights[packets]).groupby(rows["kernel"][packets].astype("string").to_numpy()).sum()
+            for name, count in dropped.items():
+                tally.non_kernels[str(name)] = tally.non_kernels.get(str(name), 0) + int(count)
+            kept = ~packets
+            of_dispatch = kept[group]
+            renumber = np.cumsum(kept) - 1
+            group = renumber[group[of_dispatch]]
+            series = {name: values[of_dispatch] for name, values in series.items()}
+            rows = rows.loc[kept].reset_index(drop=True)
+            if isinstance(rows["kernel"].dtype, pd.CategoricalDtype):
+                rows = rows.assign(kernel=rows["kernel"].cat.remove_unused_categories())
+    # Impossible values: a configuration's counts once per dispatch that has it.
+    weights = np.bincount(group, minlength=len(rows))
+    bad_rows = np.zeros(len(rows), dtype=bool)
+    for name in list(rows.columns):
+        bad = impossible_values(name, rows[name])
+        if bad is not None and bad.any():
+            tally.impossible[name] = tally.impossible.get(name, 0) + int(weights[bad].sum())
+            bad_rows |= bad
+            column = rows[name]
+            if pd.api.types.is_integer_dtype(column.dtype) and not isinstance(column.dtype, pd.api.extensions.ExtensionDtype):
+                column = column.astype("Int64")
+            rows[name] = column.mask(bad)
+    bad_dispatches = bad_rows[group]
+    for name, values in list(series.items()):
+        bad = impossible_values(name, pd.Series(values, copy=False))
+        if bad is not None and bad.any():
+            tally.impossible[name] = tally.impossible.get(name, 0) + int(bad.sum())
+            bad_dispatches = bad_dispatches | bad
+            column = pd.array(values, dtype="Int64") if np.issubdtype(np.asarray(values).dtype, np.integer) else values
+            series[name] = pd.Series(column, copy=False).mask(bad).array
+    tally.impossible_rows += int(bad_dispatches.sum())
+    if "duration" not in series and "start_ns" in series and "end_ns" in series:
+        start, end = series["start_ns"], series["end_ns"]
+        if isinstance(start, np.ndarray) and isinstance(end, np.ndarray) and start.dtype.kind == end.dtype.kind == "i":
+            difference = (end - start).astype("float64")  # what Int64 arrays give, without the masks
+        else:
+            difference = (pd.array(end, dtype="Int64") - pd.array(start, dtype="Int64")).to_numpy(dtype="float64", na_value=np.nan)
+        series["duration"] = difference * 1e-9
+    if "duration" in series:
+        duration = np.asarray(series["duration"], dtype="float64")
+        negative = duration < 0
+        zero = duration == 0
+        tally.negative += int(negative.sum())
+        tally.zero += int(zero.sum())
+        series["duration"] = np.where(negative | zero, np.nan, duration)
+    return Grouped(conform(rows), group, series)
+
+
+def finish(chunk: pd.DataFrame | Grouped, tally: TimingTally) -> pd.DataFrame | Grouped:
     """Canonicalise one chunk a reader produced."""
+    if isinstance(chunk, Grouped):
+        return _finish_grouped(chunk, tally)
     if "kernel" in chunk.columns:
         chunk["kernel"] = clean_kernel_names(chunk["kernel"])
         packets = non_kernel_rows(chunk["kernel"])

@@ -22,6 +22,7 @@ from perfcheck.model import Oddity, Peaks, Source
 from perfcheck.schema import ALL, Want  # noqa: F401
 
 if TYPE_CHECKING:
+    import numpy as np
     import pandas as pd
 
 HEAD_BYTES = 64 * 1024
@@ -66,6 +67,40 @@ class Sniff:
         return lines
 
 
+@dataclass(frozen=True)
+class Grouped:
+    """A chunk of dispatches in compact form, given only to callers that ask for it
+    (``Want.grouped``: the per-kernel summary). A dispatch table repeats a kernel's
+    name and launch configuration on every row; here each distinct (kernel,
+    configuration) is one row of ``rows`` and a dispatch is its row number and the
+    few values that differ on every row, so the summary groups integers and never
+    builds a frame per dispatch.
+
+    ``rows``: canonical columns, one row per configuration, in the order of each
+    one's first dispatch, each used by at least one dispatch. ``group``: per
+    dispatch, in file order, its row (int64). ``series``: per-dispatch columns, each
+    as long as ``group``: ``duration`` in s (the SQLite readers have SQLite subtract
+    the timestamps), or ``start_ns`` and ``end_ns`` for ``dispatch.finish`` to
+    derive it from (NaN where there is none, once finish has run).
+    ``frame()`` gives the same dispatches as an ordinary per-dispatch chunk."""
+
+    rows: "pd.DataFrame"
+    group: "np.ndarray"
+    series: dict[str, "np.ndarray | pd.api.extensions.ExtensionArray"] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.group)
+
+    def frame(self) -> "pd.DataFrame":
+        """One row per dispatch, columns as the reader or ``finish`` would give them."""
+        from perfcheck.schema import conform
+
+        frame = self.rows.take(self.group).reset_index(drop=True)
+        for name, values in self.series.items():
+            frame[name] = values
+        return conform(frame)
+
+
 @dataclass
 class Scan:
     """An open profile: its provenance and an iterator of canonical chunks.
@@ -74,7 +109,8 @@ class Scan:
     """
 
     source: Source
-    chunks: Iterator["pd.DataFrame"]
+    # DataFrames; ``Grouped`` chunks too, when the caller's Want says grouped.
+    chunks: Iterator["pd.DataFrame | Grouped"]
     oddities: list[Oddity] = field(default_factory=list)
     # "dispatch": one row per kernel dispatch (the canonical dispatch table).
     # "kernel": one row per kernel, pre-aggregated by the tool (rocprof --stats);

@@ -40,7 +40,7 @@ import numpy as np
 import pandas as pd
 
 from perfcheck.errors import InputError
-from perfcheck.ingest.formats import Format, Scan, Sniff, Want
+from perfcheck.ingest.formats import Format, Grouped, Scan, Sniff, Want
 from perfcheck.ingest.names import gnu_style
 from perfcheck.ingest.sqlitefile import Configs, Reader, quote, read_ranges, sniffed_tables
 from perfcheck.ingest.tabular import coerce_integers, cuda_arch
@@ -185,7 +185,7 @@ def _names_of(reader: Reader, ids: list[int], known: dict[int, str | None]) -> N
 
 
 def _fast_chunks(reader: Reader, path: Path, columns: list[str], name_id: str, devices: pd.DataFrame, want: Want,
-                 oddities: list[Oddity], slow_sql: str, untimed: list[int]) -> Iterator[pd.DataFrame]:
+                 oddities: list[Oddity], slow_sql: str, untimed: list[int]) -> Iterator[pd.DataFrame | Grouped]:
     series = [c for c in ("start", "end") if c in columns]
     if "correlation_id" in want and "correlationId" in columns:
         series.append("correlationId")
@@ -203,17 +203,29 @@ def _fast_chunks(reader: Reader, path: Path, columns: list[str], name_id: str, d
         return _frame(rows, devices, want, oddities, path), np.ones(len(new), dtype=bool)
 
     configs = Configs(build, lambda column: column in want)
+    # A grouped read takes the duration, computed by SQLite, instead of both timestamps.
+    spans = {"duration": (quote("end"), quote("start"))} if want.grouped else None
+    if want.grouped:
+        series = [c for c in series if c not in ("start", "end")]
     for part in read_ranges(reader, KERNELS, "", (), key=quote(name_id), series=[quote(c) for c in series],
-                            config=[quote(c) for c in config], rowid="rowid", size=CHUNK_ROWS):
+                            config=[quote(c) for c in config], rowid="rowid", size=CHUNK_ROWS, spans=spans):
         if not part.exact:  # NULLs, text or reals somewhere in the range: row by row
             for rows in reader.frames(KERNELS, slow_sql, (part.first, part.last), CHUNK_ROWS):
                 untimed[0] += int((rows["start"].isna() | rows["end"].isna()).sum())
                 yield _frame(rows, devices, want, oddities, path)
             continue
+        per_row = {_PER_ROW[column]: part.series[quote(column)] for column in series if _PER_ROW[column] in want}
+        if want.grouped:
+            if "duration" in part.series:  # in s, as dispatch.finish derives it from the timestamps
+                per_row["duration"] = part.series["duration"].astype("float64") * 1e-9
+            else:  # a negative timestamp in the range: finish reports it
+                per_row.update(start_ns=part.series[quote("start")], end_ns=part.series[quote("end")])
+            rows, group, _ = configs.grouped(part)
+            yield Grouped(rows, group, per_row)
+            continue
         frame, _ = configs.expand(part)
-        for column in series:
-            if _PER_ROW[column] in want:
-                frame[_PER_ROW[column]] = part.series[quote(column)]
+        for canonical, values in per_row.items():
+            frame[canonical] = values
         yield frame
 
 
@@ -268,7 +280,7 @@ def _scan(path: Path, want: Want) -> Scan:
     slow_sql = (f'SELECT {", ".join(f"K.{quote(c)}" for c in picked)}, S.value AS name FROM {KERNELS} K '
                 f"LEFT JOIN StringIds S ON S.id = K.{quote(name_id)} WHERE K.rowid BETWEEN ? AND ? ORDER BY K.rowid")
 
-    def chunks() -> Iterator[pd.DataFrame]:
+    def chunks() -> Iterator[pd.DataFrame | Grouped]:
         with Reader(path, _WHAT, _HINT) as reading:
             try:
                 untimed = [0]

@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from perfcheck.errors import InputError
-from perfcheck.ingest.formats import Format, Scan, Sniff, Want
+from perfcheck.ingest.formats import Format, Grouped, Scan, Sniff, Want
 from perfcheck.ingest.sqlitefile import Configs, Reader, quote, read_ranges, sniffed_tables
 from perfcheck.model import Oddity, Source
 from perfcheck.schema import raw
@@ -253,7 +253,7 @@ def _config_frame(session: _Session, configs: list[tuple], path: Path,
 
 
 def _fast_chunks(reader: Reader, guid: str, path: Path, want: Want, slow_sql: str, dropped: list[int],
-                 untimed: list[int]) -> Iterator[pd.DataFrame]:
+                 untimed: list[int]) -> Iterator[pd.DataFrame | Grouped]:
     session = _Session(reader, guid)
 
     # The stream only identifies a dispatch: read when asked for (a column costs the
@@ -262,24 +262,40 @@ def _fast_chunks(reader: Reader, guid: str, path: Path, want: Want, slow_sql: st
 
     def build(new: list[tuple]) -> tuple[pd.DataFrame, np.ndarray]:
         frame, in_view = _config_frame(session, new, path, config)
-        return frame.drop(columns=["correlation_id"]), in_view
+        # What differs per dispatch is taken from the range, not from a configuration
+        # (conform puts the columns back in order).
+        return frame.drop(columns=["correlation_id", *_SERIES.values()]), in_view
 
     configs = Configs(build, lambda column: column in want)
     # The timestamps always (a NULL one sends its range row by row, to be counted), the
     # dispatch id when asked for: each column read costs about a tenth of the scan.
-    series = [c for c, canonical in _SERIES.items() if c in ("start", '"end"') or canonical in want]
+    # A grouped read takes the duration, computed by SQLite, instead of both timestamps.
+    timestamps = ("start", '"end"')
+    series = [c for c, canonical in _SERIES.items()
+              if (c in timestamps and not want.grouped) or (c not in timestamps and canonical in want)]
+    spans = {"duration": ('"end"', "start")} if want.grouped else None
     for part in read_ranges(reader, "rocpd_kernel_dispatch", "guid = ?", (guid,), key="kernel_id",
-                            series=series, config=config, rowid="id", size=CHUNK_ROWS):
+                            series=series, config=config, rowid="id", size=CHUNK_ROWS, spans=spans):
         if not part.exact:  # NULLs, text or reals somewhere in the range: the view, row by row
             for rows in reader.frames("kernels", slow_sql, (guid, part.first, part.last), CHUNK_ROWS):
                 untimed[0] += int((rows["start"].isna() | rows["end"].isna()).sum())
                 yield _to_frame(rows, path)
             continue
+        per_row = {canonical: part.series[column] for column, canonical in _SERIES.items()
+                   if column in series and canonical in want}
+        if want.grouped:
+            if "duration" in part.series:  # in s, as dispatch.finish derives it from the timestamps
+                per_row["duration"] = part.series["duration"].astype("float64") * 1e-9
+            else:  # a negative timestamp in the range: finish reports it
+                per_row.update(start_ns=part.series["start"], end_ns=part.series['"end"'])
+            rows, group, keep = configs.grouped(part)
+            dropped[0] += int((~keep).sum())
+            yield Grouped(rows, group, {name: values[keep] for name, values in per_row.items()})
+            continue
         frame, keep = configs.expand(part)
         dropped[0] += int((~keep).sum())
-        for column, canonical in _SERIES.items():
-            if column in series and canonical in want:
-                frame[canonical] = part.series[column][keep]
+        for canonical, values in per_row.items():
+            frame[canonical] = values[keep]
         yield frame
 
 
@@ -313,7 +329,7 @@ def _scan(path: Path, want: Want) -> Scan:
     range_sql = f"SELECT {columns} FROM kernels WHERE guid = ? AND id BETWEEN ? AND ? ORDER BY id"
     session_sql = _KERNELS_SQL.format(columns=columns)
 
-    def chunks() -> Iterator[pd.DataFrame]:
+    def chunks() -> Iterator[pd.DataFrame | Grouped]:
         with Reader(path, "the rocpd database", _HINT) as reading:
             try:
                 for guid in guids:

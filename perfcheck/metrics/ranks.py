@@ -26,6 +26,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from perfcheck.ingest.formats import Grouped
+
 COLUMNS = ("ranks", "rank_duration_min", "rank_duration_median", "rank_duration_max", "rank_imbalance")
 
 
@@ -35,7 +37,11 @@ class RankSpread:
     def __init__(self) -> None:
         self._parts: list[pd.Series] = []
 
-    def add(self, chunk: pd.DataFrame) -> None:
+    def add(self, chunk: "pd.DataFrame | Grouped") -> None:
+        if isinstance(chunk, Grouped):
+            if "rank" not in chunk.rows.columns:
+                return  # nothing to spread: no frame per dispatch needed
+            chunk = chunk.frame()
         if chunk.empty or "rank" not in chunk.columns or "duration" not in chunk.columns or "kernel" not in chunk.columns:
             return
         part = pd.DataFrame({
