@@ -324,3 +324,10 @@ def test_a_suite_page_of_8_runs_stays_small() -> None:
     assert ("in step with duration (a constant times it or over it, so its chart is the duration chart's): "
             "duration_total, flop_rate, gips, hbm_bw_pct, roofline_pct") in html
     assert html.count("<summary>runs") == 5 * 2  # the runs tables of duration and hbm_bw only
+
+
+def test_chart_times_are_strftime_at_numpy_speed() -> None:
+    from perfcheck.history.chart import utc_minutes
+
+    times = pd.Series(pd.to_datetime([0.0, 1.5e9, 1.5e9 + 59.999, 1_767_225_599.5, 7.2e9], unit="s", utc=True))
+    assert utc_minutes(times) == [t.strftime("%Y-%m-%d %H:%M UTC") for t in times.tolist()]

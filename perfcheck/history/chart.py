@@ -124,6 +124,14 @@ def run_ticks(times: pd.Series, count: int = 5, *, room: float | None = None) ->
     return [(i, times.iloc[i].strftime(fmt)) for i in picks]
 
 
+def utc_minutes(times: pd.Series) -> list[str]:
+    """"2026-01-06 02:13 UTC" for each of ``times`` (UTC timestamps): what
+    ``strftime("%Y-%m-%d %H:%M UTC")`` gives, at numpy's speed (strftime was 40% of a
+    chart of a year of nightly runs)."""
+    minutes = np.asarray(times.to_numpy(dtype="datetime64[ns]")).astype("datetime64[m]")
+    return [f"{text[:10]} {text[11:]} UTC" for text in np.datetime_as_string(minutes, unit="m").tolist()]
+
+
 def _path(xs: np.ndarray, ys: np.ndarray) -> str:
     keep = np.isfinite(ys)
     if not keep.any():
@@ -247,10 +255,10 @@ def trend_svg(
     if "failed" in points:  # a check of that run failed on this value (limits not stored)
         outside |= points["failed"].fillna(False).to_numpy(dtype=bool)
     for x, y, when, value, commit, out_of_budget in zip(
-            xs.tolist(), ys.tolist(), times.tolist(), values.tolist(), commits, outside.tolist()):
+            xs.tolist(), ys.tolist(), utc_minutes(times), values.tolist(), commits, outside.tolist()):
         if not math.isfinite(y):
             continue
-        tip = f"{when.strftime('%Y-%m-%d %H:%M UTC')}" + (f", commit {commit}" if commit else "") \
+        tip = when + (f", commit {commit}" if commit else "") \
             + f": {format_value(value, unit)}" + (" (outside its budget)" if out_of_budget else "")
         fill = REGRESSION if out_of_budget else LINE
         out.append(f'<circle class="run" cx="{x:.1f}" cy="{y:.1f}" r="3.5" fill="{fill}" stroke="#fff">'

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from html import escape
 from pathlib import Path
@@ -585,24 +585,37 @@ def index_html(view: HistoryView) -> str:
 # --- the pages of a large store's site (``perfcheck.history.site`` writes them part by part) ---
 
 
-def kernel_html(view: HistoryView, *, suite: str, machine: str, kernel: str, back: str) -> str:
-    """One kernel's page: its charts as a suite page draws them (``back``: its suite's page)."""
+def kernel_groups(view: HistoryView) -> "Iterator[tuple[tuple[str, str], pd.DataFrame, pd.DataFrame]]":
+    """((machine, kernel), its rows, its change points) of each kernel of ``view``, in
+    page order, both frames made ready for ``kernel_html`` (``_normalised``) once for
+    the whole view: per kernel, pandas' fixed costs were most of a page's time."""
     series, changes = _normalised(view)
-    machines = sorted(series["machine"].unique())
-    runs = series["run"].nunique() if (series["run"] != "").any() else series["time"].nunique()
+    rows_of = series.groupby(["machine", "kernel"], sort=True).indices
+    changes_of = changes.groupby(["machine", "kernel"], sort=False).indices
+    empty = changes.iloc[:0]
+    for (machine, kernel), at in rows_of.items():
+        where = changes_of.get((machine, kernel))
+        yield (str(machine), str(kernel)), series.iloc[at], changes.iloc[where] if where is not None else empty
+
+
+def kernel_html(rows: pd.DataFrame, changes: pd.DataFrame, *, suite: str, machine: str, kernel: str, back: str,
+                title: str) -> str:
+    """One kernel's page (``kernel_groups`` gives its rows and change points): its charts
+    as a suite page draws them; ``back``: its suite's page."""
+    runs = rows["run"].nunique() if (rows["run"] != "").any() else rows["time"].nunique()
     body = [
         "<header>",
         f'<p><a href="index.html">&larr; all suites</a> &middot; <a href="{escape(back)}">suite {escape(suite)}</a></p>',
         f'<h1 class="kernel">{escape(kernel)}</h1>',
         f'<p class="meta">suite {escape(suite)}' + (f" on {escape(machine)}" if machine else "")
-        + f"; {runs} runs, {_when(series['time'].min())} to {_when(series['time'].max())} UTC</p>",
+        + f"; {runs} runs, {_when(rows['time'].min())} to {_when(rows['time'].max())} UTC</p>",
         "</header>",
         "<main>",
         legend_svg(),
-        *_sections(list(series.groupby(["machine", "kernel"], sort=True)), changes, machines)[1:],  # no contents
+        *_sections([((machine, kernel), rows)], changes, [machine])[1:],  # no table of contents
         "</main>",
     ]
-    return _page(f"{kernel} - {suite} - {view.title}", body)
+    return _page(f"{kernel} - {suite} - {title}", body)
 
 
 @dataclass(frozen=True)

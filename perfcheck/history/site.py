@@ -148,18 +148,16 @@ class _Writer:
             if suite in self.inline:
                 mine.frames.append(rows)
                 continue
-            for (machine, kernel), krows in rows.groupby(["machine", "kernel"], sort=True):
-                machine, kernel = str(machine), str(kernel)
-                own = here[(here["machine"] == machine) & (here["kernel"] == kernel)] if here is not None else \
-                    board.HistoryView(krows).changes
-                view = board.HistoryView(krows.rename(columns={"run_id": "run"}), own, self.title)
+            # the part's kernels made ready for their charts at once, then a page each
+            view = board.HistoryView(rows.rename(columns={"run_id": "run"}),
+                                     here if here is not None else board.HistoryView(rows).changes, self.title)
+            for (machine, kernel), krows, kchanges in board.kernel_groups(view):
                 self._write(kernel_file(suite, machine, kernel),
-                            board.kernel_html(view, suite=suite, machine=machine, kernel=kernel,
-                                              back=board.suite_file(suite)))
+                            board.kernel_html(krows, kchanges, suite=suite, machine=machine, kernel=kernel,
+                                              back=board.suite_file(suite), title=self.title))
                 self.kernel_pages += 1
-                opened = int((own["open"].fillna(False).astype(bool) & (own["kind"] == board.REGRESSION)).sum()) \
-                    if len(own) else 0
-                mine.kernels.append((machine, kernel, krows["metric"].nunique(), len(own), opened))
+                mine.kernels.append((machine, kernel, krows["metric"].nunique(), len(kchanges),
+                                     int(kchanges["open"].sum())))
 
     def link(self, row: object) -> str:
         """Where a row (suite, machine, kernel, metric) is charted."""
