@@ -95,7 +95,12 @@ def clean_stale_temps(folder: str | Path, name: str | None = None) -> list[Path]
             continue
         try:
             if not _pid_alive(int(match["pid"])) or now - path.stat().st_mtime > STALE_TEMP_SECONDS:
-                path.unlink()
+                if path.is_dir() and not path.is_symlink():  # a folder being built (new_directory_beside)
+                    import shutil
+
+                    shutil.rmtree(path)
+                else:
+                    path.unlink()
                 removed.append(path)
         except OSError:
             pass  # gone already, or not ours to remove
@@ -105,7 +110,9 @@ def clean_stale_temps(folder: str | Path, name: str | None = None) -> list[Path]
 def new_directory_beside(target: str | Path) -> Path:
     """An empty hidden directory next to ``target`` (same file system, so it can be
     renamed onto it: ``publish_directory``), named as ``temp_name`` names files."""
-    path = temp_name(Path(target))
+    target = Path(target)
+    clean_stale_temps(target.parent, target.name)  # what a killed run left
+    path = temp_name(target)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.mkdir()
     return path
@@ -129,7 +136,7 @@ def publish_directory(built: Path, target: str | Path) -> Path:
                 os.close(fd)
     old = None
     if target.is_dir() and any(target.iterdir()):
-        old = temp_name(target).with_suffix(".old")
+        old = temp_name(target)
         os.replace(target, old)
     elif target.is_dir():
         target.rmdir()

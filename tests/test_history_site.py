@@ -131,6 +131,9 @@ def test_the_site_is_replaced_whole_or_not_at_all(written: Path, tmp_path: Path,
     assert {p.name: p.read_bytes() for p in target.iterdir()} == before  # the old site, untouched
     assert sorted(p.name for p in tmp_path.iterdir()) == ["site", "small.sqlite"]  # no half-built folder left
     monkeypatch.setattr(board, "suite_html", real)
+    killed = tmp_path / ".site.999999999.0badc0de.tmp"  # a run killed while building (its pid is gone)
+    killed.mkdir()
+    (killed / "index.html").write_text("half")
     with open_store(small, create=False) as store:
         write_report(store, target, where={})
     # the new site whole, the old one's pages gone with it

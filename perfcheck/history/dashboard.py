@@ -394,6 +394,8 @@ def _units(series: pd.DataFrame) -> dict[tuple[str, str, str, str], str]:
 
 def _runs_table(points: pd.DataFrame, unit: str) -> str:
     recent = points.iloc[::-1].head(MAX_RUN_ROWS)
+    recent = recent[[c for c in ("time", "commit", "run", "value", "low", "high", "failed", "outside", "outcome")
+                     if c in recent.columns]]  # the columns read: itertuples costs a Series per column
     rows = []
     for row in recent.itertuples(index=False):
         judged = pd.notna(row.low) or pd.notna(row.high) or isinstance(getattr(row, "outcome", None), str)
@@ -493,8 +495,9 @@ def suite_html(view: HistoryView, suite: str) -> str:
     return _page(f"{suite} - {view.title}", body)
 
 
-def _sections(groups: list, my_changes: pd.DataFrame, machines: list[str]) -> list[str]:
-    """A table of contents and one section per (machine, kernel) of ``groups``."""
+def _sections(groups: list, my_changes: pd.DataFrame, machines: list[str], *, headings: bool = True) -> list[str]:
+    """A table of contents and one section per (machine, kernel) of ``groups``
+    (``headings``: each under its kernel's name; a kernel's own page has it as its title)."""
     toc = "".join(
         f'<li><a class="kernel" href="#{kernel_anchor(machine, kernel)}">{escape(kernel)}</a>'
         + (f" ({escape(machine)})" if len(machines) > 1 else "") + "</li>"
@@ -536,8 +539,8 @@ def _sections(groups: list, my_changes: pd.DataFrame, machines: list[str]) -> li
                          f'the duration chart\'s): {escape(", ".join(shown))}</p>')
             section += (f'<details class="more"><summary>{len(names)} more metrics ({escape(", ".join(names))})'
                         f'</summary>{same}<div class="charts">{"".join(figures[False])}</div></details>')
-        body.append(f'<section id="{kernel_anchor(machine, kernel)}"><h2 class="kernel">{heading}</h2>'
-                    f"{section}</section>")
+        body.append(f'<section id="{kernel_anchor(machine, kernel)}">'
+                    + (f'<h2 class="kernel">{heading}</h2>' if headings else "") + f"{section}</section>")
     return body
 
 
@@ -612,7 +615,7 @@ def kernel_html(rows: pd.DataFrame, changes: pd.DataFrame, *, suite: str, machin
         "</header>",
         "<main>",
         legend_svg(),
-        *_sections([((machine, kernel), rows)], changes, [machine])[1:],  # no table of contents
+        *_sections([((machine, kernel), rows)], changes, [machine], headings=False)[1:],  # no table of contents
         "</main>",
     ]
     return _page(f"{kernel} - {suite} - {title}", body)
