@@ -39,7 +39,7 @@ from perfcheck.errors import UsageError
 from perfcheck.history import dashboard as board
 from perfcheck.history.scan import ReportPass, digest_facts, grouping
 from perfcheck.history.store import BATCH_ROWS
-from perfcheck.metrics.timeline import is_timeline_name
+from perfcheck.progress import Progress
 
 if TYPE_CHECKING:
     from perfcheck.history.accepted import Acceptance
@@ -101,10 +101,12 @@ def write_report(store: "HistoryStore", directory: str | Path, *, where: Mapping
     inline = {str(s) for s, n in per_suite.items() if n <= inline_values}
     built = new_directory_beside(target)
     try:
-        writer = _Writer(built, inline, title)
-        report = ReportPass(store, where=where, last=last, accepted=accepted, rows=rows)
-        facts = digest_facts(report, title=title, each=writer.part)
-        pages = writer.finish(report, facts)
+        # minutes at a year of nights: "writing the dashboard: 6,400 of 32,000 series (20%), 41 s" on a terminal
+        with Progress("writing the dashboard", total=len(keys), unit="series") as progress:
+            writer = _Writer(built, inline, title, progress)
+            report = ReportPass(store, where=where, last=last, accepted=accepted, rows=rows)
+            facts = digest_facts(report, title=title, each=writer.part)
+            pages = writer.finish(report, facts)
         published = publish_directory(built, target)
     except BaseException:
         shutil.rmtree(built, ignore_errors=True)
@@ -125,16 +127,22 @@ class _Suite:
 
 
 class _Writer:
-    def __init__(self, folder: Path, inline: set[str], title: str) -> None:
-        self.folder, self.inline, self.title = folder, inline, title
+    def __init__(self, folder: Path, inline: set[str], title: str, progress: Progress) -> None:
+        self.folder, self.inline, self.title, self.progress = folder, inline, title, progress
         self.suites: dict[str, _Suite] = {}
         self.kernel_pages = 0
+        self.series = 0
 
     def _write(self, name: str, text: str) -> None:
         # inside the hidden folder: renamed into place whole, so no temp file per page
         (self.folder / name).write_text(text, encoding="utf-8")
 
     def part(self, part: pd.DataFrame, records: list[dict[str, object]]) -> None:
+        self._pages(part, records)
+        self.series += part.groupby(["machine", "suite", "kernel", "metric"], sort=False).ngroups
+        self.progress.update(self.series)
+
+    def _pages(self, part: pd.DataFrame, records: list[dict[str, object]]) -> None:
         changes = board.history_view(part.iloc[:0], records).changes if records else None
         for suite, rows in part.groupby("suite", sort=False):
             suite = str(suite)
