@@ -686,7 +686,7 @@ def index_page_html(suites: Sequence[SuiteSummary], opened: pd.DataFrame, facts:
         newest = latest.loc[latest["time"].idxmax()]
         meta += f", {_when(min(s.first for s in suites))} to {_when(latest['time'].max())} UTC"
         meta += f"; latest: {_when(newest['time'])}" + (f", commit {_commit(newest['commit'])}" if newest["commit"] else "")
-    worst = _worst_first(opened)
+    worst = largest_first(opened)
     listed = pd.concat([worst[worst["headline"]].head(rows), worst[~worst["headline"]].head(rows)])
     n_main = int(opened["headline"].sum())
     body = [
@@ -708,7 +708,7 @@ def overview_html(summary: SuiteSummary, opened: pd.DataFrame, changed: pd.DataF
     where listed), ``changed``: a row per series with change points (``changes``,
     ``regressions``, ``latest_pct``, ``latest_kind``, ``time``, ``commit``), ``outside``:
     the newest rows outside their budget. Each list: the worst ``rows``."""
-    worst = _worst_first(opened)
+    worst = largest_first(opened)
     listed = pd.concat([worst[worst["headline"]].head(rows), worst[~worst["headline"]].head(rows)])
     n_main = int(opened["headline"].sum())
     moved = changed.assign(size=changed["latest_pct"].abs().fillna(0.0)).sort_values(
@@ -830,7 +830,8 @@ def markdown_digest(view: HistoryView, *, link: str | None = None) -> str:
     return digest_text(DigestFacts.of(view), title=view.title, link=link)
 
 
-def _worst_first(found: pd.DataFrame) -> pd.DataFrame:
+def largest_first(found: pd.DataFrame) -> pd.DataFrame:
+    """Change rows by the size of their change, largest first (ties keep their order)."""
     order = found["change_pct"].abs().fillna(0.0).sort_values(ascending=False, kind="stable").index
     return found.loc[order].reset_index(drop=True)
 
@@ -839,14 +840,14 @@ def shown_in_digest(found: pd.DataFrame) -> pd.DataFrame:
     """The open regressions (``DigestFacts.open``) the digest's table lists, with their
     why: those on checked metrics and duration, worst first, the first MAX_DIGEST_ROWS
     (``perfcheck.history.scan`` diagnoses only these)."""
-    everything = _worst_first(found)
+    everything = largest_first(found)
     return everything[everything["headline"]].head(MAX_DIGEST_ROWS)
 
 
 def digest_text(facts: DigestFacts, *, title: str, link: str | None = None) -> str:
     """``markdown_digest`` of ``facts`` (``perfcheck.history.scan.digest`` sums them
     over a store part by part)."""
-    everything = _worst_first(facts.open)
+    everything = largest_first(facts.open)
     found, other = everything[everything["headline"]], everything[~everything["headline"]]
     latest = facts.latest
     outside = latest[latest["outside"]]

@@ -28,7 +28,6 @@ import re
 import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from html import escape
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -237,5 +236,5 @@ def _changed_series(changes: pd.DataFrame | None) -> pd.DataFrame:
 def _overview_rows(opened: pd.DataFrame) -> pd.DataFrame:
     """The open regressions an overview lists: the worst OVERVIEW_ROWS on checked metrics
     and duration, and the worst OVERVIEW_ROWS on the others."""
-    worst = board._worst_first(opened)
+    worst = board.largest_first(opened)
     return pd.concat([worst[worst["headline"]].head(OVERVIEW_ROWS), worst[~worst["headline"]].head(OVERVIEW_ROWS)])
