@@ -592,14 +592,14 @@ def _history_report(args: argparse.Namespace) -> int:
     from perfcheck.history import accepted, open_store
     from perfcheck.history.dashboard import digest_text
     from perfcheck.history.scan import digest
-    from perfcheck.history.site import check_target, write_report
+    from perfcheck.history.site import check_target, digest_inside, write_report
 
     if not args.html and not args.markdown:
         raise UsageError("history report: give --html DIR and/or --markdown FILE")
     if args.last is not None and args.last < 1:
         raise UsageError(f"--last must be 1 or more, not {args.last}")
     if args.html:
-        check_target(args.html)  # before the store is read
+        check_target(args.html, args.markdown)  # before the store is read
     path = _history_path(args)
     with open_store(path, create=False) as store:
         # part by part, bounded memory (perfcheck.history.scan, .site)
@@ -616,13 +616,14 @@ def _history_report(args: argparse.Namespace) -> int:
             print(f"perfcheck: digest: {args.markdown}", file=sys.stderr)
             return EXIT_OK
         site = write_report(store, args.html, where=where, chosen=chosen, last=args.last, accepted=read,
-                            title=args.title)
+                            title=args.title, digest=args.markdown, link=args.link)
     pages = site.pages
     print(f"perfcheck: dashboard: {pages[0]} and {len(pages) - 1} suite page{'s' if len(pages) != 2 else ''}"
           + (f", {site.kernel_pages} kernel page{'s' if site.kernel_pages != 1 else ''}" if site.kernel_pages else ""),
           file=sys.stderr)
     if args.markdown:
-        write_atomic(args.markdown, digest_text(site.facts, title=args.title, link=args.link))
+        if digest_inside(args.html, args.markdown) is None:  # else written with the site
+            write_atomic(args.markdown, digest_text(site.facts, title=args.title, link=args.link))
         print(f"perfcheck: digest: {args.markdown}", file=sys.stderr)
     return EXIT_OK
 

@@ -77,3 +77,13 @@ def test_a_small_store_gives_the_pages_of_the_whole_view(cli, store: Path, tmp_p
     for page in expected:
         assert (tmp_path / "site" / page.name).read_text() == page.read_text(), page.name
     assert (tmp_path / "digest.md").read_text() == markdown_digest(view)
+
+
+def test_the_digest_in_the_site_folder_is_written_with_it_night_after_night(cli, store: Path, tmp_path: Path) -> None:  # noqa: ANN001
+    """examples/slurm/nightly.sbatch: --html REPORT --markdown REPORT/nightly.md, every night."""
+    site = tmp_path / "report"
+    for _ in range(2):  # the second night replaces a site that holds the digest
+        result = cli("history", "report", "--history", store, "--html", site, "--markdown", site / "nightly.md")
+        assert result.code == 0, result.err
+        assert "**1 open regression**" in (site / "nightly.md").read_text()
+    assert sorted(p.name.split("-")[0] for p in site.iterdir()) == ["index.html", "nightly.md", "suite", "suite"]

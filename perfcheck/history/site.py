@@ -73,13 +73,24 @@ def kernels_file(suite: str) -> str:
     return board.suite_file(suite).replace("suite-", "kernels-", 1)
 
 
-def check_target(directory: str | Path) -> Path:
-    """``directory`` may be written: absent, empty, or a site this module wrote."""
+def digest_inside(directory: str | Path, digest: str | Path | None) -> str | None:
+    """The digest's file name when ``digest`` (``--markdown``) is a file of the site's
+    folder (``--html DIR --markdown DIR/nightly.md``): it is written with the site."""
+    if digest is None:
+        return None
+    path = Path(digest)
+    return path.name if path.parent.resolve() == Path(directory).resolve() else None
+
+
+def check_target(directory: str | Path, digest: str | Path | None = None) -> Path:
+    """``directory`` may be written: absent, empty, or a site this module wrote (with
+    the digest ``digest`` in it, see ``digest_inside``)."""
     target = Path(directory)
     if target.exists() and not target.is_dir():
         raise UsageError(f"--html {target}: not a directory")
     if target.is_dir():
-        foreign = [p.name for p in target.iterdir() if not _SITE_NAME.match(p.name)]
+        own = digest_inside(target, digest)
+        foreign = [p.name for p in target.iterdir() if not _SITE_NAME.match(p.name) and p.name != own]
         if foreign:
             raise UsageError(f"--html {target}: the directory holds other files ({', '.join(sorted(foreign)[:3])}"
                              f"{', ...' if len(foreign) > 3 else ''}); give a new or empty directory, or a site "
@@ -89,10 +100,14 @@ def check_target(directory: str | Path) -> Path:
 
 def write_report(store: "HistoryStore", directory: str | Path, *, where: Mapping[str, object],
                  chosen: pd.DataFrame | None = None, last: int | None = None, accepted: "Sequence[Acceptance]" = (),
-                 title: str = "perfcheck history", rows: int = BATCH_ROWS, inline_values: int = INLINE_VALUES) -> Site:
+                 title: str = "perfcheck history", rows: int = BATCH_ROWS, inline_values: int = INLINE_VALUES,
+                 digest: str | Path | None = None, link: str | None = None) -> Site:
     """The site of the series ``where`` selects (``store.batches`` filters; ``chosen``:
-    their names, ``store.series_keys()`` filtered) in ``directory``, and the digest's facts."""
-    target = check_target(directory)
+    their names, ``store.series_keys()`` filtered) in ``directory``, and the digest's facts.
+    ``digest``: the Markdown digest's path, written into the site when it is in its folder
+    (``link``: the digest's link to the site)."""
+    target = check_target(directory, digest)
+    own = digest_inside(target, digest)
     keys = chosen if chosen is not None else store.series_keys()  # type: ignore[attr-defined]
     runs = len(store.runs())  # type: ignore[attr-defined]
     runs = min(runs, last) if last is not None else runs
@@ -106,6 +121,8 @@ def write_report(store: "HistoryStore", directory: str | Path, *, where: Mapping
             report = ReportPass(store, where=where, last=last, accepted=accepted, rows=rows)
             facts = digest_facts(report, title=title, each=writer.part)
             pages = writer.finish(report, facts)
+            if own is not None:  # published with the pages, never a site without its digest
+                (built / own).write_text(board.digest_text(facts, title=title, link=link), encoding="utf-8")
         published = publish_directory(built, target)
     except BaseException:
         shutil.rmtree(built, ignore_errors=True)
