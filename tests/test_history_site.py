@@ -146,3 +146,16 @@ def test_a_folder_of_other_files_is_not_replaced(cli, large: Path, tmp_path: Pat
     (tmp_path / "notes.txt").write_text("mine")
     one_line_error(cli("history", "report", "--history", large, "--html", tmp_path), None, "holds other files")
     assert (tmp_path / "notes.txt").read_text() == "mine"
+
+
+def test_the_site_of_a_store_on_either_backend(store_at, tmp_path: Path) -> None:  # noqa: ANN001
+    """SQLite and PostgreSQL: the site written part by part is the whole view's site."""
+    from perfcheck.history.dashboard import history_view_of, write_site
+
+    location = fill_store(store_at())  # type: ignore[arg-type]
+    with open_store(location, create=False) as store:
+        done = write_report(store, tmp_path / "site", where={}, rows=30)  # a part per kernel
+        expected = write_site(history_view_of(store.series(), arches={}), tmp_path / "whole")
+    assert [p.name for p in done.pages] == [p.name for p in expected]
+    for page in expected:
+        assert (tmp_path / "site" / page.name).read_text() == page.read_text(), page.name
