@@ -159,3 +159,12 @@ def test_the_site_of_a_store_on_either_backend(store_at, tmp_path: Path) -> None
     assert [p.name for p in done.pages] == [p.name for p in expected]
     for page in expected:
         assert (tmp_path / "site" / page.name).read_text() == page.read_text(), page.name
+
+
+def test_many_series_of_few_runs_get_the_overview_too(large: Path, tmp_path: Path) -> None:
+    """2,000 series of 3 runs are 6,000 values, but 2,000 charts on one page (1.6 MB): a
+    suite is kept on one page only while it has few series too."""
+    with open_store(large, create=False) as store:
+        done = write_report(store, tmp_path / "site", where={}, last=3)
+    assert done.kernel_pages == KERNELS
+    assert (tmp_path / "site" / board.suite_file("big")).stat().st_size < 400_000

@@ -45,9 +45,11 @@ if TYPE_CHECKING:
     from perfcheck.history.backend import HistoryStore
     from perfcheck.history.dashboard import DigestFacts
 
-# A suite of at most this many values (series x runs) keeps one page with every chart:
-# about 200 bytes a drawn run, so at most ~2 MB.
+# A suite of at most this many values (series x runs) and series keeps one page with
+# every chart: about 200 bytes a drawn run and 3 KB a chart (its axes, its runs table's
+# head), so at most ~2 MB. (2,000 series of 3 runs made a page of 1.6 MB.)
 INLINE_VALUES = 10_000
+INLINE_SERIES = 150
 # Rows of each list on an overview page (worst first); the kernel pages have the rest.
 OVERVIEW_ROWS = 100
 # What a site folder may hold: the pages this module writes. A folder with anything
@@ -111,8 +113,8 @@ def write_report(store: "HistoryStore", directory: str | Path, *, where: Mapping
     keys = chosen if chosen is not None else store.series_keys()  # type: ignore[attr-defined]
     runs = len(store.runs())  # type: ignore[attr-defined]
     runs = min(runs, last) if last is not None else runs
-    per_suite = keys.groupby("suite").size() * runs
-    inline = {str(s) for s, n in per_suite.items() if n <= inline_values}
+    per_suite = keys.groupby("suite").size()
+    inline = {str(s) for s, n in per_suite.items() if n <= INLINE_SERIES and n * runs <= inline_values}
     built = new_directory_beside(target)
     try:
         # minutes at a year of nights: "writing the dashboard: 6,400 of 32,000 series (20%), 41 s" on a terminal
