@@ -186,10 +186,13 @@ def store_bytes(store: Path) -> int:
     return sum(p.stat().st_size for p in store.parent.glob(store.name + "*"))
 
 
-def html_bytes(site: Path) -> tuple[int, int]:
-    """(the largest page, all pages) of the dashboard."""
-    sizes = [p.stat().st_size for p in site.rglob("*") if p.is_file()] if site.exists() else [0]
-    return max(sizes), sum(sizes)
+def html_bytes(site: Path) -> tuple[int, int, int]:
+    """(the largest overview page: index.html or a suite's page, the largest page, all
+    pages) of the dashboard."""
+    files = [p for p in site.rglob("*") if p.is_file()] if site.exists() else []
+    sizes = [p.stat().st_size for p in files] or [0]
+    overview = [p.stat().st_size for p in files if p.name == "index.html" or p.name.startswith("suite-")] or [0]
+    return max(overview), max(sizes), sum(sizes)
 
 
 def profile_detect(store: Path, work: Path) -> None:
@@ -248,19 +251,20 @@ def main() -> int:
                 # detect's JSON is kept beside the other outputs (--keep: to compare two versions)
                 timed[name] = measure(argv, work, stdout=out / f"{name.replace(' ', '')}.out")
                 print(f"  {name:24} {timed[name].seconds:7.1f} s {timed[name].peak_rss / MB:7.0f} MB", flush=True)
-            page, site = html_bytes(out / "site")
-            rows.append((nights, timed, store_bytes(store), page, site))
+            overview, page, site = html_bytes(out / "site")
+            rows.append((nights, timed, store_bytes(store), overview, page, site))
             if not args.keep:
                 store.unlink()
                 shutil.rmtree(out)
                 if not args.workdir:
                     built.unlink()
         names = [name for name in rows[0][1]]
-        print("\n| nights | " + " | ".join(names) + " | store | largest page / site |")
+        print("\n| nights | " + " | ".join(names) + " | store | largest overview / page / site |")
         print("|---" * (len(names) + 3) + "|")
-        for nights, timed, size, page, site in rows:
+        for nights, timed, size, overview, page, site in rows:
             cells = [f"{timed[n].seconds:.1f} s, {timed[n].peak_rss / MB:.0f} MB" for n in names]
-            print(f"| {nights} | " + " | ".join(cells) + f" | {size / MB:.0f} MB | {page / MB:.1f} / {site / MB:.1f} MB |")
+            print(f"| {nights} | " + " | ".join(cells) + f" | {size / MB:.0f} MB | "
+                  f"{overview / MB:.2f} / {page / MB:.2f} / {site / MB:.1f} MB |")
     finally:
         if not args.keep and not args.workdir:
             shutil.rmtree(work, ignore_errors=True)

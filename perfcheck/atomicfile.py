@@ -95,8 +95,57 @@ def clean_stale_temps(folder: str | Path, name: str | None = None) -> list[Path]
             continue
         try:
             if not _pid_alive(int(match["pid"])) or now - path.stat().st_mtime > STALE_TEMP_SECONDS:
-                path.unlink()
+                if path.is_dir() and not path.is_symlink():  # a folder being built (new_directory_beside)
+                    import shutil
+
+                    shutil.rmtree(path)
+                else:
+                    path.unlink()
                 removed.append(path)
         except OSError:
             pass  # gone already, or not ours to remove
     return removed
+
+
+def new_directory_beside(target: str | Path) -> Path:
+    """An empty hidden directory next to ``target`` (same file system, so it can be
+    renamed onto it: ``publish_directory``), named as ``temp_name`` names files."""
+    target = Path(target)
+    clean_stale_temps(target.parent, target.name)  # what a killed run left
+    path = temp_name(target)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.mkdir()
+    return path
+
+
+def publish_directory(built: Path, target: str | Path) -> Path:
+    """Put the directory ``built`` (``new_directory_beside(target)``, complete) at
+    ``target`` by renames, so a reader sees the old directory or the new one, never
+    a part of it: an absent or empty ``target`` is replaced at once; an existing one
+    is first renamed aside, then removed. The caller decides whether ``target``'s
+    contents may go (``perfcheck.history.site`` replaces only a site it wrote)."""
+    import shutil
+
+    target = Path(target)
+    for path in built.rglob("*"):  # the pages on disk before the name points at them
+        if path.is_file():
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+    old = None
+    if target.is_dir() and any(target.iterdir()):
+        old = temp_name(target)
+        os.replace(target, old)
+    elif target.is_dir():
+        target.rmdir()
+    try:
+        os.replace(built, target)
+    except BaseException:
+        if old is not None:
+            os.replace(old, target)  # the old site back where it was
+        raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+    return target

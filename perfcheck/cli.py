@@ -623,38 +623,40 @@ def _history_accept(args: argparse.Namespace) -> int:
 def _history_report(args: argparse.Namespace) -> int:
     from perfcheck.atomicfile import write_atomic
     from perfcheck.history import accepted, open_store
-    from perfcheck.history.dashboard import history_view_of, markdown_digest, write_site
+    from perfcheck.history.dashboard import digest_text
     from perfcheck.history.scan import digest
+    from perfcheck.history.site import check_target, digest_inside, write_report
 
     if not args.html and not args.markdown:
         raise UsageError("history report: give --html DIR and/or --markdown FILE")
     if args.last is not None and args.last < 1:
         raise UsageError(f"--last must be 1 or more, not {args.last}")
+    if args.html:
+        check_target(args.html, args.markdown)  # before the store is read
     path = _history_path(args)
     with open_store(path, create=False, read_only=_history_read_only(args)) as store:
-        if not args.html:  # the digest alone: part by part, bounded memory
-            where, chosen = _resolved(args, store)
-            if not any(True for _ in store.batches(**where, last=args.last, rows=1)):
-                if len(chosen):
-                    _no_runs_in_window(args, chosen)
-                print(f"perfcheck: warning: {path}: no runs stored that match", file=sys.stderr)
+        # part by part, bounded memory (perfcheck.history.scan, .site)
+        where, chosen = _resolved(args, store)
+        if not any(True for _ in store.batches(**where, last=args.last, rows=1)):
+            if len(chosen):
+                _no_runs_in_window(args, chosen)
+            print(f"perfcheck: warning: {path}: no runs stored that match", file=sys.stderr)
+        read = accepted.read(_accepted_path(args))
+        if not args.html:
             write_atomic(args.markdown, digest(store, suites=where.get("suite"), machine=where.get("machine"),
                                                kernel=where.get("kernel"), metric=where.get("metric"), last=args.last,
-                                               accepted=accepted.read(_accepted_path(args)), title=args.title,
-                                               link=args.link))
+                                               accepted=read, title=args.title, link=args.link))
             print(f"perfcheck: digest: {args.markdown}", file=sys.stderr)
             return EXIT_OK
-        # the pages chart every series: the whole selection at once
-        frame = _selected(args, store, last=args.last)
-        arches = {slug: fp.get("arch", "") for slug, fp in store.machines().items()}
-    view = history_view_of(frame, arches=arches, accepted=accepted.read(_accepted_path(args)), title=args.title)
-    if view.series.empty:
-        print(f"perfcheck: warning: {path}: no runs stored that match", file=sys.stderr)
-    pages = write_site(view, args.html)
-    print(f"perfcheck: dashboard: {pages[0]} and {len(pages) - 1} suite page{'s' if len(pages) != 2 else ''}",
+        site = write_report(store, args.html, where=where, chosen=chosen, last=args.last, accepted=read,
+                            title=args.title, digest=args.markdown, link=args.link)
+    pages = site.pages
+    print(f"perfcheck: dashboard: {pages[0]} and {len(pages) - 1} suite page{'s' if len(pages) != 2 else ''}"
+          + (f", {site.kernel_pages} kernel page{'s' if site.kernel_pages != 1 else ''}" if site.kernel_pages else ""),
           file=sys.stderr)
     if args.markdown:
-        write_atomic(args.markdown, markdown_digest(view, link=args.link))
+        if digest_inside(args.html, args.markdown) is None:  # else written with the site
+            write_atomic(args.markdown, digest_text(site.facts, title=args.title, link=args.link))
         print(f"perfcheck: digest: {args.markdown}", file=sys.stderr)
     return EXIT_OK
 

@@ -89,3 +89,39 @@ def test_the_browser_check_sees_console_errors(tmp_path: Path, browser: Chromium
     assert "drawn wrong" in text and "notDefined" in text and "missing.png" in text, text
     assert loaded.overflows
     assert shutil.which(CHROMIUM)  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="module")
+def large_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A site of 2,000 series (perfcheck.history.site): an overview per suite, a page per kernel."""
+    from test_history_site import fill_large
+
+    from perfcheck.history.site import write_report
+
+    root = tmp_path_factory.mktemp("large")
+    with open_store(fill_large(root / "history.sqlite"), create=False) as store:
+        write_report(store, root / "site", where={})
+    return root / "site"
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_the_pages_of_a_large_store_render(large_site: Path, browser: Chromium, width: int) -> None:
+    from test_history_site import kernel
+
+    from perfcheck.history.dashboard import suite_file
+    from perfcheck.history.site import kernel_file, kernels_file
+
+    keep = os.environ.get("PERFCHECK_SCREENSHOTS")
+    for name in ("index.html", suite_file("big"), kernels_file("big"), kernel_file("big", "mi300x", kernel(30))):
+        loaded = browser.load((large_site / name).as_uri(), width=width)
+        assert loaded.errors == [], (name, loaded.errors)
+        assert not loaded.overflows, f"{name} is {loaded.scroll_width}px wide in a {loaded.inner_width}px window"
+        pixels = _pixels(loaded.png)
+        assert float((pixels.min(axis=2) < 235).mean()) > 0.02, f"{name} at {width}px looks blank"
+        if name.startswith("kernel-"):
+            assert _share_of(pixels, LINE) > 0.001 and _share_of(pixels, REGRESSION) > 0.0002, name
+        else:
+            assert _share_of(pixels, REGRESSION) > 0.0002, name  # the open regressions, in red
+        if keep:
+            Path(keep).mkdir(parents=True, exist_ok=True)
+            (Path(keep) / f"large-{name.split('-')[0].split('.')[0]}-{width}.png").write_bytes(loaded.png)

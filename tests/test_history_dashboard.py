@@ -324,3 +324,29 @@ def test_a_suite_page_of_8_runs_stays_small() -> None:
     assert ("in step with duration (a constant times it or over it, so its chart is the duration chart's): "
             "duration_total, flop_rate, gips, hbm_bw_pct, roofline_pct") in html
     assert html.count("<summary>runs") == 5 * 2  # the runs tables of duration and hbm_bw only
+
+
+def test_chart_times_are_strftime_at_numpy_speed() -> None:
+    from perfcheck.history.chart import utc_minutes
+
+    times = pd.Series(pd.to_datetime([0.0, 1.5e9, 1.5e9 + 59.999, 1_767_225_599.5, 7.2e9], unit="s", utc=True))
+    assert utc_minutes(times) == [t.strftime("%Y-%m-%d %H:%M UTC") for t in times.tolist()]
+
+
+def test_a_long_series_draws_its_line_and_only_the_points_that_matter() -> None:
+    """365 nightly runs in 426 viewBox units overlap: no point can be hovered; the chart
+    draws the line, the points outside the budget, the latest run and a lone value."""
+    runs = 365
+    values = np.full(runs, 1e-3)
+    values[100] = 2e-3  # outside the 1.5 ms budget
+    values[[199, 201]] = np.nan  # run 200 alone between two gaps
+    frame = pd.DataFrame({"time": pd.date_range("2026-01-01 02:00", periods=runs, freq="D", tz="UTC"),
+                          "value": values, "high": 1.5e-3, "low": np.nan})
+    page = Page(trend_svg(frame, unit="s", label="d"))
+    circles = page.find("circle", "run")
+    tips = [e.text for e in page.find("title") if "circle" in e.parents]
+    assert len(circles) == 3 and [c.attrs["fill"] for c in circles].count("#c62828") == 1
+    assert tips[0].startswith("2026-04-11 02:00 UTC: 2 ms (outside") and tips[-1].startswith("2026-12-31 02:00 UTC")
+    assert page.find("path", "series")[0].attrs["d"].count("M") == 3  # the line, broken at each gap
+    short = Page(trend_svg(frame.iloc[:120], unit="s", label="d"))
+    assert len(short.find("circle", "run")) == 120  # room for every point

@@ -59,3 +59,31 @@ def test_errors_are_one_line(cli, store: Path, tmp_path: Path) -> None:  # noqa:
     not_a_store = tmp_path / "results.csv"
     not_a_store.write_text("a,b\n1,2\n")
     one_line_error(cli("history", "report", "--history", not_a_store, "--html", tmp_path / "s"), not_a_store)
+
+
+def test_a_small_store_gives_the_pages_of_the_whole_view(cli, store: Path, tmp_path: Path) -> None:  # noqa: ANN001
+    """The report is written part by part now (perfcheck.history.site); a store this small
+    keeps one page per suite with every chart, byte for byte the pages of the whole view."""
+    from perfcheck.history import open_store
+    from perfcheck.history.dashboard import history_view_of, markdown_digest, write_site
+
+    result = cli("history", "report", "--history", store, "--html", tmp_path / "site", "--markdown",
+                 tmp_path / "digest.md", "--accepted", tmp_path / "none.toml")
+    assert result.code == 0, result.err
+    with open_store(store, create=False) as opened:
+        view = history_view_of(opened.series(), arches={s: f.get("arch", "") for s, f in opened.machines().items()})
+    expected = write_site(view, tmp_path / "whole")
+    assert sorted(p.name for p in (tmp_path / "site").iterdir()) == sorted(p.name for p in expected)
+    for page in expected:
+        assert (tmp_path / "site" / page.name).read_text() == page.read_text(), page.name
+    assert (tmp_path / "digest.md").read_text() == markdown_digest(view)
+
+
+def test_the_digest_in_the_site_folder_is_written_with_it_night_after_night(cli, store: Path, tmp_path: Path) -> None:  # noqa: ANN001
+    """examples/slurm/nightly.sbatch: --html REPORT --markdown REPORT/nightly.md, every night."""
+    site = tmp_path / "report"
+    for _ in range(2):  # the second night replaces a site that holds the digest
+        result = cli("history", "report", "--history", store, "--html", site, "--markdown", site / "nightly.md")
+        assert result.code == 0, result.err
+        assert "**1 open regression**" in (site / "nightly.md").read_text()
+    assert sorted(p.name.split("-")[0] for p in site.iterdir()) == ["index.html", "nightly.md", "suite", "suite"]

@@ -108,3 +108,29 @@ def test_the_digest_of_parts_is_the_digest_of_the_whole_view(store_at, last) -> 
             assert digest(store, last=last, title="nightly", link="https://ci.example/report", rows=rows) == whole
     assert "### Outside budget" in whole and "kern<03>" in whole
     assert "### Open regressions" in whole or last is not None
+
+
+def test_the_digest_diagnoses_only_the_rows_it_shows(store_at, monkeypatch) -> None:  # noqa: ANN001
+    """A whole-run step is a finding per kernel; the digest lists MAX_DIGEST_ROWS of them
+    with their why. It diagnoses those (it used to diagnose every finding), and its text
+    is the whole view's, the why of each listed row included."""
+    from perfcheck.history import dashboard, findings as findings_module
+    from perfcheck.history.dashboard import history_view_of, markdown_digest
+    from perfcheck.history.scan import digest
+
+    monkeypatch.setattr(dashboard, "MAX_DIGEST_ROWS", 1)
+    with open_store(store_at()) as store:
+        _fill(store)
+        view = history_view_of(store.series(), arches={"m1": "gfx90a", "m2": "gfx908"}, title="nightly")
+        whole = markdown_digest(view)
+        diagnosed = []
+        real = findings_module._diagnose
+        monkeypatch.setattr(findings_module, "_diagnose", 
+                            lambda head, frame, *a: (frame is not None and diagnosed.append(head)) or real(head, frame, *a))
+        assert digest(store, title="nightly", rows=90) == whole
+    table = whole.split("### Open regressions")[1].split("\n\n")[1]
+    listed = [line for line in table.splitlines() if line.startswith("| nightly |")]
+    assert len(listed) == 1 and listed[0].rstrip(" |").split("| ")[-1] != "-"  # with its why
+    assert "...and 1 more" in whole
+    # the listed row's kernel (its two changes), not each of the 12 kernels' findings
+    assert {cp.kernel for cp in diagnosed} == {"kern<03>"} and len(diagnosed) <= 2, diagnosed

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from html import escape
 from pathlib import Path
@@ -34,7 +34,7 @@ import pandas as pd
 
 from perfcheck import __version__
 from perfcheck.atomicfile import write_atomic
-from perfcheck.history.chart import legend_svg, trend_svg
+from perfcheck.history.chart import legend_svg, trend_svg, utc_minutes
 from perfcheck.metrics.timeline import is_timeline_name
 from perfcheck.report import mdescape
 from perfcheck.units import format_value
@@ -344,27 +344,35 @@ def budget_text(low: float, high: float, unit: str) -> str:
     return "-"
 
 
-def _regressions_section(found: pd.DataFrame, units: dict[tuple[str, str, str, str], str], *, with_suite: bool) -> str:
+def _regressions_section(found: pd.DataFrame, units: Mapping[tuple[str, str, str, str], str], *, with_suite: bool,
+                         link: "Callable[[object], str] | None" = None, total: tuple[int, int] | None = None) -> str:
     """The open regressions on headline metrics as a table; those on the other
     metrics (a slower kernel also moves its duration_max, duration_total, ...) in a
     collapsed table below it."""
     if found.empty:
         return '<p class="good">No open regressions.</p>'
     main, other = found[found["headline"]], found[~found["headline"]]
-    html = _regressions_table(main, units, with_suite=with_suite) if len(main) else \
+    # ``total``: the counts of which ``found`` lists the worst (an overview page)
+    n_main, n_other = total if total is not None else (len(main), len(other))
+    html = _regressions_table(main, units, with_suite=with_suite, link=link) if len(main) else \
         '<p class="good">No open regressions on checked metrics.</p>'
+    if n_main > len(main):
+        html += f'<p class="sub">The worst {len(main)} of {n_main}: the kernel pages have the rest.</p>'
     if len(other):
         names = ", ".join(sorted(other["metric"].astype(str).unique()))
-        html += (f'<details class="more"><summary>{len(other)} more on other metrics ({escape(names)})</summary>'
-                 + _regressions_table(other, units, with_suite=with_suite) + "</details>")
+        shown = f"{n_other} more on other metrics" + (f", the worst {len(other)} listed" if n_other > len(other) else "")
+        html += (f'<details class="more"><summary>{shown} ({escape(names)})</summary>'
+                 + _regressions_table(other, units, with_suite=with_suite, link=link) + "</details>")
     return html
 
 
-def _regressions_table(found: pd.DataFrame, units: dict[tuple[str, str, str, str], str], *, with_suite: bool) -> str:
+def _regressions_table(found: pd.DataFrame, units: Mapping[tuple[str, str, str, str], str], *, with_suite: bool,
+                       link: "Callable[[object], str] | None" = None) -> str:
     rows = []
     for row in found.itertuples(index=False):  # the table's rows: one string each
         unit = units.get((row.suite, row.machine, row.kernel, row.metric), "")
-        href = f"{suite_file(row.suite)}#{kernel_anchor(row.machine, row.kernel, row.metric)}"
+        href = link(row) if link is not None else \
+            f"{suite_file(row.suite)}#{kernel_anchor(row.machine, row.kernel, row.metric)}"
         cells = [f'<a class="kernel" href="{escape(href)}">{escape(row.kernel)}</a>', escape(row.metric)]
         if with_suite:
             cells.insert(0, f'<a href="{escape(suite_file(row.suite))}">{escape(row.suite)}</a>')
@@ -386,12 +394,17 @@ def _units(series: pd.DataFrame) -> dict[tuple[str, str, str, str], str]:
 
 def _runs_table(points: pd.DataFrame, unit: str) -> str:
     recent = points.iloc[::-1].head(MAX_RUN_ROWS)
+    recent = recent[[c for c in ("time", "commit", "run", "value", "low", "high", "failed", "outside", "outcome")
+                     if c in recent.columns]]  # the columns read: itertuples costs a Series per column
     rows = []
-    for row in recent.itertuples(index=False):
+    # _when of each time at numpy's speed (utc_minutes: strftime was a third of the table)
+    whens = [w[:-4] for w in utc_minutes(recent["time"])] if recent["time"].notna().all() else \
+        [_when(t) for t in recent["time"]]
+    for row, when in zip(recent.itertuples(index=False), whens):
         judged = pd.notna(row.low) or pd.notna(row.high) or isinstance(getattr(row, "outcome", None), str)
         state = ('<span class="bad">failed</span>' if row.failed else '<span class="bad">outside</span>'
                  if row.outside else "ok" if judged else "-")
-        rows.append([_when(row.time), _commit(row.commit), escape(str(row.run)) if row.run != "" else "-",
+        rows.append([when, _commit(row.commit), escape(str(row.run)) if row.run != "" else "-",
                      escape(format_value(row.value, unit)), escape(budget_text(row.low, row.high, unit)), state])
     more = f" (latest {MAX_RUN_ROWS} of {len(points)})" if len(points) > MAX_RUN_ROWS else ""
     return (f"<details><summary>runs{more}</summary>"
@@ -485,8 +498,13 @@ def suite_html(view: HistoryView, suite: str) -> str:
     return _page(f"{suite} - {view.title}", body)
 
 
-def _sections(groups: list, my_changes: pd.DataFrame, machines: list[str]) -> list[str]:
-    """A table of contents and one section per (machine, kernel) of ``groups``."""
+def _sections(groups: list, my_changes: pd.DataFrame, machines: list[str], *, headings: bool = True,
+              quiet_charts: bool = True) -> list[str]:
+    """A table of contents and one section per (machine, kernel) of ``groups``
+    (``headings``: each under its kernel's name; a kernel's own page has it as its title).
+    ``quiet_charts``: chart the other metrics without a change point or a value outside
+    their budget too; else they are a line each in a table (latest, lowest, highest):
+    a kernel page of a large store, where their charts were most of the time."""
     toc = "".join(
         f'<li><a class="kernel" href="#{kernel_anchor(machine, kernel)}">{escape(kernel)}</a>'
         + (f" ({escape(machine)})" if len(machines) > 1 else "") + "</li>"
@@ -498,16 +516,24 @@ def _sections(groups: list, my_changes: pd.DataFrame, machines: list[str]) -> li
         figures: dict[bool, list[str]] = {True: [], False: []}
         names: list[str] = []
         steady: list[str] = []  # "vgpr 52": the same in every run, no chart
-        derived = _follows_duration(rows)  # hbm_bw, flop_rate, ...: the duration chart says it
+        quiet: list[list[str]] = []  # without quiet_charts: "hbm_bw, latest, lowest, highest"
+        # hbm_bw, flop_rate, ...: the duration chart says it
+        derived = _follows_duration(rows) if quiet_charts else set()
+        mine = my_changes[(my_changes["machine"] == machine) & (my_changes["kernel"] == kernel)]
         for (headline, metric), points in rows.groupby(["headline", "metric"], sort=True):
-            here = my_changes[(my_changes["machine"] == machine) & (my_changes["kernel"] == kernel)
-                              & (my_changes["metric"] == metric)]
+            here = mine[mine["metric"] == metric]
             if not headline:
                 names.append(str(metric))
                 if _unchanged(points, here):
                     unit = str(points["unit"].iloc[-1])
                     value = format_value(float(points["value"].iloc[-1]), unit)
                     steady.append(f"{escape(str(metric))} {escape(value)}")
+                    continue
+                if not quiet_charts and here.empty and not points["outside"].any():
+                    unit = str(points["unit"].iloc[-1])
+                    values = points["value"].astype(float)
+                    quiet.append([escape(str(metric))] + [escape(format_value(float(v), unit))
+                                                          for v in (values.iloc[-1], values.min(), values.max())])
                     continue
                 if metric in derived and here.empty and not points["outside"].any():
                     continue  # its own change point or a value out of budget still gets a chart
@@ -526,10 +552,13 @@ def _sections(groups: list, my_changes: pd.DataFrame, machines: list[str]) -> li
             if shown:
                 same += (f'<p class="sub">in step with duration (a constant times it or over it, so its chart is '
                          f'the duration chart\'s): {escape(", ".join(shown))}</p>')
+            if quiet:
+                same += (f'<p class="sub">no change point, within budget in all {rows["time"].nunique()} runs:</p>'
+                         + _table(["metric", "latest", "lowest", "highest"], quiet, numeric=(1, 2, 3), cls="quiet"))
             section += (f'<details class="more"><summary>{len(names)} more metrics ({escape(", ".join(names))})'
                         f'</summary>{same}<div class="charts">{"".join(figures[False])}</div></details>')
-        body.append(f'<section id="{kernel_anchor(machine, kernel)}"><h2 class="kernel">{heading}</h2>'
-                    f"{section}</section>")
+        body.append(f'<section id="{kernel_anchor(machine, kernel)}">'
+                    + (f'<h2 class="kernel">{heading}</h2>' if headings else "") + f"{section}</section>")
     return body
 
 
@@ -572,6 +601,169 @@ def index_html(view: HistoryView) -> str:
         "</main>",
     ]
     return _page(view.title, body)
+
+
+# --- the pages of a large store's site (``perfcheck.history.site`` writes them part by part) ---
+
+
+def kernel_groups(view: HistoryView) -> "Iterator[tuple[tuple[str, str], pd.DataFrame, pd.DataFrame]]":
+    """((machine, kernel), its rows, its change points) of each kernel of ``view``, in
+    page order, both frames made ready for ``kernel_html`` (``_normalised``) once for
+    the whole view: per kernel, pandas' fixed costs were most of a page's time."""
+    series, changes = _normalised(view)
+    rows_of = series.groupby(["machine", "kernel"], sort=True).indices
+    changes_of = changes.groupby(["machine", "kernel"], sort=False).indices
+    empty = changes.iloc[:0]
+    for (machine, kernel), at in rows_of.items():
+        where = changes_of.get((machine, kernel))
+        yield (str(machine), str(kernel)), series.iloc[at], changes.iloc[where] if where is not None else empty
+
+
+def kernel_html(rows: pd.DataFrame, changes: pd.DataFrame, *, suite: str, machine: str, kernel: str, back: str,
+                title: str) -> str:
+    """One kernel's page (``kernel_groups`` gives its rows and change points): its charts
+    as a suite page draws them; ``back``: its suite's page."""
+    runs = rows["run"].nunique() if (rows["run"] != "").any() else rows["time"].nunique()
+    body = [
+        "<header>",
+        f'<p><a href="index.html">&larr; all suites</a> &middot; <a href="{escape(back)}">suite {escape(suite)}</a></p>',
+        f'<h1 class="kernel">{escape(kernel)}</h1>',
+        f'<p class="meta">suite {escape(suite)}' + (f" on {escape(machine)}" if machine else "")
+        + f"; {runs} runs, {_when(rows['time'].min())} to {_when(rows['time'].max())} UTC</p>",
+        "</header>",
+        "<main>",
+        legend_svg(),
+        # no table of contents; the quiet metrics in a table (a page per kernel of a large store)
+        *_sections([((machine, kernel), rows)], changes, [machine], headings=False, quiet_charts=False)[1:],
+        "</main>",
+    ]
+    return _page(f"{kernel} - {suite} - {title}", body)
+
+
+@dataclass(frozen=True)
+class SuiteSummary:
+    """A suite's line on the index and the head of its overview, summed part by part."""
+
+    suite: str
+    runs: int
+    first: pd.Timestamp
+    latest: pd.Timestamp
+    machines: tuple[str, ...]
+    kernels: int  # not counting the run's timeline rows (@run, range:...)
+    series: int
+    outside: int  # series whose latest value is outside its budget
+    newest_commit: str
+
+
+def summaries(facts: "DigestFacts", runs: Mapping[str, int], firsts: Mapping[str, pd.Timestamp]) -> list[SuiteSummary]:
+    """Each suite's summary from the digest's facts (the newest row of every series),
+    its number of runs and the time of its oldest."""
+    latest = facts.latest
+    out = []
+    for suite, mine in latest.groupby("suite", sort=True):
+        newest = mine.loc[mine["time"].idxmax()]
+        kernels = mine.loc[~mine["kernel"].astype(str).map(is_timeline_name), ["machine", "kernel"]].drop_duplicates()
+        out.append(SuiteSummary(str(suite), int(runs.get(str(suite), 0)), firsts[str(suite)], mine["time"].max(),
+                                tuple(sorted(m for m in mine["machine"].unique() if m)), len(kernels), len(mine),
+                                int(mine["outside"].sum()), str(newest["commit"])))
+    return out
+
+
+def index_page_html(suites: Sequence[SuiteSummary], opened: pd.DataFrame, facts: "DigestFacts", *,
+                    link: "Callable[[object], str]", title: str, rows: int) -> str:
+    """``index_html`` from summed facts: the open regressions (the worst ``rows``
+    listed; ``opened``: every open regression, ``why`` filled where listed), a line per suite."""
+    latest = facts.latest
+    lines = []
+    for s in suites:
+        n_open = int(((opened["suite"] == s.suite) & opened["headline"]).sum())
+        lines.append([f'<a href="{escape(suite_file(s.suite))}">{escape(s.suite)}</a>', str(s.kernels), str(s.series),
+                      str(s.runs), f"{_when(s.latest)} {_commit(s.newest_commit)}",
+                      f'<span class="bad">{n_open}</span>' if n_open else "0",
+                      f'<span class="bad">{s.outside}</span>' if s.outside else "0"])
+    meta = f"{len(facts.runs)} runs"
+    if len(latest):
+        newest = latest.loc[latest["time"].idxmax()]
+        meta += f", {_when(min(s.first for s in suites))} to {_when(latest['time'].max())} UTC"
+        meta += f"; latest: {_when(newest['time'])}" + (f", commit {_commit(newest['commit'])}" if newest["commit"] else "")
+    worst = largest_first(opened)
+    listed = pd.concat([worst[worst["headline"]].head(rows), worst[~worst["headline"]].head(rows)])
+    n_main = int(opened["headline"].sum())
+    body = [
+        "<header>", f"<h1>{escape(title)}</h1>", f'<p class="meta">{meta}</p>', "</header>", "<main>",
+        f"<h2>Open regressions ({n_main})</h2>",
+        _regressions_section(listed, facts.units, with_suite=True, link=link, total=(n_main, len(opened) - n_main)),
+        "<h2>Suites</h2>",
+        _table(["suite", "kernels", "series", "runs", "latest run", "open regressions", "outside budget"], lines,
+               numeric=(1, 2, 3, 5, 6), cls="suites") if lines else "<p>No runs recorded yet.</p>",
+        "</main>",
+    ]
+    return _page(title, body)
+
+
+def overview_html(summary: SuiteSummary, opened: pd.DataFrame, changed: pd.DataFrame, outside: pd.DataFrame,
+                  units: Mapping[tuple[str, str, str, str], str], *, link: "Callable[[object], str]",
+                  kernels_page: str, title: str, rows: int) -> str:
+    """A large suite's page: only what moved. ``opened``: its open regressions (``why``
+    where listed), ``changed``: a row per series with change points (``changes``,
+    ``regressions``, ``latest_pct``, ``latest_kind``, ``time``, ``commit``), ``outside``:
+    the newest rows outside their budget. Each list: the worst ``rows``."""
+    worst = largest_first(opened)
+    listed = pd.concat([worst[worst["headline"]].head(rows), worst[~worst["headline"]].head(rows)])
+    n_main = int(opened["headline"].sum())
+    moved = changed.assign(size=changed["latest_pct"].abs().fillna(0.0)).sort_values(
+        "size", ascending=False, kind="stable").head(rows)
+    moved_rows = [[f'<a class="kernel" href="{escape(link(r))}">{escape(r.kernel)}</a>', escape(r.metric),
+                   escape(r.machine) or "-", str(r.changes), f"{_when(r.time)} {_commit(r.commit)}",
+                   _change(r.latest_pct, r.latest_kind)] for r in moved.itertuples(index=False)]
+    out_rows = [[f'<a class="kernel" href="{escape(link(r))}">{escape(r.kernel)}</a>', escape(r.metric),
+                 escape(format_value(r.value, r.unit)), escape(budget_text(r.low, r.high, r.unit)),
+                 '<span class="bad">failed</span>' if r.failed else '<span class="bad">outside</span>']
+                for r in outside.head(rows).itertuples(index=False)]
+    body = [
+        "<header>",
+        '<p><a href="index.html">&larr; all suites</a></p>',
+        f"<h1>Suite {escape(summary.suite)}</h1>",
+        f'<p class="meta">{summary.runs} runs, {_when(summary.first)} to {_when(summary.latest)} UTC'
+        + (f"; machines: {escape(', '.join(summary.machines))}" if summary.machines else "")
+        + f'; {summary.kernels} kernels, {summary.series} series: <a href="{escape(kernels_page)}">every kernel</a>'
+        + "</p>",
+        "</header>",
+        "<main>",
+        f"<h2>Open regressions ({n_main})</h2>",
+        _regressions_section(listed, units, with_suite=False, link=link, total=(n_main, len(opened) - n_main)),
+        f"<h2>Series that changed ({len(changed)})</h2>",
+        (_table(["kernel", "metric", "machine", "change points", "latest since (run, commit)", "latest change"],
+                moved_rows, numeric=(3, 5), cls="changed")
+         + (f'<p class="sub">The {len(moved)} largest latest changes of {len(changed)}.</p>'
+            if len(changed) > len(moved) else "")) if len(changed) else '<p class="good">No change points.</p>',
+        f"<h2>Outside budget in the latest run ({len(outside)})</h2>",
+        (_table(["kernel", "metric", "value", "budget", "status"], out_rows, numeric=(2,), cls="outside")
+         + (f'<p class="sub">The first {rows} of {len(outside)}.</p>' if len(outside) > rows else ""))
+        if len(outside) else '<p class="good">Every latest value within its budget.</p>',
+        "</main>",
+    ]
+    return _page(f"{summary.suite} - {title}", body)
+
+
+def kernels_html(summary: SuiteSummary, kernels: pd.DataFrame, *, link: "Callable[[object], str]", title: str) -> str:
+    """Every kernel of a large suite, a line each (``kernels``: ``machine``, ``kernel``,
+    ``metrics``, ``changes``, ``open``), linked to its page."""
+    rows = [[f'<a class="kernel" href="{escape(link(r))}">{escape(r.kernel)}</a>', escape(r.machine) or "-",
+             str(r.metrics), str(r.changes), f'<span class="bad">{r.open}</span>' if r.open else "0"]
+            for r in kernels.itertuples(index=False)]
+    body = [
+        "<header>",
+        f'<p><a href="index.html">&larr; all suites</a> &middot; <a href="{escape(suite_file(summary.suite))}">'
+        f"suite {escape(summary.suite)}</a></p>",
+        f"<h1>Kernels of suite {escape(summary.suite)} ({len(kernels)})</h1>",
+        "</header>",
+        "<main>",
+        _table(["kernel", "machine", "metrics", "change points", "open regressions"], rows, numeric=(2, 3, 4),
+               cls="kernels"),
+        "</main>",
+    ]
+    return _page(f"kernels of {summary.suite} - {title}", body)
 
 
 def write_site(view: HistoryView, directory: str | Path) -> list[Path]:
@@ -638,11 +830,24 @@ def markdown_digest(view: HistoryView, *, link: str | None = None) -> str:
     return digest_text(DigestFacts.of(view), title=view.title, link=link)
 
 
+def largest_first(found: pd.DataFrame) -> pd.DataFrame:
+    """Change rows by the size of their change, largest first (ties keep their order)."""
+    order = found["change_pct"].abs().fillna(0.0).sort_values(ascending=False, kind="stable").index
+    return found.loc[order].reset_index(drop=True)
+
+
+def shown_in_digest(found: pd.DataFrame) -> pd.DataFrame:
+    """The open regressions (``DigestFacts.open``) the digest's table lists, with their
+    why: those on checked metrics and duration, worst first, the first MAX_DIGEST_ROWS
+    (``perfcheck.history.scan`` diagnoses only these)."""
+    everything = largest_first(found)
+    return everything[everything["headline"]].head(MAX_DIGEST_ROWS)
+
+
 def digest_text(facts: DigestFacts, *, title: str, link: str | None = None) -> str:
     """``markdown_digest`` of ``facts`` (``perfcheck.history.scan.digest`` sums them
     over a store part by part)."""
-    order = facts.open["change_pct"].abs().fillna(0.0).sort_values(ascending=False, kind="stable").index
-    everything = facts.open.loc[order].reset_index(drop=True)
+    everything = largest_first(facts.open)
     found, other = everything[everything["headline"]], everything[~everything["headline"]]
     latest = facts.latest
     outside = latest[latest["outside"]]
@@ -667,7 +872,7 @@ def digest_text(facts: DigestFacts, *, title: str, link: str | None = None) -> s
         lines += ["", "### Open regressions", "",
                   "| suite | kernel | metric | since | before | after | change | why |",
                   "|---|---|---|---|---:|---:|---:|---|"]
-        for row in found.head(MAX_DIGEST_ROWS).itertuples(index=False):
+        for row in shown_in_digest(facts.open).itertuples(index=False):
             unit = units.get((row.suite, row.machine, row.kernel, row.metric), "")
             since = _when(row.time) + (f" {_md_code(row.commit[:12])}" if row.commit else "")
             lines.append(f"| {_md(row.suite)} | {_md_code(row.kernel)} | {_md(row.metric)} | {since} | "

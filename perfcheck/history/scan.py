@@ -21,7 +21,7 @@ change points, then again only for the kernels that have one, to group and diagn
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -32,6 +32,7 @@ from perfcheck.history.store import BATCH_ROWS, concat_batches
 if TYPE_CHECKING:
     import pandas as pd
 
+    from perfcheck.history.dashboard import DigestFacts
     from perfcheck.history.accepted import Acceptance
     from perfcheck.history.backend import HistoryStore
     from perfcheck.history.lifecycle import State
@@ -162,35 +163,169 @@ def _with_timeline(store: "HistoryStore", part: "pd.DataFrame", points: Sequence
     return pd.concat([part, *extra], ignore_index=True) if extra else part
 
 
+class ReportPass:
+    """One read of the store for ``history report``: each part (``HistoryStore.batches``)
+    with its change points and their lifecycle, as ``scan`` finds them; then, from what
+    the pass gathered, the findings' grouping (``grouped``) and the diagnosis of just the
+    findings a page shows (``diagnosed``).
+
+    ``scan`` reads the store twice and diagnoses every finding (a whole-run step is one
+    per kernel: 2,000 at 2,000 kernels) although the digest shows 20; a report reads it
+    once, groups every change point (no values needed) and diagnoses only what it shows,
+    reading those kernels again."""
+
+    def __init__(self, store: "HistoryStore", *, where: Mapping[str, object], last: int | None,
+                 accepted: "Sequence[Acceptance]" = (), rows: int = BATCH_ROWS) -> None:
+        self.store, self.where, self.last, self.accepted, self.rows = store, dict(where), last, accepted, rows
+        self.points: list[ChangePoint] = []
+        self.states: dict[ChangePoint, State] = {}
+        self._firsts: list[pd.DataFrame] = []
+        self._kernels: Counter[tuple[str, str, str]] = Counter()
+        self._timelines: dict[tuple[str, str], set[str]] = {}
+        self._context: Context | None = None
+        self._grouped: list[Finding] | None = None
+
+    def parts(self) -> "Iterator[tuple[pd.DataFrame, list[ChangePoint]]]":
+        """Each part and its change points (lifecycle in ``states``), as ``scan`` finds them."""
+        import pandas as pd
+
+        from perfcheck.history import lifecycle
+        from perfcheck.history.changepoints import MIN_AFTER, P_VALUE, WINDOW
+
+        for part in self.store.batches(**self.where, last=self.last, rows=self.rows):  # type: ignore[attr-defined]
+            self._firsts.append(part.drop_duplicates(["machine", "suite", "run_id"])[["machine", "suite", "run_id",
+                                                                                       "time"]])
+            counts = part.groupby(["machine", "suite", "metric"], sort=False)["kernel"].nunique()
+            self._kernels.update({tuple(map(str, k)): int(v) for k, v in counts.items()})
+            runs_rows = part[part["kernel"].astype(str).str.startswith("@run")].drop_duplicates(["machine", "suite",
+                                                                                                 "kernel"])
+            for m, s, k in runs_rows[["machine", "suite", "kernel"]].itertuples(index=False, name=None):
+                self._timelines.setdefault((str(m), str(s)), set()).add(str(k))
+            found = detect(part, p=P_VALUE, min_after=MIN_AFTER, window=WINDOW)
+            if found:
+                # the lifecycle reads only the series that have a change point
+                keys = {(cp.machine, cp.suite, cp.kernel, cp.metric) for cp in found}
+                mine = pd.MultiIndex.from_frame(part[list(KEY)].astype(str)).isin(list(keys))
+                self.states.update((st.point, st) for st in lifecycle.states(found, part[mine], self.accepted, last=3))
+            self.points.extend(found)
+            yield part, found
+
+    def records(self, points: Sequence[ChangePoint]) -> list[dict[str, object]]:
+        """``points`` as the dashboard's change rows, each regression open or not."""
+        return [{**cp.as_dict(), "open": self.states[cp].open if cp in self.states else False} for cp in points]
+
+    @property
+    def context(self) -> Context:
+        import pandas as pd
+
+        if self._context is None:
+            self._context = Context(run_positions(pd.concat(self._firsts, ignore_index=True) if self._firsts else None),
+                                    whole_runs(self.points, self._kernels))
+        return self._context
+
+    def grouped(self) -> list[Finding]:
+        """Every change point of the pass in its finding (headline, also moved), not diagnosed."""
+        from perfcheck.history.findings import ALL
+
+        if self._grouped is None:
+            self._grouped = findings(self.points, None, select=ALL, context=self.context)  # type: ignore[arg-type]
+        return self._grouped
+
+    def diagnosed(self, heads: Iterable[Finding]) -> dict[ChangePoint, Finding]:
+        """The findings ``heads`` (from ``grouped``) with their diagnosis, by headline:
+        their kernels read again (with the run's timeline rows a range's diagnosis reads),
+        each kernel's findings made as ``scan`` makes them."""
+        from perfcheck.history.findings import ALL
+
+        heads = list(heads)
+        by_kernel: dict[tuple[str, str, str], list[ChangePoint]] = {}
+        for cp in self.points:
+            by_kernel.setdefault((cp.machine, cp.suite, cp.kernel), []).append(cp)
+        wanted = sorted({(f.machine, f.suite, f.kernel) for f in heads if f.kernel != RUN_WIDE})
+        out: dict[ChangePoint, Finding] = {}
+        if not wanted:
+            return out
+        arches = {slug: fp.get("arch", "") for slug, fp in self.store.machines().items()}  # type: ignore[attr-defined]
+        names = sorted({k for _, _, k in wanted})
+        chosen = set(wanted)
+        where = {**self.where, "kernel": names}
+        for part in self.store.batches(**where, last=self.last, rows=self.rows):  # type: ignore[attr-defined]
+            here = part.drop_duplicates(["machine", "suite", "kernel"])[["machine", "suite", "kernel"]]
+            mine = [cp for key in here.itertuples(index=False, name=None) if key in chosen
+                    for cp in by_kernel.get(key, [])]
+            if mine:
+                frame = _with_timeline(self.store, part, mine, self._timelines, since=None, last=self.last)
+                for f in findings(mine, frame, select=ALL, arches=arches, context=self.context):
+                    out[f.headline] = f
+        return out
+
+
+def grouping(changes: "pd.DataFrame", found: Sequence[Finding],
+             diagnosed: Mapping[ChangePoint, Finding] | None = None) -> "pd.DataFrame":
+    """``changes`` (the dashboard's change rows, with ``run_id``) with the ``also``,
+    ``why`` and ``member`` columns ``dashboard.history_view`` gives them from ``found``
+    (``why``: of the findings in ``diagnosed``, else empty)."""
+    import pandas as pd
+
+    from perfcheck.history.listing import also_text, why_text
+
+    key = ["machine", "suite", "kernel", "metric", "run_id"]
+    done = diagnosed or {}
+    heads = pd.DataFrame([(f.machine, f.suite, f.kernel, f.headline.metric, f.headline.run_id, also_text(f),
+                           why_text(done[f.headline]) if f.headline in done else "") for f in found],
+                         columns=[*key, "also", "why"])
+    members = pd.DataFrame([(cp.machine, cp.suite, cp.kernel, cp.metric, cp.run_id) for f in found for cp in f.also],
+                           columns=key).assign(member=True)
+    out = changes.drop(columns=["also", "why", "member"], errors="ignore")
+    out = out.merge(heads.drop_duplicates(key), on=key, how="left").merge(members.drop_duplicates(key), on=key,
+                                                                         how="left")
+    out["member"] = out["member"].fillna(False).astype(bool)
+    for name in ("also", "why"):
+        out[name] = out[name].fillna("").astype(str)
+    return out
+
+
 def digest(store: "HistoryStore", *, suites: Sequence[str] | None = None, machine: Sequence[str] | str | None = None,
            kernel: Sequence[str] | None = None, metric: Sequence[str] | None = None, last: int | None = None,
            accepted: "Sequence[Acceptance]" = (), title: str = "perfcheck history", link: str | None = None,
            rows: int = BATCH_ROWS) -> str:
-    """``dashboard.markdown_digest(dashboard.history_view_of(...))`` part by part: the change
-    points and findings of ``scan`` (every metric, as the dashboard shows them, each
-    regression open, accepted or recovered by ``accepted``), then each part's series with
-    its own findings as a view, summed (``DigestFacts``)."""
-    from perfcheck.history.changepoints import MIN_AFTER, P_VALUE, WINDOW
-    from perfcheck.history.dashboard import DigestFacts, digest_text, history_view
-    from perfcheck.history.findings import ALL
+    """``dashboard.markdown_digest(dashboard.history_view_of(...))`` in one read of the
+    store (``ReportPass``): each part's facts (open regressions, newest rows, units, runs)
+    summed (``DigestFacts``), then the findings' grouping over every change point (which
+    open regressions are listed inside another one's "also moved"), then the diagnosis
+    of the rows the digest shows only."""
+    from perfcheck.history.dashboard import digest_text
 
     where = {"machine": machine, "suite": list(suites) if suites else None, "kernel": kernel, "metric": metric}
-    arches = {slug: fp.get("arch", "") for slug, fp in store.machines().items()}
-    done = scan(store, **where, p=P_VALUE, min_after=MIN_AFTER, window=WINDOW, last=None, tail=last, select=ALL,
-                arches=arches, accepted=accepted, rows=rows)
-    points: dict[tuple[str, str, str], list[dict[str, object]]] = {}
-    for cp in done.points:
-        state = done.states.get(cp)
-        points.setdefault((cp.machine, cp.suite, cp.kernel), []).append(
-            {**cp.as_dict(), "open": state.open if state is not None else False})
-    found: dict[tuple[str, str, str], list[Finding]] = {}
-    for f in done.found:
-        found.setdefault((f.machine, f.suite, f.kernel), []).append(f)
+    report = ReportPass(store, where=where, last=last, accepted=accepted, rows=rows)
+    facts = digest_facts(report, title=title)
+    return digest_text(facts, title=title, link=link)
+
+
+def digest_facts(report: ReportPass, *, title: str = "perfcheck history",
+                 each: "Callable[[pd.DataFrame, list[dict[str, object]]], None] | None" = None) -> "DigestFacts":
+    """The digest's facts of the store ``report`` reads (see ``digest``); ``each``: also
+    called with every part and its change points' records (``records``; the HTML
+    report writes its pages)."""
+    from dataclasses import replace
+
+    from perfcheck.history.dashboard import DigestFacts, history_view, shown_in_digest
+
     facts = []
-    for part in store.batches(**where, last=last, rows=rows):  # type: ignore[attr-defined]
-        kernels = list(part.drop_duplicates(["machine", "suite", "kernel"])[["machine", "suite", "kernel"]]
-                       .itertuples(index=False, name=None))
-        view = history_view(part, [cp for k in kernels for cp in points.get(k, [])], title=title,
-                            found=[f for k in kernels for f in found.get(k, [])])
-        facts.append(DigestFacts.of(view))
-    return digest_text(DigestFacts.joined(facts), title=title, link=link)
+    for part, points in report.parts():
+        records = report.records(points)
+        facts.append(DigestFacts.of(history_view(part, records, title=title)))
+        if each is not None:
+            each(part, records)
+    joined = DigestFacts.joined(facts)
+    if not len(joined.open):
+        return joined
+    found = report.grouped()
+    opened = grouping(joined.open, found)
+    opened = opened[~opened["member"]].reset_index(drop=True)
+    by_head = {(f.machine, f.suite, f.kernel, f.headline.metric, f.headline.run_id): f for f in found}
+    shown = shown_in_digest(opened)
+    heads = [by_head[k] for k in shown[["machine", "suite", "kernel", "metric", "run_id"]].itertuples(index=False,
+                                                                                                   name=None)
+             if k in by_head]
+    return replace(joined, open=grouping(opened, found, report.diagnosed(heads)))
