@@ -647,6 +647,38 @@ class Store:
 
         yield from series_batches(keys, runs, read, last=last, rows=rows, clean=self._clean)
 
+    def latest(self, *, machine: str, suite: str, pairs: Sequence[tuple[str, str | None]], last: int) -> "pd.DataFrame":
+        """The latest ``last`` runs of the series ``pairs`` names (kernel, metric; a metric
+        of None: every metric of that kernel) of one machine x suite, as ``series`` gives
+        them (SERIES_COLUMNS, series order): what the gate judges a run on, read from the
+        series' own index ranges, however many other series and nights the store holds."""
+        wanted = sorted(set(pairs), key=lambda pair: (pair[0], pair[1] or ""))
+        keys: list[tuple[object, ...]] = []
+        for at in range(0, len(wanted), MAX_IDS):
+            chunk = wanted[at:at + MAX_IDS]
+            keys.extend(self._rows(
+                f"WITH wanted(kernel, metric) AS (VALUES {', '.join(['(?, ?)'] * len(chunk))}) "
+                # CROSS JOIN keeps the names the outer loop, each one index lookup (planned
+                # freely, SQLite scanned the suite's every series once per name: seconds)
+                "SELECT DISTINCT s.series_id, s.machine, s.suite, s.kernel, s.metric FROM wanted w CROSS JOIN series s "
+                "ON s.machine = ? AND s.suite = ? AND s.kernel = w.kernel AND (w.metric IS NULL OR s.metric = w.metric)",
+                [*(name for pair in chunk for name in pair), machine, suite]))
+        keys = sorted(set(keys), key=lambda key: key[1:])  # the order of series (text sorts as SQLite's BINARY)
+        runs = self._rows("SELECT run, run_id, time, commit_sha, branch, ci_job, ci_url FROM runs")
+        by_number = runs_in_order(runs)
+
+        def read(ids: list[int]) -> list[tuple[object, ...]]:
+            if by_number:  # each series' last ``last`` rows of its primary key range
+                columns = ", ".join(f"v.{c}" for c in VALUE_COLUMNS)
+                return self._rows(
+                    f"WITH ids(id) AS (VALUES {', '.join(['(?)'] * len(ids))}) SELECT {columns} FROM ids "
+                    "CROSS JOIN results v ON v.series_id = ids.id AND v.run >= coalesce((SELECT x.run FROM results x "
+                    "WHERE x.series_id = ids.id ORDER BY x.run DESC LIMIT 1 OFFSET ?), -9223372036854775808)",
+                    [*ids, max(0, last - 1)])
+            return self._rows(values_sql(f"v.series_id IN ({', '.join('?' * len(ids))})", last, "?", ""), [*ids, last])
+
+        return concat_batches(series_batches(keys, runs, read, last=last, clean=self._clean))
+
     def _integers(self, values: "pd.Series") -> "pd.Series":
         import pandas as pd
 
@@ -734,6 +766,19 @@ def values_sql(where: str, last: int | None, mark: str, collate: str) -> str:
     return (f"SELECT {', '.join(VALUE_COLUMNS)} FROM (SELECT {columns}, row_number() OVER (PARTITION BY v.series_id "
             f"ORDER BY r.time DESC, r.run_id{collate} DESC) AS latest FROM results v JOIN runs r ON r.run = v.run "
             f"WHERE {where}) AS ranked WHERE latest <= {mark}")
+
+
+def runs_in_order(runs: Sequence[Sequence[object]]) -> bool:
+    """Whether the runs (run, run_id, time, ...) were numbered in the order of their time
+    (then run id), as runs appended night after night are: then a series' latest N runs
+    are the last N rows of its primary key range (series_id, run), read without sorting
+    its whole history. A run imported later than a newer one (a backlog of results
+    files, a copied store) breaks it: readers then rank the runs by time in SQL."""
+    ordered = sorted(runs, key=lambda run: run[0])  # type: ignore[arg-type,return-value]
+    stamps = [(run[2], run[1]) for run in ordered]
+    if not all(isinstance(t, (int, float)) and not isinstance(t, bool) and isinstance(i, str) for t, i in stamps):
+        return False  # a damaged time or id: the ranked query reads it and says what is wrong
+    return all(a < b for a, b in zip(stamps, stamps[1:]))
 
 
 def runs_frame(rows: list[tuple[object, ...]], limit: int | None) -> "pd.DataFrame":
