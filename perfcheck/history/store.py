@@ -479,15 +479,10 @@ class Store:
                     "WHERE excluded.fingerprint != '{}'",
                     [(m.machine, json.dumps(dict(m.fingerprint), sort_keys=True)) for m in named.values()],
                 )
-                db.executemany("INSERT OR IGNORE INTO series (machine, suite, kernel, metric) VALUES (?, ?, ?, ?)",
-                               sorted(rows))
-                ids: dict[tuple[str, str, str, str], int] = {}
-                for machine, suite in sorted({key[:2] for key in rows}):
-                    ids.update(((m, su, k, me), i) for i, m, su, k, me in db.execute(
-                        "SELECT series_id, machine, suite, kernel, metric FROM series WHERE machine = ? AND suite = ?",
-                        (machine, suite)))
+                ids = self._series_ids(sorted(rows))
+                # in key order: each leaf page of the values is changed once, in one pass
                 db.executemany("INSERT INTO results VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                               [(ids[key], number, *values) for key, values in rows.items()])
+                               sorted(((ids[key], number, *values) for key, values in rows.items()), key=_first))
                 db.execute("COMMIT")
             except BaseException:
                 db.execute("ROLLBACK")
@@ -504,6 +499,26 @@ class Store:
             raise InputError(self.path, f"run {run.run_id!r} is already stored with other values",
                              hint="a run id names one run: give the other run its own id (the results file's run.id)")
         return done
+
+    def _series_ids(self, keys: list[tuple[str, str, str, str]]) -> dict[tuple[str, str, str, str], int]:
+        """The id of each series key (in a write transaction), making the ones not stored
+        yet (in key order). A nightly run's series are all there: one range of the names'
+        index per machine x suite is read, and nothing is inserted."""
+        ids: dict[tuple[str, str, str, str], int] = {}
+
+        def known(pairs: Iterable[tuple[str, str]]) -> None:
+            for machine, suite in sorted(set(pairs)):
+                ids.update(((m, su, k, me), i) for i, m, su, k, me in self._db.execute(
+                    "SELECT series_id, machine, suite, kernel, metric FROM series WHERE machine = ? AND suite = ?",
+                    (machine, suite)))
+
+        known(key[:2] for key in keys)
+        missing = [key for key in keys if key not in ids]
+        if missing:
+            self._db.executemany("INSERT OR IGNORE INTO series (machine, suite, kernel, metric) VALUES (?, ?, ?, ?)",
+                                 missing)
+            known(key[:2] for key in missing)
+        return ids
 
     def _same_run(self, run: RunRecord, rows: Mapping[tuple[str, str, str, str], tuple[object, ...]]) -> bool:
         """The run already stored under ``run.run_id`` holds exactly these values (the
@@ -726,6 +741,10 @@ class Store:
 
 # --- shared by both backends ------------------------------------------------------------------
 
+
+
+def _first(row: tuple[object, ...]) -> int:
+    return row[0]  # type: ignore[return-value]
 
 
 def value_rows(results: Iterable[Result]) -> dict[tuple[str, str, str, str], tuple[object, ...]]:
