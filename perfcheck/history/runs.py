@@ -246,9 +246,31 @@ def _field(trail: tuple[object, ...]) -> str:
 # a lone surrogate from a \\ud800-\\udfff escape (UTF-8 itself cannot hold one), an
 # integer past 2**63 - 1 (19 digits or more), a magnitude past 1e250 (a positive exponent
 # of 3 digits, or 19 digits or more before the point; fewer digits and an exponent of
-# at most 99 stay below 1e117). A number follows "[", ":" or ",",
-# so a commit's hex digits in a string rarely match; a match only means the walk runs.
-_MAYBE_REFUSED = re.compile(rb"\\u[dD][89abcdefABCDEF]|[\[:,]\s*-?(?:\d{19}|\d*\.?\d*[eE]\+?\d{3})")
+# at most 99 stay below 1e117). With every digit made "0", each is a substring search
+# (a regular expression tried at every digit took as long as the walk); a digit run
+# inside a string (a commit's hex) is told from a number by the byte before its token.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89abcdefABCDEF]")
+_ZERO_DIGITS = bytes.maketrans(b"123456789E", b"000000000e")
+_LONG_TOKENS = (b"0" * 19, b"e000", b"e+000")
+_NUMBER_BYTES = frozenset(b"0.+-e")  # a number token's bytes, digits made "0"
+_BEFORE_NUMBER = frozenset(b" \t\r\n:[,")  # what a JSON number token follows
+
+
+def _maybe_refused(raw: bytes) -> bool:
+    """Whether the walk of ``_validate`` could refuse something in ``raw``."""
+    if _SURROGATE_ESCAPE.search(raw):
+        return True
+    flat = raw.translate(_ZERO_DIGITS)
+    for token in _LONG_TOKENS:
+        found = flat.find(token)
+        while found >= 0:
+            start = found
+            while start > 0 and flat[start - 1] in _NUMBER_BYTES:  # back to the start of the token
+                start -= 1
+            if start == 0 or flat[start - 1] in _BEFORE_NUMBER:
+                return True
+            found = flat.find(token, found + len(token))
+    return False
 
 
 def _validate(path: Path, raw: bytes, doc: dict) -> None:
@@ -257,7 +279,7 @@ def _validate(path: Path, raw: bytes, doc: dict) -> None:
     numbers of absurd magnitude, and run times outside 1970-2200. One walk, no recursion,
     and only over a file whose bytes could hold one of those (a results file of 32,000
     values is 500,000 items to walk: a third of reading it)."""
-    stack: list[tuple[tuple[object, ...], object]] = [((), doc)] if _MAYBE_REFUSED.search(raw) else []
+    stack: list[tuple[tuple[object, ...], object]] = [((), doc)] if _maybe_refused(raw) else []
     while stack:
         trail, value = stack.pop()
         if isinstance(value, dict):
@@ -374,17 +396,21 @@ def _suite_results(path: Path, raw: bytes, suite: str, machine: str, entry: Mapp
                     values[(str(kernel), str(metric))] = finite(value)
     samples = entry.get("samples", {}) if isinstance(entry.get("samples"), dict) else {}
     out = []
-    for (kernel, metric), value in values.items():
+    metric_units: dict[str, str] = {}  # a results file has few metrics and many kernels
+    for key, value in values.items():
+        kernel, metric = key
         stats = samples.get(kernel) if metric == "duration" else None
-        stats = stats if isinstance(stats, dict) else {}
-        n = stats.get("n")
-        out.append(Result(
-            machine, suite, kernel, metric, value, units.get((kernel, metric)) or metric_unit(metric),
-            n=int(n) if isinstance(n, int) and not isinstance(n, bool) else None,
-            median=finite(stats.get("median")), spread=finite(stats.get("spread")),
-            outcome=outcome.get((kernel, metric)),
-            low=lows.get((kernel, metric)), high=highs.get((kernel, metric)),
-        ))
+        if isinstance(stats, dict):
+            n = stats.get("n")
+            n = int(n) if isinstance(n, int) and not isinstance(n, bool) else None
+            median, spread = finite(stats.get("median")), finite(stats.get("spread"))
+        else:
+            n = median = spread = None
+        unit = units.get(key)
+        if not unit:
+            unit = metric_units.get(metric) or metric_units.setdefault(metric, metric_unit(metric))
+        out.append(Result(machine, suite, kernel, metric, value, unit, n=n, median=median, spread=spread,
+                          outcome=outcome.get(key), low=lows.get(key), high=highs.get(key)))
     return out
 
 

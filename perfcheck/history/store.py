@@ -246,6 +246,8 @@ def machine_key(fingerprint: Mapping[str, str]) -> str:
 
 def finite(value: object) -> float | None:
     """A finite float, or None (JSON null, text, booleans, inf and NaN stay missing)."""
+    if type(value) is float:  # nearly every value of a results file: no conversion to try
+        return value if math.isfinite(value) else None
     if value is None or isinstance(value, bool):
         return None
     try:
