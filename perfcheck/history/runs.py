@@ -428,18 +428,18 @@ def suite_extras(analysis: "Analysis") -> dict[str, object]:
             "samples": duration_samples(analysis), "labels": kernel_labels(analysis)}
 
 
-def results_of(suites: "list[tuple[str, Analysis, list]]") -> tuple[list[Result], list[Machine]]:
-    """The store's rows for finished suites: (name, analysis, checks) each. The same
-    rows ``read_results`` makes of the results file the run wrote."""
-    from perfcheck.report.results import results_document
-
-    doc = results_document({name: checks for name, _, checks in suites},
-                           analyses={name: a for name, a, _ in suites},
-                           extras={name: suite_extras(a) for name, a, _ in suites})
-    doc = json.loads(json.dumps(doc, allow_nan=False))  # the same numbers a file would hold
+def results_of(document: Mapping[str, object], suites: Sequence[str]) -> tuple[list[Result], list[Machine]]:
+    """The store's rows of ``suites`` (the suites that were read) of a finished run's
+    results document (``perfcheck.checking.results_of_run``: what the JSON results
+    file holds). The same rows ``read_results`` makes of the results file written from it."""
+    entries = document["suites"]
+    kept = ("fingerprint", "machine", "measurements", "samples", "checks")
+    # through JSON: the same numbers a file would hold (only what the rows are made of)
+    doc = json.loads(json.dumps({name: {k: entries[name][k] for k in kept if k in entries[name]}  # type: ignore[index]
+                                 for name in suites}, allow_nan=False))
     results: list[Result] = []
     machines: dict[str, Machine] = {}
-    for name, entry in doc["suites"].items():
+    for name, entry in doc.items():
         machine = entry["machine"]
         machines.setdefault(machine, Machine(machine, entry["fingerprint"]))
         results.extend(_suite_results(Path("<run>"), b"", name, machine, entry))
