@@ -221,13 +221,15 @@ def references(store_path: "str | Path | StoreURL", machine: str, suite: str, wa
     out: dict[tuple[str, str], Reference] = {}
     if not len(frame):
         return out
-    kernels = frame["kernel"].to_numpy(dtype=object)
-    metrics = frame["metric"].to_numpy(dtype=object)
-    values = frame["value"].to_numpy(dtype="float64")
-    run_ids = frame["run_id"].to_numpy(dtype=object)
+    import pandas as pd
+
     # one series after the other (the frame is in series order): slices, not a pandas
-    # group per series, whose overhead was most of the gate's time with 2,000 series
-    cuts = np.flatnonzero((kernels[1:] != kernels[:-1]) | (metrics[1:] != metrics[:-1])) + 1
+    # group per series, whose overhead was most of the gate's time with 2,000 series;
+    # names by their codes (a Python string per row of a long kernel name: 30 MB)
+    kernel_codes, kernel_names = pd.factorize(frame["kernel"])
+    metric_codes, metric_names = pd.factorize(frame["metric"])
+    values = frame["value"].to_numpy(dtype="float64")
+    cuts = np.flatnonzero((np.diff(kernel_codes) != 0) | (np.diff(metric_codes) != 0)) + 1
     spans = list(zip([0, *cuts.tolist()], [*cuts.tolist(), len(frame)]))
     # detect's change points are where split_points splits: the few series with one
     # go to detect together (one frame), the others have none
@@ -239,8 +241,10 @@ def references(store_path: "str | Path | StoreURL", machine: str, suite: str, wa
             points.setdefault((point.kernel, point.metric), []).append(point)
     for start, end in spans:
         series = values[start:end]
-        found = points.get((kernels[start], metrics[start]), [])
-        level = lifecycle.level(found, series, entries, list(run_ids[start:end]))
+        kernel, metric = str(kernel_names[kernel_codes[start]]), str(metric_names[metric_codes[start]])
+        found = points.get((kernel, metric), [])
+        run_ids = frame["run_id"].iloc[start:end].tolist() if found else []  # read only with change points
+        level = lifecycle.level(found, series, entries, run_ids)
         ref = replace(reference(series, stretch=(level.start, level.end)),
                       open=level.open.point if level.open is not None else None)
         if ref.usable and ref.since_index > 0:
@@ -251,7 +255,7 @@ def references(store_path: "str | Path | StoreURL", machine: str, suite: str, wa
             commit = row["commit"]
             ref = replace(ref, since_run=str(row["run_id"]), since_commit=commit if isinstance(commit, str) and commit else None,
                           since_time=float(stamp.timestamp()) if hasattr(stamp, "timestamp") else float(stamp))
-        out[(str(kernels[start]), str(metrics[start]))] = ref
+        out[(kernel, metric)] = ref
     return out
 
 
