@@ -233,7 +233,8 @@ def references(store_path: "str | Path | StoreURL", machine: str, suite: str, wa
     spans = list(zip([0, *cuts.tolist()], [*cuts.tolist(), len(frame)]))
     # detect's change points are where split_points splits: the few series with one
     # go to detect together (one frame), the others have none
-    changed = [(start, end) for start, end in spans if split_points(values[start:end])]
+    splits = [split_points(values[start:end]) for start, end in spans]
+    changed = [span for span, found in zip(spans, splits) if found]
     points: dict[tuple[str, str], list["ChangePoint"]] = {}
     if changed:
         rows = np.concatenate([np.arange(start, end) for start, end in changed])
