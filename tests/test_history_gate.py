@@ -311,3 +311,16 @@ def test_the_gate_reads_only_the_series_it_judges(history_at, monkeypatch: pytes
     assert sorted(refs) == [("A", "duration"), ("B", "occupancy")] and all(r.usable for r in refs.values())
     assert refs[("A", "duration")].value == pytest.approx(1.01e-3, rel=0.011)
     assert fetched == {("A", "duration"), ("B", "occupancy")}
+
+
+def test_the_gates_median_is_numpys_to_the_bit() -> None:
+    from perfcheck.history.gate import _median
+
+    rng = np.random.default_rng(3)
+    for n in range(1, 80):
+        for scale in (1e-6, 1.0, 1e9):
+            x = rng.lognormal(0.0, 0.3, n) * scale
+            x[rng.random(n) < 0.2] = x[0]  # ties
+            assert _median(x) == float(np.median(x)), (n, scale)
+            logs = np.log(x)
+            assert _median(np.abs(logs - _median(logs))) == float(np.median(np.abs(logs - np.median(logs))))
