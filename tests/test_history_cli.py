@@ -107,6 +107,17 @@ def test_check_appends_the_rows_history_add_makes_of_its_results_file(cli, tmp_p
     pd.testing.assert_frame_equal(left, right)
 
 
+def test_history_add_imports_neither_numpy_nor_pandas(cli, tmp_path: Path) -> None:  # noqa: ANN001
+    # storing a results file is reading JSON and writing SQLite: importing numpy (through
+    # the change-point modules) was a third of history add's time
+    config = ["--config", str(EXAMPLE / "perfcheck.toml"), "--suite", "after", "--baseline-dir", str(tmp_path / "b")]
+    assert cli("check", *config, "--json", "r1.json").code == 0
+    probe = ("import sys; from perfcheck.cli import main; code = main(['history', 'add', 'r1.json', '--history', "
+             "'h.sqlite']); print(code, sorted(m for m in ('numpy', 'pandas', 'matplotlib') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=tmp_path)
+    assert done.stdout.splitlines()[-1] == "0 []", done.stdout + done.stderr
+
+
 def test_prune(cli, store_at) -> None:  # noqa: ANN001
     store = _nightly(store_at(), _noise(10))
     result = cli("history", "prune", "--history", store, "--keep-days", "0")
