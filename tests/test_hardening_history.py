@@ -366,6 +366,7 @@ def test_the_walk_is_skipped_only_where_the_bytes_cannot_hold_what_it_refuses(tm
                 read_results(path)
     plain = _results(tmp_path)
     plain["suites"]["stencil"]["measurements"]["k1"].update(calls=123456789012345678, tiny=1.5e-300, big=9.9e99)
+    plain["suites"]["stencil"]["fingerprint"]["serial"] = "7" * 200_000 + "e+1000"  # digits in a string: no number
     assert not _maybe_refused(json.dumps(plain, **layout).encode())
 
 

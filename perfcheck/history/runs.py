@@ -253,6 +253,7 @@ _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89abcdefABCDEF]")
 _ZERO_DIGITS = bytes.maketrans(b"123456789E", b"000000000e")
 _LONG_TOKENS = (b"0" * 19, b"e000", b"e+000")
 _NUMBER_BYTES = frozenset(b"0.+-e")  # a number token's bytes, digits made "0"
+_NUMBER_RUN = re.compile(rb"[0.+\-e]*")
 _BEFORE_NUMBER = frozenset(b" \t\r\n:[,")  # what a JSON number token follows
 
 
@@ -269,7 +270,8 @@ def _maybe_refused(raw: bytes) -> bool:
                 start -= 1
             if start == 0 or flat[start - 1] in _BEFORE_NUMBER:
                 return True
-            found = flat.find(token, found + len(token))
+            # on past the whole run (each byte of a long digit string looked at once)
+            found = flat.find(token, _NUMBER_RUN.match(flat, found).end())  # type: ignore[union-attr]
     return False
 
 
