@@ -621,12 +621,14 @@ def finish(runs: Sequence[SuiteRun], settings: Settings) -> Run:
     failed = next((r.store_error for r in runs if r.store_error), None)  # the gate could not read it
     appending = failed is None and settings.history is not None and settings.write_baselines and record is not None \
         and settings.history_mode != "read-only"
-    document = results_of_run(runs, record) if settings.json is not None or appending else None
+    # made once for the JSON file and the history when both want it; else the JSON
+    # writer makes it and lets it go (it is the size of the run's every value)
+    document = results_of_run(runs, record) if settings.json is not None and appending else None
     run = Run(list(runs), write_reports(runs, settings, record, document))
     # The history comes after every report: a store that cannot be read or written
     # (read-only file system, damaged, newer schema, not a store) costs the run its
     # history entry, never its reports, and the exit status says so (Run.exit_code).
-    if appending and settings.history is not None and record is not None and document is not None:
+    if appending and settings.history is not None and record is not None:
         try:
             append_history(runs, settings.history, record, document)
         except PerfcheckError as exc:
