@@ -248,8 +248,9 @@ def references(store_path: "str | Path | StoreURL", machine: str, suite: str, wa
     changed = [span for span, found in zip(spans, splits) if found]
     points: dict[tuple[str, str], list["ChangePoint"]] = {}
     if changed:
-        rows = np.concatenate([np.arange(start, end) for start, end in changed])
-        for point in detect(frame.iloc[rows].reset_index(drop=True)):
+        # slices, not a row index: taking rows from the text columns copied them whole
+        # (30 MB of kernel names for a dozen series)
+        for point in detect(pd.concat([frame.iloc[start:end] for start, end in changed], ignore_index=True)):
             points.setdefault((point.kernel, point.metric), []).append(point)
     for start, end in spans:
         series = values[start:end]
