@@ -68,6 +68,7 @@ if TYPE_CHECKING:
     from perfcheck.comparison import Comparison, Side
     from perfcheck.history.store import RunRecord
     from perfcheck.model import Peaks, Profile
+    from perfcheck.report.results import BaselineStatus
     from perfcheck.run.runner import RunResult
     from perfcheck.storeurl import StoreLocation
 
@@ -482,18 +483,36 @@ def _slug(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._+-]+", "-", name).strip("-.") or "suite"
 
 
-def write_reports(runs: Sequence[SuiteRun], settings: Settings, record: "RunRecord | None" = None) -> dict[str, list[Path]]:
-    """Write every report ``settings`` asks for (and $GITHUB_STEP_SUMMARY when set);
-    ``record``: the run's identity, carried by the JSON results file."""
+def _statuses(active: Sequence[SuiteRun]) -> dict[str, "BaselineStatus"]:
     from perfcheck.report.results import BaselineStatus
 
+    return {r.name: BaselineStatus(display_path(r.baseline_path) if r.baseline_path else None, r.action)
+            for r in active if r.action != NONE}
+
+
+def results_of_run(runs: Sequence[SuiteRun], record: "RunRecord | None") -> dict[str, object]:
+    """The run's results document: what the JSON results file holds, and what the
+    history stores of the run (built once for both: its 32,000 values took as long
+    to gather as to store)."""
+    from perfcheck.history.runs import run_dict, suite_extras
+    from perfcheck.report.results import results_document
+
+    active = [r for r in runs if not r.skipped]
+    return results_document({r.name: r.checks for r in active},
+                            analyses={r.name: r.analysis for r in active if r.analysis is not None},
+                            baselines=_statuses(active), run=run_dict(record) if record is not None else None,
+                            extras={r.name: suite_extras(r.analysis) for r in active if r.analysis is not None})
+
+
+def write_reports(runs: Sequence[SuiteRun], settings: Settings, record: "RunRecord | None" = None,
+                  document: Mapping[str, object] | None = None) -> dict[str, list[Path]]:
+    """Write every report ``settings`` asks for (and $GITHUB_STEP_SUMMARY when set);
+    ``record``: the run's identity, carried by the JSON results file; ``document``:
+    that file's content when already made (``results_of_run``)."""
     active = [r for r in runs if not r.skipped]
     suites = {r.name: r.checks for r in active}
     analyses = {r.name: r.analysis for r in active if r.analysis is not None}
-    statuses = {
-        r.name: BaselineStatus(display_path(r.baseline_path) if r.baseline_path else None, r.action)
-        for r in active if r.action != NONE
-    }
+    statuses = _statuses(active)
     properties = {"config": str(settings.config)} if settings.config else {}
     written: dict[str, list[Path]] = {}
 
@@ -506,14 +525,10 @@ def write_reports(runs: Sequence[SuiteRun], settings: Settings, record: "RunReco
         written.setdefault(kind, []).extend(Path(p) for p in paths)
 
     if settings.json is not None:
-        from perfcheck.report.results import write_results
+        from perfcheck.report.results import write_document
 
-        from perfcheck.history.runs import run_dict, suite_extras
-
-        extras = {r.name: suite_extras(r.analysis) for r in active if r.analysis is not None}
-        guarded("json", settings.json, lambda: write_results(
-            settings.json, suites, analyses=analyses, baselines=statuses,
-            run=run_dict(record) if record is not None else None, extras=extras))
+        content = document if document is not None else results_of_run(runs, record)
+        guarded("json", settings.json, lambda: write_document(settings.json, content))
     if settings.openmetrics is not None:
         from perfcheck.report.openmetrics import write_openmetrics
 
@@ -605,15 +620,19 @@ def finish(runs: Sequence[SuiteRun], settings: Settings) -> Run:
     from perfcheck.history.runs import current_run
 
     record = current_run() if settings.json is not None or settings.history is not None else None
-    run = Run(list(runs), write_reports(runs, settings, record))
+    failed = next((r.store_error for r in runs if r.store_error), None)  # the gate could not read it
+    appending = failed is None and settings.history is not None and settings.write_baselines and record is not None \
+        and settings.history_mode != "read-only"
+    # made once for the JSON file and the history when both want it; else the JSON
+    # writer makes it and lets it go (it is the size of the run's every value)
+    document = results_of_run(runs, record) if settings.json is not None and appending else None
+    run = Run(list(runs), write_reports(runs, settings, record, document))
     # The history comes after every report: a store that cannot be read or written
     # (read-only file system, damaged, newer schema, not a store) costs the run its
     # history entry, never its reports, and the exit status says so (Run.exit_code).
-    failed = next((r.store_error for r in runs if r.store_error), None)  # the gate could not read it
-    if failed is None and settings.history is not None and settings.write_baselines and record is not None \
-            and settings.history_mode != "read-only":
+    if appending and settings.history is not None and record is not None:
         try:
-            append_history(runs, settings.history, record)
+            append_history(runs, settings.history, record, document)
         except PerfcheckError as exc:
             failed = str(exc)
     if failed is not None:
@@ -654,12 +673,15 @@ def accept_open_regressions(runs: Sequence[SuiteRun]) -> None:
             "the baseline")
 
 
-def append_history(runs: Sequence[SuiteRun], path: "StoreLocation", record: "RunRecord") -> None:
-    """Append this run's values to the history store: once, at the end of a run."""
+def append_history(runs: Sequence[SuiteRun], path: "StoreLocation", record: "RunRecord",
+                   document: Mapping[str, object] | None = None) -> None:
+    """Append this run's values to the history store: once, at the end of a run
+    (``document``: the run's results document, when already made)."""
     from perfcheck.history.runs import results_of
     from perfcheck.history.store import open_store
 
-    results, machines = results_of([(r.name, r.analysis, r.checks) for r in runs if not r.skipped and r.analysis is not None])
+    document = document if document is not None else results_of_run(runs, record)
+    results, machines = results_of(document, [r.name for r in runs if not r.skipped and r.analysis is not None])
     with open_store(path) as store:
         store.add(record, results, machines)
 

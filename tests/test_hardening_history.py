@@ -341,6 +341,35 @@ def test_hostile_results_files_are_refused_before_anything_is_stored(cli, tmp_pa
     assert cli("history", "add", good, "--history", "h.sqlite").code == 0
 
 
+@pytest.mark.parametrize("layout", [{}, {"indent": 2}, {"separators": (",", ":")}, {"indent": "\t"}])
+def test_the_walk_is_skipped_only_where_the_bytes_cannot_hold_what_it_refuses(tmp_path: Path, layout: dict) -> None:
+    # read_results walks every item of a results file only when its bytes could hold a
+    # lone surrogate, an integer past 64 bits or a magnitude past 1e250: each of those,
+    # however json.dumps lays the file out, is seen (and refused); a plain file is not walked.
+    from perfcheck.errors import InputError
+    from perfcheck.history.runs import _maybe_refused, read_results
+
+    hostile = {"int-2^63": 2**63, "int-below": -(2**63) - 1, "float-1.1e250": 1.1e250, "float-neg": -3e251,
+               "float-1e300": 1e300, "int-300-digits": 10**300, "surrogate": "x\ud800", "low-surrogate": "\udfff"}
+    for name, value in hostile.items():
+        for where in ("measurements", "key"):
+            doc = _results(tmp_path)
+            if where == "key" and isinstance(value, str):
+                doc["suites"]["stencil"]["measurements"][value] = {"duration": 0.002}
+            else:
+                doc["suites"]["stencil"]["measurements"]["k1"]["duration"] = value
+            raw = json.dumps(doc, **layout).encode()
+            assert _maybe_refused(raw), (name, where)
+            path = tmp_path / "hostile.json"
+            path.write_bytes(raw)
+            with pytest.raises(InputError):
+                read_results(path)
+    plain = _results(tmp_path)
+    plain["suites"]["stencil"]["measurements"]["k1"].update(calls=123456789012345678, tiny=1.5e-300, big=9.9e99)
+    plain["suites"]["stencil"]["fingerprint"]["serial"] = "7" * 200_000 + "e+1000"  # digits in a string: no number
+    assert not _maybe_refused(json.dumps(plain, **layout).encode())
+
+
 def test_a_reused_run_id_with_other_values_is_an_error_not_already_stored(cli, tmp_path: Path) -> None:  # noqa: ANN001
     first = _write(tmp_path, _results(tmp_path), "first.json")
     copy = tmp_path / "copy"

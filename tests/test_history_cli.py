@@ -90,6 +90,34 @@ def test_add_is_idempotent_and_list_shows_runs(cli, tmp_path: Path, store_at) ->
     assert cli("history", "list", "--history", fleet, "--limit", "1", "--json").json()["runs"] == runs[1:]
 
 
+def test_check_appends_the_rows_history_add_makes_of_its_results_file(cli, tmp_path: Path, store_at) -> None:  # noqa: ANN001
+    # check --history stores its run from the results document it writes as --json (made
+    # once for both): the same rows, numbers and budgets as importing that file later
+    import pandas as pd
+
+    appended, imported = str(store_at("appended")), str(store_at("imported"))
+    config = ["--config", str(EXAMPLE / "perfcheck.toml"), "--baseline-dir", str(tmp_path / "b")]
+    assert cli("check", *config, "--json", "r0.json").code in (0, 1)  # records the baselines: then checks compare
+    assert cli("check", *config, "--json", "r1.json", "--history", appended).code in (0, 1)
+    assert cli("history", "add", "r1.json", "--history", imported).code == 0
+    with open_store(appended, create=False) as a, open_store(imported, create=False) as b:
+        left, right = a.series(), b.series()
+        assert a.runs()["run_id"].tolist() == b.runs()["run_id"].tolist() == [json.loads(Path("r1.json").read_text())["run"]["id"]]
+    assert len(left) > 100 and left["suite"].nunique() > 1 and left["high"].notna().any()
+    pd.testing.assert_frame_equal(left, right)
+
+
+def test_history_add_imports_neither_numpy_nor_pandas(cli, tmp_path: Path) -> None:  # noqa: ANN001
+    # storing a results file is reading JSON and writing SQLite: importing numpy (through
+    # the change-point modules) was a third of history add's time
+    config = ["--config", str(EXAMPLE / "perfcheck.toml"), "--suite", "after", "--baseline-dir", str(tmp_path / "b")]
+    assert cli("check", *config, "--json", "r1.json").code == 0
+    probe = ("import sys; from perfcheck.cli import main; code = main(['history', 'add', 'r1.json', '--history', "
+             "'h.sqlite']); print(code, sorted(m for m in ('numpy', 'pandas', 'matplotlib') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=tmp_path)
+    assert done.stdout.splitlines()[-1] == "0 []", done.stdout + done.stderr
+
+
 def test_prune(cli, store_at) -> None:  # noqa: ANN001
     store = _nightly(store_at(), _noise(10))
     result = cli("history", "prune", "--history", store, "--keep-days", "0")

@@ -252,3 +252,75 @@ def test_a_change_point_at_a_run_without_a_commit_names_the_run(stencil: Path, c
     code, check = _duration_check(cli)
     assert code == 1 and check["outcome"] == "failed", check["message"]
     assert "since the change point at nocommit-8 (" in check["message"]
+
+
+def test_the_gate_reads_only_the_series_it_judges(history_at, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
+    # The checks judge A's duration and B's occupancy: the gate is given those two
+    # series, not every metric of both kernels (nor the other kernels' series: a year
+    # of a 2,000-kernel suite is 32,000 of them), and a damaged series it does not
+    # judge cannot fail the check.
+    import sqlite3
+    from collections.abc import Iterator
+
+    import pandas as pd
+
+    from perfcheck.history import gate
+    from perfcheck.history import store as store_module
+
+    machine = "mi100_gfx908_rocprofv3"
+    with open_store(history_at) as store:
+        for i in range(12):
+            store.add(RunRecord(f"n-{i:02d}", T0 + i * 86400),
+                      [Result(machine, "s", kernel, metric, value * (1.0 + 0.01 * (i % 3)), "s")
+                       for kernel in ("A", "B", "C") for metric, value in (("duration", 1e-3), ("occupancy", 0.5))])
+    if isinstance(history_at, Path):  # SQLite takes text in a REAL column: a damaged store
+        with sqlite3.connect(history_at) as db:
+            db.execute("UPDATE results SET value = 'garbage' WHERE series_id IN (SELECT series_id FROM series "
+                       "WHERE NOT ((kernel = 'A' AND metric = 'duration') OR (kernel = 'B' AND metric = 'occupancy')))")
+    fetched: set[tuple[str, str]] = set()
+
+    def seen(frame: pd.DataFrame) -> pd.DataFrame:
+        fetched.update(zip(frame["kernel"], frame["metric"]))
+        return frame
+
+    class Counting:  # the store, noting the series of every frame it gives
+        def __init__(self, store) -> None:  # noqa: ANN001
+            self.store = store
+
+        def __enter__(self) -> "Counting":
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            self.store.close()
+
+        def __getattr__(self, name: str):  # noqa: ANN204
+            attr = getattr(self.store, name)
+            if not callable(attr):
+                return attr
+
+            def call(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+                out = attr(*args, **kwargs)
+                if isinstance(out, pd.DataFrame):
+                    return seen(out)
+                return (seen(part) for part in out) if isinstance(out, Iterator) else out
+            return call
+
+    opened = store_module.open_store
+    monkeypatch.setattr(store_module, "open_store", lambda *a, **k: Counting(opened(*a, **k)))
+    refs = gate.references(history_at, machine, "s", [("A", "duration"), ("B", "occupancy")])
+    assert sorted(refs) == [("A", "duration"), ("B", "occupancy")] and all(r.usable for r in refs.values())
+    assert refs[("A", "duration")].value == pytest.approx(1.01e-3, rel=0.011)
+    assert fetched == {("A", "duration"), ("B", "occupancy")}
+
+
+def test_the_gates_median_is_numpys_to_the_bit() -> None:
+    from perfcheck.history.gate import _median
+
+    rng = np.random.default_rng(3)
+    for n in range(1, 80):
+        for scale in (1e-6, 1.0, 1e9):
+            x = rng.lognormal(0.0, 0.3, n) * scale
+            x[rng.random(n) < 0.2] = x[0]  # ties
+            assert _median(x) == float(np.median(x)), (n, scale)
+            logs = np.log(x)
+            assert _median(np.abs(logs - _median(logs))) == float(np.median(np.abs(logs - np.median(logs))))

@@ -364,3 +364,40 @@ def test_last_runs_of_each_series_are_ranked_in_sql_as_the_tail_of_the_whole(sto
         got = store.series(last=2)
     # k1: a, b at T0, c, e a day later (the run id breaks the tie), d last; k2: a, e
     assert got.equals(expected) and got["run_id"].tolist() == ["e", "d", "a", "e"]
+
+
+@pytest.mark.parametrize("order", ["appended", "backlog"])
+def test_latest_reads_the_named_series_as_series_last_does(store_at, order: str) -> None:  # noqa: ANN001 (both backends)
+    # "appended": run numbers follow time, each series' last rows of its index are read;
+    # "backlog": older results files imported after newer ones, the runs ranked by time
+    import pandas as pd
+
+    nights = list(range(12)) if order == "appended" else [5, 11, 0, 3, 10, 1, 2, 4, 6, 7, 8, 9]
+    machine = "mi100_gfx908_rocprofv3"
+    with open_store(store_at()) as store:
+        for i in nights:
+            _add(store, i, 1e-3 * (1 + i / 100))
+            if i % 3 == 0:  # a kernel with fewer runs than asked for, and another suite
+                store.add(RunRecord(f"k2-{i:03d}", T0 + i * DAY + 60.0),
+                          [Result(machine, "stencil", "k2", "duration", 2e-3 + i * 1e-5, "s"),
+                           Result(machine, "other", "k1", "duration", 5e-3, "s")])
+        got = store.latest(machine=machine, suite="stencil", pairs=[("k1", "duration"), ("k2", "duration"),
+                                                                     ("k1", "duration"), ("nope", "duration")], last=5)
+        want = store.series(machine=machine, suite="stencil", metric="duration", last=5)
+        pd.testing.assert_frame_equal(got, want)
+        assert got["run_id"].tolist()[:5] == [f"run-{i:03d}" for i in range(7, 12)]
+        assert got["run_id"].tolist()[5:] == [f"k2-{i:03d}" for i in (0, 3, 6, 9)]
+        # a metric of None: every metric of that kernel
+        pd.testing.assert_frame_equal(store.latest(machine=machine, suite="stencil", pairs=[("k1", None)], last=3),
+                                      store.series(machine=machine, suite="stencil", kernel="k1", last=3))
+        assert not len(store.latest(machine=machine, suite="stencil", pairs=[("k1", "nope")], last=3))
+
+
+def test_runs_in_order_is_numbering_by_time_then_run_id() -> None:
+    in_order = store_module.runs_in_order
+    assert in_order([(1, "a", 10.0), (2, "b", 10.0), (3, "a", 11.0)])  # a tie in time: by run id
+    assert in_order([(3, "a", 11.0), (1, "a", 10.0), (2, "b", 10.0)])  # the rows in any order
+    assert not in_order([(1, "b", 10.0), (2, "a", 10.0)])
+    assert not in_order([(1, "a", 11.0), (2, "b", 10.0)])  # an older results file imported later
+    assert not in_order([(1, "a", "10"), (2, "b", 11.0)])  # a damaged time: the ranked query says so
+    assert in_order([]) and in_order([(1, "a", 1.0)])

@@ -66,31 +66,56 @@ The history-aware gate (``perfcheck.history.gate``) reads a store; see its docst
 
 from __future__ import annotations
 
-from perfcheck.history.changepoints import (
-    IMPROVEMENT,
-    KEY,
-    REGRESSION,
-    ChangePoint,
-    Split,
-    better,
-    detect,
-    recent_regressions,
-    split_points,
-)
-from perfcheck.history.runs import ImportedRun, current_run, read_results
-from perfcheck.history.store import (
-    SCHEMA_VERSION,
-    AddResult,
-    Machine,
-    Result,
-    RunRecord,
-    Store,
-    machine_key,
-    open_store,
-)
+import importlib
+from typing import TYPE_CHECKING
 
-__all__ = [
-    "IMPROVEMENT", "KEY", "REGRESSION", "SCHEMA_VERSION", "AddResult", "ChangePoint", "ImportedRun", "Machine",
-    "Result", "RunRecord", "Split", "Store", "better", "current_run", "detect", "machine_key", "open_store",
-    "read_results", "recent_regressions", "split_points",
-]
+if TYPE_CHECKING:
+    from perfcheck.history.changepoints import (
+        IMPROVEMENT,
+        KEY,
+        REGRESSION,
+        ChangePoint,
+        Split,
+        better,
+        detect,
+        recent_regressions,
+        split_points,
+    )
+    from perfcheck.history.runs import ImportedRun, current_run, read_results
+    from perfcheck.history.store import (
+        SCHEMA_VERSION,
+        AddResult,
+        Machine,
+        Result,
+        RunRecord,
+        Store,
+        machine_key,
+        open_store,
+    )
+
+# Each name is imported from its module when first used (PEP 562), so that writing
+# a run (``history add``, the runner's append) imports neither numpy nor pandas: the
+# change-point modules need numpy, and importing it was half of ``history add``.
+_HOMES = {
+    "perfcheck.history.changepoints": ("IMPROVEMENT", "KEY", "REGRESSION", "ChangePoint", "Split", "better", "detect",
+                                       "recent_regressions", "split_points"),
+    "perfcheck.history.runs": ("ImportedRun", "current_run", "read_results"),
+    "perfcheck.history.store": ("SCHEMA_VERSION", "AddResult", "Machine", "Result", "RunRecord", "Store",
+                                "machine_key", "open_store"),
+}
+_HOME = {name: module for module, names in _HOMES.items() for name in names}
+
+__all__ = sorted(_HOME)
+
+
+def __getattr__(name: str) -> object:
+    module = _HOME.get(name)
+    if module is None:  # also how ``from perfcheck.history import gate`` finds a submodule
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_HOME})

@@ -43,6 +43,9 @@ class HistoryStore(Protocol):
                 since: float | None = None, last: int | None = None,
                 rows: int = ...) -> "Iterator[pd.DataFrame]": ...  # ``series`` in parts of whole kernels
 
+    def latest(self, *, machine: str, suite: str, pairs: Sequence[tuple[str, str | None]],
+               last: int) -> "pd.DataFrame": ...  # the latest runs of the (kernel, metric) series named: the gate's
+
     def add(self, run: "RunRecord", results: Iterable["Result"], machines: Iterable["Machine"] = ()) -> "AddResult": ...
 
     def prune(self, *, keep_days: float, now: float | None = None) -> int: ...

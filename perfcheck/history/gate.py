@@ -35,6 +35,7 @@ run-to-run noise to learn. Checks only read the store; the suite runner appends.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -48,6 +49,7 @@ from perfcheck.model import FAILED, PASSED, RECORDED, Check
 
 if TYPE_CHECKING:
     from perfcheck.analysis import Analysis
+    from perfcheck.expect import Expectation
     from perfcheck.storeurl import StoreURL
     from perfcheck.history.changepoints import ChangePoint
 
@@ -150,10 +152,19 @@ def reference(values: Sequence[float] | np.ndarray, *, recent: int = RECENT_RUNS
     # run-to-run sigma from successive differences (a slow trend barely moves it),
     # never below the spread around the median, nor (spikes are set aside) the standard
     # deviation, which is the steadier estimate when only a few runs are there
-    spread = float(max(1.4826 * np.median(diffs) / math.sqrt(2.0), 1.4826 * np.median(np.abs(logs - np.median(logs))),
+    spread = float(max(1.4826 * _median(diffs) / math.sqrt(2.0), 1.4826 * _median(np.abs(logs - _median(logs))),
                        np.std(logs, ddof=1)))
     recent_values = tail[-recent:]
-    return Reference(float(np.median(recent_values)), spread, len(recent_values), len(tail), start)
+    return Reference(_median(recent_values), spread, len(recent_values), len(tail), start)
+
+
+def _median(x: np.ndarray) -> float:
+    """``np.median`` of a short finite array, to the bit (the middle value, or the two
+    middle ones' sum halved, as its mean is), without its partitioning machinery: the
+    gate takes four for each of a suite's 2,000 series."""
+    ordered = np.sort(x)
+    half = len(ordered) // 2
+    return float(ordered[half]) if len(ordered) % 2 else float((ordered[half - 1] + ordered[half]) / 2.0)
 
 
 def within_run_se(samples: np.ndarray | None) -> float:
@@ -217,28 +228,48 @@ def references(store_path: "str | Path | StoreURL", machine: str, suite: str, wa
         return {}
 
     entries = accepted.read(accepted_path) if accepted_path is not None else []
-    kernels = sorted({k for k, _ in wanted})
-    metrics = sorted({m for _, m in wanted})
     with open_store(store_path, create=False, read_only=read_only) as store:
-        frame = store.series(machine=machine, suite=suite, kernel=kernels, metric=metrics, last=SERIES_RUNS)
+        frame = store.latest(machine=machine, suite=suite, pairs=sorted(set(wanted)), last=SERIES_RUNS)
     out: dict[tuple[str, str], Reference] = {}
-    for (kernel, metric), group in frame.groupby(["kernel", "metric"], sort=False):
-        if (kernel, metric) not in wanted:
-            continue
-        group = group.reset_index(drop=True)
-        values = group["value"].to_numpy(dtype="float64")
-        level = lifecycle.level(detect(group), values, entries, list(group["run_id"]))
-        ref = replace(reference(values, stretch=(level.start, level.end)),
+    if not len(frame):
+        return out
+    import pandas as pd
+
+    # one series after the other (the frame is in series order): slices, not a pandas
+    # group per series, whose overhead was most of the gate's time with 2,000 series;
+    # names by their codes (a Python string per row of a long kernel name: 30 MB)
+    kernel_codes, kernel_names = pd.factorize(frame["kernel"])
+    metric_codes, metric_names = pd.factorize(frame["metric"])
+    values = frame["value"].to_numpy(dtype="float64")
+    cuts = np.flatnonzero((np.diff(kernel_codes) != 0) | (np.diff(metric_codes) != 0)) + 1
+    spans = list(zip([0, *cuts.tolist()], [*cuts.tolist(), len(frame)]))
+    # detect's change points are where split_points splits: the few series with one
+    # go to detect together (one frame), the others have none
+    splits = [split_points(values[start:end]) for start, end in spans]
+    changed = [span for span, found in zip(spans, splits) if found]
+    points: dict[tuple[str, str], list["ChangePoint"]] = {}
+    if changed:
+        # slices, not a row index: taking rows from the text columns copied them whole
+        # (30 MB of kernel names for a dozen series)
+        for point in detect(pd.concat([frame.iloc[start:end] for start, end in changed], ignore_index=True)):
+            points.setdefault((point.kernel, point.metric), []).append(point)
+    for start, end in spans:
+        series = values[start:end]
+        kernel, metric = str(kernel_names[kernel_codes[start]]), str(metric_names[metric_codes[start]])
+        found = points.get((kernel, metric), [])
+        run_ids = frame["run_id"].iloc[start:end].tolist() if found else []  # read only with change points
+        level = lifecycle.level(found, series, entries, run_ids)
+        ref = replace(reference(series, stretch=(level.start, level.end)),
                       open=level.open.point if level.open is not None else None)
         if ref.usable and ref.since_index > 0:
-            row = group.iloc[ref.since_index]
+            row = frame.iloc[start + ref.since_index]
             stamp = row["time"]
             # A run stored without a commit reads back as NaN (pandas' missing value),
             # which is truthy: only a non-empty string is a commit.
             commit = row["commit"]
             ref = replace(ref, since_run=str(row["run_id"]), since_commit=commit if isinstance(commit, str) and commit else None,
                           since_time=float(stamp.timestamp()) if hasattr(stamp, "timestamp") else float(stamp))
-        out[(str(kernel), str(metric))] = ref
+        out[(kernel, metric)] = ref
     return out
 
 
@@ -252,7 +283,8 @@ def recent_values(store_path: "str | Path | StoreURL", machine: str, suite: str,
     if not since or not store_exists(store_path):
         return {}
     with open_store(store_path, create=False, read_only=read_only) as store:
-        frame = store.series(machine=machine, suite=suite, kernel=sorted(since), last=SERIES_RUNS)
+        frame = store.latest(machine=machine, suite=suite, pairs=[(kernel, None) for kernel in sorted(since)],
+                             last=SERIES_RUNS)
     out: dict[str, dict[str, np.ndarray]] = {}
     if not len(frame):
         return out
@@ -267,14 +299,21 @@ def recent_values(store_path: "str | Path | StoreURL", machine: str, suite: str,
     return out
 
 
-def _allowance(check: Check, tolerances: Mapping[str, float]) -> tuple[float, float | None] | None:
+@functools.lru_cache(maxsize=1024)
+def _first_term(expression: str) -> "Expectation | None":
+    """The first expectation of ``expression`` (None: not one): a suite's 2,000 kernels
+    share a few expressions, each parsed once."""
     from perfcheck.expect import ExpectationError, parse
 
     try:
-        first = parse(check.expression)[0]
+        return parse(expression)[0]
     except ExpectationError:
         return None
-    if first.kind != "baseline":
+
+
+def _allowance(check: Check, tolerances: Mapping[str, float]) -> tuple[float, float | None] | None:
+    first = _first_term(check.expression)
+    if first is None or first.kind != "baseline":
         return None
     fraction = first.value or 0.0
     if fraction == 0.0 and first.absolute_delta is None and check.metric in tolerances:

@@ -34,6 +34,7 @@ from perfcheck.documents import json_loads
 from perfcheck.errors import InputError, UsageError
 from perfcheck.history.store import (
     BATCH_ROWS,
+    VALUE_COLUMNS,
     AddResult,
     Machine,
     Result,
@@ -42,6 +43,7 @@ from perfcheck.history.store import (
     concat_batches,
     run_summary,
     runs_frame,
+    runs_in_order,
     same_run_sql,
     same_values,
     series_batches,
@@ -335,8 +337,9 @@ class PostgresStore:
                     # COPY: one round trip for the values (the run is new, so no key is there yet)
                     with cursor.copy("COPY results (series_id, run, value, unit, n, median, spread, outcome, low, high) "
                                      "FROM STDIN") as copy:
-                        for key, values in rows.items():
-                            copy.write_row((ids[key], number, *values))
+                        # in key order: the primary key's pages are changed once each, in one pass
+                        for key in sorted(rows, key=ids.__getitem__):
+                            copy.write_row((ids[key], number, *rows[key]))
         except self._errors as exc:
             raise self._failed("write to", exc) from None
         return AddResult(run.run_id, True, len(rows))
@@ -436,6 +439,27 @@ class PostgresStore:
                               [ids, *since_params, *([last] if last is not None else [])])
 
         yield from series_batches(keys, runs, read, last=last, rows=rows)
+
+    def latest(self, *, machine: str, suite: str, pairs: Sequence[tuple[str, str | None]], last: int) -> "pd.DataFrame":
+        """As ``Store.latest``: the latest ``last`` runs of the series ``pairs`` names."""
+        wanted = sorted(set(pairs), key=lambda pair: (pair[0], pair[1] or ""))
+        keys = self._rows(
+            "SELECT DISTINCT s.series_id, s.machine, s.suite, s.kernel, s.metric "
+            "FROM unnest(%s::text[], %s::text[]) AS w(kernel, metric) JOIN series s "
+            "ON s.machine = %s AND s.suite = %s AND s.kernel = w.kernel AND (w.metric IS NULL OR s.metric = w.metric)",
+            [[k for k, _ in wanted], [m for _, m in wanted], machine, suite])
+        keys = sorted(keys, key=lambda key: key[1:])  # series order: Python sorts text by code point, as COLLATE "C"
+        runs = self._rows("SELECT run, run_id, time, commit_sha, branch, ci_job, ci_url FROM runs")
+        by_number = runs_in_order(runs)
+
+        def read(ids: list[int]) -> list[tuple[object, ...]]:
+            if by_number:  # each series' last ``last`` rows of its primary key range
+                return self._rows(f"SELECT {', '.join(f'v.{c}' for c in VALUE_COLUMNS)} FROM unnest(%s::bigint[]) AS ids(id) "
+                                  "CROSS JOIN LATERAL (SELECT * FROM results x WHERE x.series_id = ids.id "
+                                  "ORDER BY x.run DESC LIMIT %s) AS v", [ids, last])
+            return self._rows(values_sql("v.series_id = ANY(%s)", last, "%s", ' COLLATE "C"'), [ids, last])
+
+        return concat_batches(series_batches(keys, runs, read, last=last))
 
     def series_keys(self) -> "pd.DataFrame":
         """Every stored series' names (machine, suite, kernel, metric), sorted: what the

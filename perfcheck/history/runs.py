@@ -24,6 +24,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import secrets
 import socket
 import subprocess
@@ -241,11 +242,46 @@ def _field(trail: tuple[object, ...]) -> str:
     return text.encode("utf-8", "backslashreplace").decode("utf-8") or "<top>"
 
 
+# What the walk in ``_validate`` refuses can only come from these in the file's bytes:
+# a lone surrogate from a \\ud800-\\udfff escape (UTF-8 itself cannot hold one), an
+# integer past 2**63 - 1 (19 digits or more), a magnitude past 1e250 (a positive exponent
+# of 3 digits, or 19 digits or more before the point; fewer digits and an exponent of
+# at most 99 stay below 1e117). With every digit made "0", each is a substring search
+# (a regular expression tried at every digit took as long as the walk); a digit run
+# inside a string (a commit's hex) is told from a number by the byte before its token.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89abcdefABCDEF]")
+_ZERO_DIGITS = bytes.maketrans(b"123456789E", b"000000000e")
+_LONG_TOKENS = (b"0" * 19, b"e000", b"e+000")
+_NUMBER_BYTES = frozenset(b"0.+-e")  # a number token's bytes, digits made "0"
+_NUMBER_RUN = re.compile(rb"[0.+\-e]*")
+_BEFORE_NUMBER = frozenset(b" \t\r\n:[,")  # what a JSON number token follows
+
+
+def _maybe_refused(raw: bytes) -> bool:
+    """Whether the walk of ``_validate`` could refuse something in ``raw``."""
+    if _SURROGATE_ESCAPE.search(raw):
+        return True
+    flat = raw.translate(_ZERO_DIGITS)
+    for token in _LONG_TOKENS:
+        found = flat.find(token)
+        while found >= 0:
+            start = found
+            while start > 0 and flat[start - 1] in _NUMBER_BYTES:  # back to the start of the token
+                start -= 1
+            if start == 0 or flat[start - 1] in _BEFORE_NUMBER:
+                return True
+            # on past the whole run (each byte of a long digit string looked at once)
+            found = flat.find(token, _NUMBER_RUN.match(flat, found).end())  # type: ignore[union-attr]
+    return False
+
+
 def _validate(path: Path, raw: bytes, doc: dict) -> None:
     """Refuse, before anything is stored, what a store or an export cannot hold: text
     that is not UTF-8 (lone surrogates from ``\\ud800`` escapes), integers past 64 bits,
-    numbers of absurd magnitude, and run times outside 1970-2200. One walk, no recursion."""
-    stack: list[tuple[tuple[object, ...], object]] = [((), doc)]
+    numbers of absurd magnitude, and run times outside 1970-2200. One walk, no recursion,
+    and only over a file whose bytes could hold one of those (a results file of 32,000
+    values is 500,000 items to walk: a third of reading it)."""
+    stack: list[tuple[tuple[object, ...], object]] = [((), doc)] if _maybe_refused(raw) else []
     while stack:
         trail, value = stack.pop()
         if isinstance(value, dict):
@@ -362,17 +398,21 @@ def _suite_results(path: Path, raw: bytes, suite: str, machine: str, entry: Mapp
                     values[(str(kernel), str(metric))] = finite(value)
     samples = entry.get("samples", {}) if isinstance(entry.get("samples"), dict) else {}
     out = []
-    for (kernel, metric), value in values.items():
+    metric_units: dict[str, str] = {}  # a results file has few metrics and many kernels
+    for key, value in values.items():
+        kernel, metric = key
         stats = samples.get(kernel) if metric == "duration" else None
-        stats = stats if isinstance(stats, dict) else {}
-        n = stats.get("n")
-        out.append(Result(
-            machine, suite, kernel, metric, value, units.get((kernel, metric)) or metric_unit(metric),
-            n=int(n) if isinstance(n, int) and not isinstance(n, bool) else None,
-            median=finite(stats.get("median")), spread=finite(stats.get("spread")),
-            outcome=outcome.get((kernel, metric)),
-            low=lows.get((kernel, metric)), high=highs.get((kernel, metric)),
-        ))
+        if isinstance(stats, dict):
+            n = stats.get("n")
+            n = int(n) if isinstance(n, int) and not isinstance(n, bool) else None
+            median, spread = finite(stats.get("median")), finite(stats.get("spread"))
+        else:
+            n = median = spread = None
+        unit = units.get(key)
+        if not unit:
+            unit = metric_units.get(metric) or metric_units.setdefault(metric, metric_unit(metric))
+        out.append(Result(machine, suite, kernel, metric, value, unit, n=n, median=median, spread=spread,
+                          outcome=outcome.get(key), low=lows.get(key), high=highs.get(key)))
     return out
 
 
@@ -390,18 +430,18 @@ def suite_extras(analysis: "Analysis") -> dict[str, object]:
             "samples": duration_samples(analysis), "labels": kernel_labels(analysis)}
 
 
-def results_of(suites: "list[tuple[str, Analysis, list]]") -> tuple[list[Result], list[Machine]]:
-    """The store's rows for finished suites: (name, analysis, checks) each. The same
-    rows ``read_results`` makes of the results file the run wrote."""
-    from perfcheck.report.results import results_document
-
-    doc = results_document({name: checks for name, _, checks in suites},
-                           analyses={name: a for name, a, _ in suites},
-                           extras={name: suite_extras(a) for name, a, _ in suites})
-    doc = json.loads(json.dumps(doc, allow_nan=False))  # the same numbers a file would hold
+def results_of(document: Mapping[str, object], suites: Sequence[str]) -> tuple[list[Result], list[Machine]]:
+    """The store's rows of ``suites`` (the suites that were read) of a finished run's
+    results document (``perfcheck.checking.results_of_run``: what the JSON results
+    file holds). The same rows ``read_results`` makes of the results file written from it."""
+    entries = document["suites"]
+    kept = ("fingerprint", "machine", "measurements", "samples", "checks")
+    # through JSON: the same numbers a file would hold (only what the rows are made of)
+    doc = json.loads(json.dumps({name: {k: entries[name][k] for k in kept if k in entries[name]}  # type: ignore[index]
+                                 for name in suites}, allow_nan=False))
     results: list[Result] = []
     machines: dict[str, Machine] = {}
-    for name, entry in doc["suites"].items():
+    for name, entry in doc.items():
         machine = entry["machine"]
         machines.setdefault(machine, Machine(machine, entry["fingerprint"]))
         results.extend(_suite_results(Path("<run>"), b"", name, machine, entry))

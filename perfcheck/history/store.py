@@ -246,6 +246,8 @@ def machine_key(fingerprint: Mapping[str, str]) -> str:
 
 def finite(value: object) -> float | None:
     """A finite float, or None (JSON null, text, booleans, inf and NaN stay missing)."""
+    if type(value) is float:  # nearly every value of a results file: no conversion to try
+        return value if math.isfinite(value) else None
     if value is None or isinstance(value, bool):
         return None
     try:
@@ -478,15 +480,10 @@ class Store:
                     "WHERE excluded.fingerprint != '{}'",
                     [(m.machine, json.dumps(dict(m.fingerprint), sort_keys=True)) for m in named.values()],
                 )
-                db.executemany("INSERT OR IGNORE INTO series (machine, suite, kernel, metric) VALUES (?, ?, ?, ?)",
-                               sorted(rows))
-                ids: dict[tuple[str, str, str, str], int] = {}
-                for machine, suite in sorted({key[:2] for key in rows}):
-                    ids.update(((m, su, k, me), i) for i, m, su, k, me in db.execute(
-                        "SELECT series_id, machine, suite, kernel, metric FROM series WHERE machine = ? AND suite = ?",
-                        (machine, suite)))
+                ids = self._series_ids(sorted(rows))
+                # in key order: each leaf page of the values is changed once, in one pass
                 db.executemany("INSERT INTO results VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                               [(ids[key], number, *values) for key, values in rows.items()])
+                               sorted(((ids[key], number, *values) for key, values in rows.items()), key=_first))
                 db.execute("COMMIT")
             except BaseException:
                 db.execute("ROLLBACK")
@@ -503,6 +500,26 @@ class Store:
             raise InputError(self.path, f"run {run.run_id!r} is already stored with other values",
                              hint="a run id names one run: give the other run its own id (the results file's run.id)")
         return done
+
+    def _series_ids(self, keys: list[tuple[str, str, str, str]]) -> dict[tuple[str, str, str, str], int]:
+        """The id of each series key (in a write transaction), making the ones not stored
+        yet (in key order). A nightly run's series are all there: one range of the names'
+        index per machine x suite is read, and nothing is inserted."""
+        ids: dict[tuple[str, str, str, str], int] = {}
+
+        def known(pairs: Iterable[tuple[str, str]]) -> None:
+            for machine, suite in sorted(set(pairs)):
+                ids.update(((m, su, k, me), i) for i, m, su, k, me in self._db.execute(
+                    "SELECT series_id, machine, suite, kernel, metric FROM series WHERE machine = ? AND suite = ?",
+                    (machine, suite)))
+
+        known(key[:2] for key in keys)
+        missing = [key for key in keys if key not in ids]
+        if missing:
+            self._db.executemany("INSERT OR IGNORE INTO series (machine, suite, kernel, metric) VALUES (?, ?, ?, ?)",
+                                 missing)
+            known(key[:2] for key in missing)
+        return ids
 
     def _same_run(self, run: RunRecord, rows: Mapping[tuple[str, str, str, str], tuple[object, ...]]) -> bool:
         """The run already stored under ``run.run_id`` holds exactly these values (the
@@ -646,6 +663,38 @@ class Store:
 
         yield from series_batches(keys, runs, read, last=last, rows=rows, clean=self._clean)
 
+    def latest(self, *, machine: str, suite: str, pairs: Sequence[tuple[str, str | None]], last: int) -> "pd.DataFrame":
+        """The latest ``last`` runs of the series ``pairs`` names (kernel, metric; a metric
+        of None: every metric of that kernel) of one machine x suite, as ``series`` gives
+        them (SERIES_COLUMNS, series order): what the gate judges a run on, read from the
+        series' own index ranges, however many other series and nights the store holds."""
+        wanted = sorted(set(pairs), key=lambda pair: (pair[0], pair[1] or ""))
+        keys: list[tuple[object, ...]] = []
+        for at in range(0, len(wanted), MAX_IDS):
+            chunk = wanted[at:at + MAX_IDS]
+            keys.extend(self._rows(
+                f"WITH wanted(kernel, metric) AS (VALUES {', '.join(['(?, ?)'] * len(chunk))}) "
+                # CROSS JOIN keeps the names the outer loop, each one index lookup (planned
+                # freely, SQLite scanned the suite's every series once per name: seconds)
+                "SELECT DISTINCT s.series_id, s.machine, s.suite, s.kernel, s.metric FROM wanted w CROSS JOIN series s "
+                "ON s.machine = ? AND s.suite = ? AND s.kernel = w.kernel AND (w.metric IS NULL OR s.metric = w.metric)",
+                [*(name for pair in chunk for name in pair), machine, suite]))
+        keys = sorted(set(keys), key=lambda key: key[1:])  # the order of series (text sorts as SQLite's BINARY)
+        runs = self._rows("SELECT run, run_id, time, commit_sha, branch, ci_job, ci_url FROM runs")
+        by_number = runs_in_order(runs)
+
+        def read(ids: list[int]) -> list[tuple[object, ...]]:
+            if by_number:  # each series' last ``last`` rows of its primary key range
+                columns = ", ".join(f"v.{c}" for c in VALUE_COLUMNS)
+                return self._rows(
+                    f"WITH ids(id) AS (VALUES {', '.join(['(?)'] * len(ids))}) SELECT {columns} FROM ids "
+                    "CROSS JOIN results v ON v.series_id = ids.id AND v.run >= coalesce((SELECT x.run FROM results x "
+                    "WHERE x.series_id = ids.id ORDER BY x.run DESC LIMIT 1 OFFSET ?), -9223372036854775808)",
+                    [*ids, max(0, last - 1)])
+            return self._rows(values_sql(f"v.series_id IN ({', '.join('?' * len(ids))})", last, "?", ""), [*ids, last])
+
+        return concat_batches(series_batches(keys, runs, read, last=last, clean=self._clean))
+
     def _integers(self, values: "pd.Series") -> "pd.Series":
         import pandas as pd
 
@@ -695,6 +744,10 @@ class Store:
 
 
 
+def _first(row: tuple[object, ...]) -> int:
+    return row[0]  # type: ignore[return-value]
+
+
 def value_rows(results: Iterable[Result]) -> dict[tuple[str, str, str, str], tuple[object, ...]]:
     """(machine, suite, kernel, metric) -> the stored columns after series_id and run
     (a key given twice: the last wins, as INSERT OR REPLACE did)."""
@@ -733,6 +786,19 @@ def values_sql(where: str, last: int | None, mark: str, collate: str) -> str:
     return (f"SELECT {', '.join(VALUE_COLUMNS)} FROM (SELECT {columns}, row_number() OVER (PARTITION BY v.series_id "
             f"ORDER BY r.time DESC, r.run_id{collate} DESC) AS latest FROM results v JOIN runs r ON r.run = v.run "
             f"WHERE {where}) AS ranked WHERE latest <= {mark}")
+
+
+def runs_in_order(runs: Sequence[Sequence[object]]) -> bool:
+    """Whether the runs (run, run_id, time, ...) were numbered in the order of their time
+    (then run id), as runs appended night after night are: then a series' latest N runs
+    are the last N rows of its primary key range (series_id, run), read without sorting
+    its whole history. A run imported later than a newer one (a backlog of results
+    files, a copied store) breaks it: readers then rank the runs by time in SQL."""
+    ordered = sorted(runs, key=lambda run: run[0])  # type: ignore[arg-type,return-value]
+    stamps = [(run[2], run[1]) for run in ordered]
+    if not all(isinstance(t, (int, float)) and not isinstance(t, bool) and isinstance(i, str) for t, i in stamps):
+        return False  # a damaged time or id: the ranked query reads it and says what is wrong
+    return all(a < b for a, b in zip(stamps, stamps[1:]))
 
 
 def runs_frame(rows: list[tuple[object, ...]], limit: int | None) -> "pd.DataFrame":

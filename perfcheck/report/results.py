@@ -262,6 +262,11 @@ def write_results(
     extras: Mapping[str, Mapping[str, object]] | None = None,
 ) -> Path:
     """Write the JSON results file atomically (sorted keys, indented, newline at the end)."""
-    document = results_document(suites, analyses=analyses, baselines=baselines, run=run, extras=extras)
+    return write_document(path, results_document(suites, analyses=analyses, baselines=baselines, run=run,
+                                                 extras=extras))
+
+
+def write_document(path: str | Path, document: Mapping[str, object]) -> Path:
+    """Write a results document (``results_document``) as the JSON results file."""
     text = json.dumps(document, indent=2, sort_keys=True, allow_nan=False) + "\n"
     return write_atomic(path, text)
