@@ -32,7 +32,7 @@ import re
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import TextIO
+from typing import BinaryIO
 
 import numpy as np
 import pandas as pd
@@ -138,21 +138,13 @@ def write_bencher(series: pd.DataFrame, directory: str | Path) -> list[Path]:
 # --- OpenMetrics / Prometheus text with timestamps ----------------------------------------
 
 
-def _number(value: float) -> str:
-    return str(int(value)) if float(value).is_integer() and abs(value) < 2**53 else repr(float(value))
-
-
 def _labels(pairs: Iterable[tuple[str, str]]) -> str:
     return "{" + ",".join(f'{k}="{escape_label(v)}"' for k, v in pairs) + "}"
 
 
 def _timestamps(times: pd.Series, unit: str) -> list[str]:
     # as_unit: a frame's timestamps may be held in s, ms, us or ns (pandas 2)
-    ns = pd.DatetimeIndex(pd.to_datetime(times, utc=True)).as_unit("ns").asi8
-    if unit == "ms":
-        return [str(v) for v in (ns // 1_000_000).tolist()]
-    # seconds with the fraction OpenMetrics allows; whole seconds without one
-    return [str(v // 1_000_000_000) if v % 1_000_000_000 == 0 else repr(v / 1e9) for v in ns.tolist()]
+    return _stamps(pd.DatetimeIndex(pd.to_datetime(times, utc=True)).as_unit("ns").asi8, unit)
 
 
 def timestamped_metrics(series: pd.DataFrame, *, timestamps: str = "s") -> str:
@@ -161,12 +153,14 @@ def timestamped_metrics(series: pd.DataFrame, *, timestamps: str = "s") -> str:
     ``timestamps="s"``: OpenMetrics 1.0 text (``# UNIT`` lines, an info family for
     the runs, ``# EOF``). ``timestamps="ms"``: the Prometheus text format (0.0.4),
     which has no ``# UNIT``, no info type and no ``# EOF``."""
-    return "".join(timestamped_metric_pieces([series], timestamps=timestamps))
+    return b"".join(piece if isinstance(piece, bytes) else piece.encode("utf-8")
+                    for piece in timestamped_metric_pieces([series], timestamps=timestamps)).decode("utf-8")
 
 
-def timestamped_metric_pieces(parts: Iterable[pd.DataFrame], *, timestamps: str = "s") -> Iterator[str]:
+def timestamped_metric_pieces(parts: Iterable[pd.DataFrame], *, timestamps: str = "s") -> Iterator[str | bytes]:
     """``timestamped_metrics`` of the frames ``parts`` (``HistoryStore.batches``: whole
-    kernels, in series order) as pieces of text, holding one part in memory at a time.
+    kernels, in series order) as pieces of text (str, or bytes in UTF-8 as they come
+    back from the spool), holding one part in memory at a time.
     The text is grouped by metric family, the parts by kernel: each family's lines are
     spooled to a temporary file as the parts come, then the files are read out in
     family order (families sorted by name, each sorted by machine, suite, kernel,
@@ -178,24 +172,26 @@ def timestamped_metric_pieces(parts: Iterable[pd.DataFrame], *, timestamps: str 
     runs: dict[str, tuple[object, object, object]] = {}  # run id -> time, commit, branch; first seen first
     wrote = False
     with tempfile.TemporaryDirectory(prefix="perfcheck-export-") as spool:
-        files: dict[str, TextIO] = {}
+        files: dict[str, BinaryIO] = {}
         try:
             for series in parts:
                 for family, header, body in _family_lines(series, timestamps, openmetrics):
                     if family not in files:
                         headers[family] = header
-                        files[family] = open(Path(spool) / f"{len(files)}.txt", "w+", encoding="utf-8")  # noqa: SIM115
-                    files[family].write(body)
-                columns = [series[key] if key in series else pd.Series(None, index=series.index)
+                        files[family] = open(Path(spool) / f"{len(files)}.txt", "w+b")  # noqa: SIM115
+                    files[family].write(body.encode("utf-8"))
+                # each run's first row in this part (the order the runs are first seen in)
+                firsts = series.drop_duplicates("run_id")
+                columns = [firsts[key] if key in firsts else pd.Series(None, index=firsts.index)
                            for key in ("time", "commit", "branch")]
-                for run_id, *about in zip(series["run_id"], *columns):
+                for run_id, *about in zip(firsts["run_id"], *columns):
                     runs.setdefault(run_id, tuple(about))  # type: ignore[arg-type]
             for family in sorted(files):
                 yield headers[family]
                 wrote = True
                 handle = files[family]
                 handle.seek(0)
-                while chunk := handle.read(1 << 20):
+                while chunk := handle.read(1 << 22):
                     yield chunk
         finally:
             for handle in files.values():
@@ -222,26 +218,70 @@ def timestamped_metric_pieces(parts: Iterable[pd.DataFrame], *, timestamps: str 
 
 
 def _family_lines(series: pd.DataFrame, timestamps: str, openmetrics: bool) -> Iterator[tuple[str, str, str]]:
-    """(family, its header lines, its sample lines) of one frame, families in name order."""
-    frame = series[np.isfinite(series["value"].astype(float))].copy()
-    if not len(frame):
+    """(family, its header lines, its sample lines) of one frame, families in name order,
+    each family's samples by machine, suite, kernel, then time (ties in frame order).
+
+    A part holds a few thousand series of a few hundred runs: the names, labels and
+    time stamps are made once per series, kernel and run and only picked per sample
+    (making them per sample was nine tenths of ``history export``'s time)."""
+    values = series["value"].to_numpy(dtype="float64", na_value=np.nan)
+    keep = np.flatnonzero(np.isfinite(values))
+    if not len(keep):
         return
-    frame["unit"] = frame["unit"].fillna("").astype(str)
-    frame["family"] = [metric_name(m, u) for m, u in zip(frame["metric"].astype(str), frame["unit"])]
-    frame["stamp"] = _timestamps(frame["time"], timestamps)
-    frame["sample"] = [_labels((("machine", str(a)), ("suite", str(b)), ("kernel", str(c))))
-                       for a, b, c in zip(frame["machine"], frame["suite"], frame["kernel"])]
-    frame = frame.sort_values(["family", "machine", "suite", "kernel", "time"], kind="stable")
-    for family, rows in frame.groupby("family", sort=False):
-        first = rows.iloc[0]
+    frame = series.iloc[keep]
+    values = values[keep]
+    metrics = frame["metric"].astype(str).to_numpy(dtype=object)
+    units = frame["unit"].fillna("").astype(str).to_numpy(dtype=object)
+    # the family of each (metric, unit) pair, ranked by name: the first sort key
+    pairs = pd.MultiIndex.from_arrays([metrics, units])
+    pair_code, pair_names = pd.factorize(pairs)
+    families = [metric_name(m, u) for m, u in pair_names]
+    names = sorted(set(families))
+    family_rank = np.array([names.index(f) for f in families])[pair_code]
+    # machine x suite x kernel, ranked as sorting the three names would: the next keys
+    kernel_code = frame.groupby(["machine", "suite", "kernel"], sort=True).ngroup().to_numpy()
+    ns = pd.DatetimeIndex(pd.to_datetime(frame["time"], utc=True)).as_unit("ns").asi8
+    order = np.lexsort((ns, kernel_code, family_rank))  # stable: ties keep the frame's order
+    firsts = np.unique(kernel_code, return_index=True)[1]
+    labels = [_labels((("machine", str(a)), ("suite", str(b)), ("kernel", str(c))))
+              for a, b, c in frame[["machine", "suite", "kernel"]].iloc[firsts].itertuples(index=False, name=None)]
+    moments, moment = np.unique(ns, return_inverse=True)
+    stamps = _stamps(moments, timestamps)
+    numbers = _numbers(values[order])
+    sorted_rank, sorted_kernel, sorted_moment = family_rank[order], kernel_code[order], moment.reshape(-1)[order]
+    # one slice per family (contiguous once sorted), then one per series of samples within it
+    edges = np.flatnonzero(np.diff(sorted_rank)) + 1
+    for start, end in zip(np.r_[0, edges].tolist(), np.r_[edges, len(order)].tolist()):
+        family = names[int(sorted_rank[start])]
+        metric, unit = pair_names[int(pair_code[order[start]])]
         header = [f"# TYPE {family} gauge"]
-        om_unit = _OM_UNIT.get(str(first["unit"]), "")
+        om_unit = _OM_UNIT.get(unit, "")
         if openmetrics and om_unit and family.endswith(om_unit):
             header.append(f"# UNIT {family} {om_unit}")
-        header.append(f"# HELP {family} perfcheck history: {first['metric']} per run, in {first['unit'] or 'count'}")
-        body = "".join(f"{family}{labels} {_number(value)} {stamp}\n"
-                       for labels, value, stamp in zip(rows["sample"], rows["value"].astype(float), rows["stamp"]))
-        yield str(family), "\n".join(header) + "\n", body
+        header.append(f"# HELP {family} perfcheck history: {metric} per run, in {unit or 'count'}")
+        kernels = sorted_kernel[start:end]
+        cuts = np.flatnonzero(np.diff(kernels)) + 1
+        pieces = []
+        for a, b in zip(np.r_[start, cuts + start].tolist(), np.r_[cuts + start, end].tolist()):
+            head = f"{family}{labels[int(sorted_kernel[a])]} "
+            pieces.extend(f"{head}{number} {stamps[at]}\n"
+                          for number, at in zip(numbers[a:b], sorted_moment[a:b].tolist()))
+        yield family, "\n".join(header) + "\n", "".join(pieces)
+
+
+def _stamps(ns: np.ndarray, unit: str) -> list[str]:
+    """``_timestamps`` of nanoseconds since the epoch."""
+    if unit == "ms":
+        return [str(v) for v in (ns // 1_000_000).tolist()]
+    # seconds with the fraction OpenMetrics allows; whole seconds without one
+    return [str(v // 1_000_000_000) if v % 1_000_000_000 == 0 else repr(v / 1e9) for v in ns.tolist()]
+
+
+def _numbers(values: np.ndarray) -> list[str]:
+    """Each (finite) value as text: whole numbers below 2**53 without a fraction, others
+    as Python writes them (the shortest text that reads back as the same float)."""
+    whole = (np.floor(values) == values) & (np.abs(values) < 2**53)
+    return [str(int(v)) if w else repr(v) for v, w in zip(values.tolist(), whole.tolist())]
 
 
 def write_timestamped_metrics(series: "pd.DataFrame | Iterable[pd.DataFrame]", path: str | Path, *,
