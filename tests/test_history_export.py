@@ -8,6 +8,7 @@ import math
 import re
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -130,3 +131,59 @@ def test_the_prometheus_projects_parsers_read_both_exports(frame: pd.DataFrame) 
     samples = text_families["perfcheck_duration_seconds"].samples
     assert samples[0].timestamp == START  # the parser turns milliseconds back into seconds
     assert [s.value for s in samples] == [s.value for s in duration.samples]
+
+
+def _one_sample_at_a_time(series: pd.DataFrame, timestamps: str) -> str:
+    """The family lines as first written (before issue 22): sort the whole frame, then
+    every sample's labels, value and time stamp made on its own (the oracle)."""
+    from perfcheck.report.openmetrics import escape_label, metric_name
+
+    frame = series[np.isfinite(series["value"].astype(float))].copy()
+    frame["unit"] = frame["unit"].fillna("").astype(str)
+    frame["family"] = [metric_name(m, u) for m, u in zip(frame["metric"].astype(str), frame["unit"])]
+    frame = frame.sort_values(["family", "machine", "suite", "kernel", "time"], kind="stable")
+    out = []
+    for family, rows in frame.groupby("family", sort=False):
+        first = rows.iloc[0]
+        out.append(f"# TYPE {family} gauge\n")
+        unit = {"s": "seconds", "B": "bytes", "B/s": "bytes_per_second", "%": "percent"}.get(first["unit"], "")
+        if timestamps == "s" and unit and family.endswith(unit):
+            out.append(f"# UNIT {family} {unit}\n")
+        out.append(f"# HELP {family} perfcheck history: {first['metric']} per run, in {first['unit'] or 'count'}\n")
+        for _, row in rows.iterrows():
+            labels = ",".join(f'{k}="{escape_label(str(row[k]))}"' for k in ("machine", "suite", "kernel"))
+            value = float(row["value"])
+            number = str(int(value)) if value.is_integer() and abs(value) < 2**53 else repr(value)
+            ns = pd.Timestamp(row["time"]).as_unit("ns").value
+            stamp = (str(ns // 1_000_000) if timestamps == "ms" else
+                     str(ns // 1_000_000_000) if ns % 1_000_000_000 == 0 else repr(ns / 1e9))
+            out.append(f"{family}{{{labels}}} {number} {stamp}\n")
+    return "".join(out)
+
+
+@pytest.mark.parametrize("timestamps", ["s", "ms"])
+def test_the_text_export_is_the_sample_by_sample_text_on_awkward_series(timestamps: str) -> None:
+    """Samples made per series, kernel and run (issue 22) write what making each sample
+    on its own wrote: two metrics in one family interleaved by time, runs at one time,
+    an unsorted frame, missing and infinite values, whole numbers, -0.0, 2**53, names
+    that need escaping or shortening, machines that differ only in case."""
+    from perfcheck.history.export import _family_lines
+
+    rng = np.random.default_rng(3)
+    kernels = ["k#1", 'q"uote', "ü<λ>", "x" * 300, "X" * 300 + "y", "plain"]
+    metrics = [("occupancy_pct", "%"), ("occupancy", "%"), ("duration", "s"), ("calls", "count"), ("odd name!", ""),
+               ("hbm_bw", "B/s")]
+    times = pd.to_datetime([1.7e9, 1.7e9, 1.7e9 + 0.25, 1.7e9 + 86400, 1.7e9 + 86400.5], unit="s", utc=True)
+    rows = []
+    for machine in ("m", "M"):
+        for kernel in kernels:
+            for metric, unit in metrics:
+                for run, time in enumerate(times):
+                    value = rng.choice([rng.normal(1e3, 1.0), float(rng.integers(-5, 5)), -0.0, 2.0**53, 1e-7,
+                                        float("nan"), float("inf"), 1e300])
+                    rows.append({"machine": machine, "suite": "s", "kernel": kernel, "metric": metric,
+                                 "unit": unit if run != 2 else None, "run_id": f"r{run}", "time": time, "value": value})
+    frame = pd.DataFrame(rows).sample(frac=1.0, random_state=4).reset_index(drop=True)  # no order to rely on
+    got = "".join(header + body for _, header, body in _family_lines(frame, timestamps, timestamps == "s"))
+    assert got == _one_sample_at_a_time(frame, timestamps)
+    assert "perfcheck_occupancy_percent" in got and got.count("# TYPE perfcheck_occupancy_percent") == 1

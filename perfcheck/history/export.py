@@ -233,11 +233,13 @@ def _family_lines(series: pd.DataFrame, timestamps: str, openmetrics: bool) -> I
     metrics = frame["metric"].astype(str).to_numpy(dtype=object)
     units = frame["unit"].fillna("").astype(str).to_numpy(dtype=object)
     # the family of each (metric, unit) pair, ranked by name: the first sort key
-    pairs = pd.MultiIndex.from_arrays([metrics, units])
-    pair_code, pair_names = pd.factorize(pairs)
+    metric_code, metric_names = pd.factorize(metrics)
+    unit_code, unit_names = pd.factorize(units)
+    pair_ids, pair_code = np.unique(metric_code * len(unit_names) + unit_code, return_inverse=True)
+    pair_names = [(str(metric_names[i // len(unit_names)]), str(unit_names[i % len(unit_names)])) for i in pair_ids.tolist()]
     families = [metric_name(m, u) for m, u in pair_names]
     names = sorted(set(families))
-    family_rank = np.array([names.index(f) for f in families])[pair_code]
+    family_rank = np.array([names.index(f) for f in families])[pair_code.reshape(-1)]
     # machine x suite x kernel, ranked as sorting the three names would: the next keys
     kernel_code = frame.groupby(["machine", "suite", "kernel"], sort=True).ngroup().to_numpy()
     ns = pd.DatetimeIndex(pd.to_datetime(frame["time"], utc=True)).as_unit("ns").asi8
@@ -246,9 +248,10 @@ def _family_lines(series: pd.DataFrame, timestamps: str, openmetrics: bool) -> I
     labels = [_labels((("machine", str(a)), ("suite", str(b)), ("kernel", str(c))))
               for a, b, c in frame[["machine", "suite", "kernel"]].iloc[firsts].itertuples(index=False, name=None)]
     moments, moment = np.unique(ns, return_inverse=True)
-    stamps = _stamps(moments, timestamps)
-    numbers = _numbers(values[order])
-    sorted_rank, sorted_kernel, sorted_moment = family_rank[order], kernel_code[order], moment.reshape(-1)[order]
+    stamps = np.array(_stamps(moments, timestamps), dtype=object)[moment.reshape(-1)[order]]
+    # each sample's line without its name and labels: "value stamp\n"
+    tails = [f"{number} {stamp}\n" for number, stamp in zip(_numbers(values[order]), stamps.tolist())]
+    sorted_rank, sorted_kernel = family_rank[order], kernel_code[order]
     # one slice per family (contiguous once sorted), then one per series of samples within it
     edges = np.flatnonzero(np.diff(sorted_rank)) + 1
     for start, end in zip(np.r_[0, edges].tolist(), np.r_[edges, len(order)].tolist()):
@@ -263,9 +266,8 @@ def _family_lines(series: pd.DataFrame, timestamps: str, openmetrics: bool) -> I
         cuts = np.flatnonzero(np.diff(kernels)) + 1
         pieces = []
         for a, b in zip(np.r_[start, cuts + start].tolist(), np.r_[cuts + start, end].tolist()):
-            head = f"{family}{labels[int(sorted_kernel[a])]} "
-            pieces.extend(f"{head}{number} {stamps[at]}\n"
-                          for number, at in zip(numbers[a:b], sorted_moment[a:b].tolist()))
+            head = f"{family}{labels[int(sorted_kernel[a])]} "  # the series' name and labels, once
+            pieces.append(head + head.join(tails[a:b]))  # head tail head tail ...: one line per sample
         yield family, "\n".join(header) + "\n", "".join(pieces)
 
 
@@ -281,7 +283,10 @@ def _numbers(values: np.ndarray) -> list[str]:
     """Each (finite) value as text: whole numbers below 2**53 without a fraction, others
     as Python writes them (the shortest text that reads back as the same float)."""
     whole = (np.floor(values) == values) & (np.abs(values) < 2**53)
-    return [str(int(v)) if w else repr(v) for v, w in zip(values.tolist(), whole.tolist())]
+    out = np.empty(len(values), dtype=object)
+    out[~whole] = list(map(repr, values[~whole].tolist()))
+    out[whole] = list(map(str, values[whole].astype(np.int64).tolist()))  # below 2**53: exact in int64
+    return out.tolist()  # type: ignore[no-any-return]
 
 
 def write_timestamped_metrics(series: "pd.DataFrame | Iterable[pd.DataFrame]", path: str | Path, *,
