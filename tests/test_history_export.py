@@ -187,3 +187,70 @@ def test_the_text_export_is_the_sample_by_sample_text_on_awkward_series(timestam
     got = "".join(header + body for _, header, body in _family_lines(frame, timestamps, timestamps == "s"))
     assert got == _one_sample_at_a_time(frame, timestamps)
     assert "perfcheck_occupancy_percent" in got and got.count("# TYPE perfcheck_occupancy_percent") == 1
+
+
+class _Counting:
+    """A store whose ``series`` records what it was asked and how many values it gave."""
+
+    def __init__(self, store) -> None:  # noqa: ANN001
+        self._store, self.calls = store, []
+
+    def __getattr__(self, name: str):  # noqa: ANN204
+        return getattr(self._store, name)
+
+    def series(self, **where):  # noqa: ANN003, ANN201
+        frame = self._store.series(**where)
+        self.calls.append((where, len(frame)))
+        return frame
+
+
+def _files(directory: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(directory.iterdir())}
+
+
+def test_the_bencher_export_read_run_by_run_writes_the_files_of_the_whole(store_at, tmp_path: Path) -> None:  # noqa: ANN001
+    """``history export --bencher`` reads a few runs at a time (issue 22: it read every
+    value at once): the same files, byte for byte, while no read holds more than the
+    part size asked for (4 values a run here, so 2 runs a part)."""
+    from perfcheck.history import Machine, Result, RunRecord
+    from perfcheck.history.backend import run_parts
+
+    location = fill_store(store_at())
+    with open_store(location) as store:
+        store.add(RunRecord("empty", START - 86400.0), [])  # a run without values: no file
+        store.add(RunRecord("two machines", START + 0.5), [Result("other", "stencil", STENCIL, "duration", 1e-3, "s"),
+                                                             Result(MACHINE, "cpu", "copyto", "mem_bw", 1e10, "B/s")],
+                  [Machine("other", {"arch": "gfx90a"})])
+        whole = write_bencher(store.series(), tmp_path / "whole")
+        counting = _Counting(store)
+        parts = write_bencher((part for _, part in run_parts(counting, rows=9)), tmp_path / "parts")
+        since = START + 10 * 86400.0
+        recent = write_bencher(store.series(since=since, suite="stencil"), tmp_path / "recent")
+        recent_parts = write_bencher((part for _, part in run_parts(store, rows=9, since=since, suite="stencil")),
+                                     tmp_path / "recent-parts")
+    assert [p.name for p in parts] == [p.name for p in whole] and len(whole) == NIGHTS + 3  # 2 files for 2 machines
+    assert _files(tmp_path / "parts") == _files(tmp_path / "whole")
+    assert _files(tmp_path / "recent-parts") == _files(tmp_path / "recent") and len(recent) == NIGHTS - 10 + 1
+    assert len(counting.calls) >= NIGHTS // 2 and all("run_id" in where and size <= 9
+                                                      for where, size in counting.calls)
+
+
+def test_history_copy_reads_a_few_runs_at_a_time_and_copies_what_one_read_copied(store_at, tmp_path: Path) -> None:  # noqa: ANN001
+    from perfcheck.history import RunRecord
+    from perfcheck.history.transfer import copy_store
+
+    source = fill_store(tmp_path / "source.sqlite")
+    with open_store(source) as store:
+        store.add(RunRecord("empty", START - 86400.0), [])
+        counting = _Counting(store)
+        with open_store(store_at("parts")) as target:
+            target.add(RunRecord("run-003", START + 3 * 86400.0), [])  # already there: left alone
+            done = copy_store(counting, target, rows=9)
+            copied = target.series()
+            runs = target.runs()
+        expected = store.series()
+    assert (done.copied, done.present, done.values) == (NIGHTS, 1, 4 * (NIGHTS - 1))
+    assert copied.equals(expected[expected["run_id"] != "run-003"].reset_index(drop=True))
+    assert runs["run_id"].tolist() == ["empty", *[f"run-{n:03d}" for n in range(NIGHTS)]]
+    assert all("run_id" in where and size <= 9 for where, size in counting.calls)
+    assert len(counting.calls) >= NIGHTS // 2

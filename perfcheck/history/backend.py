@@ -33,6 +33,7 @@ SERIES_COLUMNS = (
 VALUE_COLUMNS = ("series_id", "run", "value", "unit", "n", "median", "spread", "outcome", "low", "high")
 BATCH_ROWS = 100_000  # values per part read: ~100-200 MB at most in the commands, and few queries
 MAX_IDS = 4_000  # series per query: under SQLite's 32,766 bound variables
+MAX_RUNS = 1_000  # runs per query of ``run_parts`` (runs without values add nothing to a part's size)
 
 
 class HistoryStore(Protocol):
@@ -168,6 +169,30 @@ class SeriesReader:
         series uses ``batches``."""
         return concat_batches(self.batches(machine=machine, suite=suite, kernel=kernel, metric=metric, since=since,
                                            last=last, run_id=run_id))
+
+
+def run_parts(store: HistoryStore, *, rows: int = BATCH_ROWS, since: float | None = None,
+              run_id: Sequence[str] | None = None,
+              **names: str | Sequence[str] | None) -> "Iterator[tuple[list[str], pd.DataFrame]]":
+    """``store.series`` a few whole runs at a time, oldest runs first (as ``runs`` lists
+    them): (the run ids, their values) of about ``rows`` values (one run at least), for
+    readers that go run by run (``history copy``, the Bencher export) in memory that does
+    not grow with the history. A run without values is in its ids, not in the frame.
+    ``run_id``: only these runs; ``names``: the machine, suite, kernel and metric
+    filters of ``series``."""
+    runs = store.runs(since=since)
+    if run_id is not None:
+        runs = runs[runs["run_id"].isin(list(run_id))]
+    chunk: list[str] = []
+    size = 0
+    for name, count in zip(runs["run_id"].tolist(), runs["values"].tolist()):
+        if chunk and (size + count > rows or len(chunk) >= MAX_RUNS):
+            yield chunk, store.series(run_id=chunk, since=since, **names)  # type: ignore[arg-type]
+            chunk, size = [], 0
+        chunk.append(name)
+        size += count
+    if chunk:
+        yield chunk, store.series(run_id=chunk, since=since, **names)  # type: ignore[arg-type]
 
 
 # --- the read path's pieces ------------------------------------------------------------------

@@ -121,16 +121,20 @@ def _file_name(run_id: str, machine: str) -> str:
     return f"{clean}.json"
 
 
-def write_bencher(series: pd.DataFrame, directory: str | Path) -> list[Path]:
+def write_bencher(series: "pd.DataFrame | Iterable[pd.DataFrame]", directory: str | Path) -> list[Path]:
     """``DIR/<run>--<machine>.json`` per run and ``DIR/manifest.json`` listing them
-    (oldest first) with the commit, branch and machine ``bencher run`` needs."""
+    (oldest first) with the commit, branch and machine ``bencher run`` needs.
+    ``series`` may be frames of whole runs, oldest runs first (``backend.run_parts``):
+    each is written as it comes, so memory holds a few runs, not the history."""
     target = Path(directory)
     manifest = []
     written = []
-    for entry, document in bencher_documents(series):
-        name = _file_name(entry["run_id"], entry["machine"])  # type: ignore[arg-type]
-        written.append(write_atomic(target / name, json.dumps(document, indent=2, sort_keys=True, allow_nan=False) + "\n"))
-        manifest.append({**entry, "file": name})
+    for part in [series] if isinstance(series, pd.DataFrame) else series:
+        for entry, document in bencher_documents(part):
+            name = _file_name(entry["run_id"], entry["machine"])  # type: ignore[arg-type]
+            written.append(write_atomic(target / name,
+                                        json.dumps(document, indent=2, sort_keys=True, allow_nan=False) + "\n"))
+            manifest.append({**entry, "file": name})
     written.append(write_atomic(target / "manifest.json", json.dumps(manifest, indent=2) + "\n"))
     return written
 

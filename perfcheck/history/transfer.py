@@ -4,9 +4,10 @@ back for an archive or a laptop).
 
 Idempotent as ``add`` is: runs are keyed by run id, so a run DST already has is left
 alone and copying twice adds nothing; an interrupted copy is resumed by running it
-again (each run is its own transaction in DST). The source's values are read at once
-(a year of nightly runs of a few hundred values is a few hundred thousand rows). A run keeps its id, time, commit,
-CI job and values; ``added`` becomes the time it was copied (when DST got it).
+again (each run is its own transaction in DST). The source is read a few runs at a
+time (``backend.run_parts``: about ``BATCH_ROWS`` values), so a year of nightly runs
+of thousands of kernels copies in the memory of a few nights. A run keeps its id,
+time, commit, CI job and values; ``added`` becomes the time it was copied (when DST got it).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from perfcheck.history.backend import BATCH_ROWS, run_parts
 from perfcheck.history.store import Machine, Result, RunRecord
 
 if TYPE_CHECKING:
@@ -43,22 +45,26 @@ def _results(frame: "pd.DataFrame") -> dict[str, list[Result]]:
     return out
 
 
-def copy_store(source: "HistoryStore", target: "HistoryStore") -> CopyResult:
-    """Copy every run of ``source`` that ``target`` does not have, oldest first."""
+def copy_store(source: "HistoryStore", target: "HistoryStore", *, rows: int = BATCH_ROWS) -> CopyResult:
+    """Copy every run of ``source`` that ``target`` does not have, oldest first, reading
+    about ``rows`` values of ``source`` at a time."""
     runs = source.runs()
     machines = [Machine(slug, fingerprint) for slug, fingerprint in source.machines().items()]
     have = set(target.runs()["run_id"])
     todo = runs[~runs["run_id"].isin(have)]
-    results = _results(source.series()) if len(todo) else {}
+    records = {row.run_id: RunRecord(run_id=str(row.run_id), time=float(row.time.timestamp()), commit=row.commit,
+                                     branch=row.branch, ci_system=row.ci_system, ci_job=row.ci_job,
+                                     ci_url=row.ci_url, host=row.host, source=row.source)
+               for row in todo.astype(object).where(todo.notna(), None).itertuples(index=False)}
     copied = values = 0
-    # one ``add`` (one transaction) per run: a copy stopped half-way keeps whole runs only
-    for row in todo.astype(object).where(todo.notna(), None).itertuples(index=False):
-        record = RunRecord(run_id=str(row.run_id), time=float(row.time.timestamp()), commit=row.commit,
-                           branch=row.branch, ci_system=row.ci_system, ci_job=row.ci_job, ci_url=row.ci_url,
-                           host=row.host, source=row.source)
-        rows = results.get(record.run_id, [])
-        used = {r.machine for r in rows}
-        done = target.add(record, rows, [m for m in machines if m.machine in used])
-        copied += int(done.added)
-        values += done.values
+    for chunk, part in run_parts(source, rows=rows, run_id=list(records)):
+        results = _results(part)
+        # one ``add`` (one transaction) per run, oldest first: a copy stopped half-way keeps
+        # whole runs only (a run without values is copied too: it is in the chunk, not the part)
+        for run_id in chunk:
+            rows_of_run = results.get(run_id, [])
+            used = {r.machine for r in rows_of_run}
+            done = target.add(records[run_id], rows_of_run, [m for m in machines if m.machine in used])
+            copied += int(done.added)
+            values += done.values
     return CopyResult(copied, len(runs) - copied, values)
