@@ -254,3 +254,62 @@ def test_history_copy_reads_a_few_runs_at_a_time_and_copies_what_one_read_copied
     assert runs["run_id"].tolist() == ["empty", *[f"run-{n:03d}" for n in range(NIGHTS)]]
     assert all("run_id" in where and size <= 9 for where, size in counting.calls)
     assert len(counting.calls) >= NIGHTS // 2
+
+
+def _bencher_one_value_at_a_time(series: pd.DataFrame) -> list:
+    """The documents as first made (before issue 22): names made for every value, every
+    row of the sorted frame read on its own (the oracle)."""
+    from perfcheck.history.export import _text, measure_name
+
+    frame = series[np.isfinite(series["value"].astype(float))].copy()
+    frame["benchmark"] = [benchmark_name(s, k) for s, k in zip(frame["suite"].astype(str), frame["kernel"].astype(str))]
+    frame["measure"] = [measure_name(m, u) for m, u in zip(frame["metric"].astype(str), frame["unit"].fillna("").astype(str))]
+    frame["bmf_value"] = frame["value"].astype(float) * np.where(frame["measure"] == LATENCY, 1e9, 1.0)
+    frame = frame[np.isfinite(frame["bmf_value"])].copy()
+    frame["bmf_lower"] = frame["bmf_value"] * (1.0 - frame["spread"].astype(float))
+    frame["bmf_upper"] = frame["bmf_value"] * (1.0 + frame["spread"].astype(float))
+    out = []
+    for (run_id, machine), rows in frame.sort_values(["time", "run_id", "machine"], kind="stable").groupby(
+            ["run_id", "machine"], sort=False):
+        document: dict = {}
+        for _, row in rows.iterrows():
+            metric = {"value": float(row["bmf_value"])}
+            if math.isfinite(row["bmf_lower"]) and math.isfinite(row["bmf_upper"]):
+                metric.update(lower_value=float(row["bmf_lower"]), upper_value=float(row["bmf_upper"]))
+            document.setdefault(row["benchmark"], {})[row["measure"]] = metric
+        first = rows.iloc[0]
+        out.append(({"run_id": str(run_id), "machine": str(machine), "commit": _text(first["commit"]),
+                     "branch": _text(first["branch"]), "time": pd.Timestamp(first["time"]).isoformat()}, document))
+    return out
+
+
+def test_bencher_documents_and_their_text_are_the_value_by_value_ones_on_awkward_series() -> None:
+    """Names made once per suite x kernel and metric x unit, and the documents written
+    without json's indenting encoder (issue 22), give what the value-by-value documents
+    and ``json.dumps(indent=2, sort_keys=True)`` gave: runs at one time on two machines,
+    a metric whose measure is also "latency" (the last one read wins, as before), a
+    latency that overflows in ns, missing spreads and commits, names to escape."""
+    from perfcheck.history.export import _bmf_json
+
+    rng = np.random.default_rng(5)
+    rows = []
+    for run, (run_id, time) in enumerate([("b", 1.7e9), ("a", 1.7e9), ("c", 1.7e9 + 3600.5), ("d", 1.8e9)]):
+        for machine in ("m2", "m1"):
+            for suite, kernel in (("s", "k\"1\"\n"), ("s", "ü<λ>"), ("t", "x" * 1100), ("t", "x" * 1100 + "y")):
+                for metric, unit in (("duration", "s"), ("latency", ""), ("hbm_bw", "B/s"), ("calls", "count"),
+                                     ("a" * 70, "%")):
+                    value = rng.choice([rng.normal(1e-3, 1e-5), 3.0, -0.0, 1e300, float("nan"), 1e-7, 2.0**60])
+                    rows.append({"machine": machine, "suite": suite, "kernel": kernel, "metric": metric,
+                                 "unit": unit if run != 2 else None, "run_id": run_id, "value": value,
+                                 "time": pd.Timestamp(time, unit="s", tz="UTC"), "spread": rng.choice([0.01, np.nan]),
+                                 "commit": None if run == 1 else f"c{run}", "branch": "main"})
+    frame = pd.DataFrame(rows).sample(frac=1.0, random_state=6).reset_index(drop=True)
+    got = bencher_documents(frame)
+    expected = _bencher_one_value_at_a_time(frame)
+    assert got == expected and len(got) == 8
+    assert any("latency" in doc[bench] for _, doc in got for bench in doc)
+    for _, document in got:
+        assert _bmf_json(document) == json.dumps(document, indent=2, sort_keys=True, allow_nan=False) + "\n"
+    assert _bmf_json({}) == "{}\n" and _bmf_json({"b": {}}) == json.dumps({"b": {}}, indent=2) + "\n"
+    with pytest.raises(ValueError):
+        _bmf_json({"b": {"m": {"value": float("nan")}}})

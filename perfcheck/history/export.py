@@ -69,38 +69,84 @@ def bencher_documents(series: pd.DataFrame) -> list[tuple[dict[str, object], dic
 
     ``series``: ``Store.series()`` (machine, suite, kernel, metric, unit, run_id,
     time, commit, value, spread, ...). Missing values are left out, never written
-    as zero."""
-    frame = series[np.isfinite(series["value"].astype(float))].copy()
+    as zero. Names are made once per suite x kernel and metric x unit, not per value."""
+    frame = series[np.isfinite(series["value"].astype(float))].reset_index(drop=True)
     if frame.empty:
         return []
-    frame["benchmark"] = [benchmark_name(s, k) for s, k in zip(frame["suite"].astype(str), frame["kernel"].astype(str))]
-    frame["measure"] = [measure_name(m, u) for m, u in zip(frame["metric"].astype(str), frame["unit"].fillna("").astype(str))]
-    scale = np.where(frame["measure"] == LATENCY, 1e9, 1.0)  # latency: seconds -> nanoseconds
-    frame["bmf_value"] = frame["value"].astype(float) * scale
-    frame = frame[np.isfinite(frame["bmf_value"])].copy()  # a value that overflowed when scaled is missing, not inf
-    spread = frame["spread"].astype(float) if "spread" in frame else pd.Series(np.nan, index=frame.index)
-    frame["bmf_lower"] = frame["bmf_value"] * (1.0 - spread)
-    frame["bmf_upper"] = frame["bmf_value"] * (1.0 + spread)
+    bench_code, bench_pairs = _pair_codes(frame["suite"], frame["kernel"])
+    benches = np.array([benchmark_name(s, k) for s, k in bench_pairs], dtype=object)[bench_code]
+    measure_code, measure_pairs = _pair_codes(frame["metric"], frame["unit"].fillna(""))
+    names = [measure_name(m, u) for m, u in measure_pairs]
+    measures = np.array(names, dtype=object)[measure_code]
+    latency = np.array([name == LATENCY for name in names])[measure_code]
+    spread = (frame["spread"].to_numpy(dtype="float64", na_value=np.nan) if "spread" in frame
+              else np.full(len(frame), np.nan))
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflow is inf, then left out
+        value = frame["value"].to_numpy(dtype="float64", na_value=np.nan) * np.where(latency, 1e9, 1.0)  # ns
+        lower, upper = value * (1.0 - spread), value * (1.0 + spread)
+    keep = np.isfinite(value)  # a value that overflowed when scaled is missing, not inf
+    keys = frame.loc[keep, ["time", "run_id", "machine"]]
+    order = keys.sort_values(["time", "run_id", "machine"], kind="stable").index.to_numpy()
+    run_ids = frame["run_id"].to_numpy(dtype=object)[order]
+    machines = frame["machine"].to_numpy(dtype=object)[order]
+    # a run's rows (same id, same time) are contiguous once sorted: one document per stretch
+    edges = (np.flatnonzero((run_ids[1:] != run_ids[:-1]) | (machines[1:] != machines[:-1])) + 1).tolist()
+    benches, measures = benches[order].tolist(), measures[order].tolist()
+    value, lower, upper = value[order].tolist(), lower[order].tolist(), upper[order].tolist()
     out = []
-    order = frame.sort_values(["time", "run_id", "machine"], kind="stable")
-    for (run_id, machine), rows in order.groupby(["run_id", "machine"], sort=False):
+    for start, end in zip([0, *edges], [*edges, len(order)]):
         document: dict[str, dict[str, dict[str, float]]] = {}
-        for bench, measure, value, lower, upper in zip(rows["benchmark"], rows["measure"], rows["bmf_value"],
-                                                       rows["bmf_lower"], rows["bmf_upper"]):
-            metric: dict[str, float] = {"value": float(value)}
-            if math.isfinite(lower) and math.isfinite(upper):
-                metric.update(lower_value=float(lower), upper_value=float(upper))
+        for bench, measure, v, low, high in zip(benches[start:end], measures[start:end], value[start:end],
+                                                lower[start:end], upper[start:end]):
+            metric: dict[str, float] = {"value": v}
+            if math.isfinite(low) and math.isfinite(high):
+                metric.update(lower_value=low, upper_value=high)
             document.setdefault(bench, {})[measure] = metric
-        first = rows.iloc[0]
+        first = int(order[start])
         entry = {
-            "run_id": str(run_id),
-            "machine": str(machine),
-            "commit": _text(first.get("commit")),
-            "branch": _text(first.get("branch")),
-            "time": pd.Timestamp(first["time"]).isoformat(),
+            "run_id": str(run_ids[start]),
+            "machine": str(machines[start]),
+            "commit": _text(frame["commit"].iloc[first]) if "commit" in frame else None,
+            "branch": _text(frame["branch"].iloc[first]) if "branch" in frame else None,
+            "time": pd.Timestamp(frame["time"].iloc[first]).isoformat(),
         }
         out.append((entry, document))
     return out
+
+
+def _pair_codes(first: pd.Series, second: pd.Series) -> tuple[np.ndarray, list[tuple[str, str]]]:
+    """Each row's code among the distinct (first, second) pairs, and those pairs as text."""
+    first_code, first_names = pd.factorize(first.astype(str).to_numpy(dtype=object), use_na_sentinel=False)
+    second_code, second_names = pd.factorize(second.astype(str).to_numpy(dtype=object), use_na_sentinel=False)
+    width = max(1, len(second_names))
+    pairs, code = np.unique(first_code * width + second_code, return_inverse=True)
+    return code.reshape(-1), [(str(first_names[i // width]), str(second_names[i % width])) for i in pairs.tolist()]
+
+
+def _bmf_json(document: dict[str, dict[str, dict[str, float]]]) -> str:
+    """``json.dumps(document, indent=2, sort_keys=True, allow_nan=False) + "\\n"``, the
+    same text: json writes indented text in Python, not C, one call per key and value,
+    which was most of the Bencher export's time (a run's file holds ~100,000 numbers)."""
+    if not document or not all(document.values()):  # no document is empty; if one were, json writes it
+        return json.dumps(document, indent=2, sort_keys=True, allow_nan=False) + "\n"
+    key = json.encoder.encode_basestring_ascii  # how json.dumps writes a string (ensure_ascii)
+    benches = []
+    for bench in sorted(document):
+        measures = document[bench]
+        inner = []
+        for measure in sorted(measures):
+            fields = measures[measure]
+            if not fields:
+                return json.dumps(document, indent=2, sort_keys=True, allow_nan=False) + "\n"
+            numbers = []
+            for name in sorted(fields):
+                number = fields[name]
+                if not (isinstance(number, float) and math.isfinite(number)):
+                    return json.dumps(document, indent=2, sort_keys=True, allow_nan=False) + "\n"  # json says why
+                numbers.append(f"{key(name)}: {float.__repr__(number)}")
+            inner.append(f"{key(measure)}: {{\n      " + ",\n      ".join(numbers) + "\n    }")
+        benches.append(f"{key(bench)}: {{\n    " + ",\n    ".join(inner) + "\n  }")
+    return "{\n  " + ",\n  ".join(benches) + "\n}\n"
 
 
 def _text(value: object) -> str | None:
@@ -132,8 +178,7 @@ def write_bencher(series: "pd.DataFrame | Iterable[pd.DataFrame]", directory: st
     for part in [series] if isinstance(series, pd.DataFrame) else series:
         for entry, document in bencher_documents(part):
             name = _file_name(entry["run_id"], entry["machine"])  # type: ignore[arg-type]
-            written.append(write_atomic(target / name,
-                                        json.dumps(document, indent=2, sort_keys=True, allow_nan=False) + "\n"))
+            written.append(write_atomic(target / name, _bmf_json(document)))
             manifest.append({**entry, "file": name})
     written.append(write_atomic(target / "manifest.json", json.dumps(manifest, indent=2) + "\n"))
     return written
@@ -234,16 +279,11 @@ def _family_lines(series: pd.DataFrame, timestamps: str, openmetrics: bool) -> I
         return
     frame = series.iloc[keep]
     values = values[keep]
-    metrics = frame["metric"].astype(str).to_numpy(dtype=object)
-    units = frame["unit"].fillna("").astype(str).to_numpy(dtype=object)
     # the family of each (metric, unit) pair, ranked by name: the first sort key
-    metric_code, metric_names = pd.factorize(metrics)
-    unit_code, unit_names = pd.factorize(units)
-    pair_ids, pair_code = np.unique(metric_code * len(unit_names) + unit_code, return_inverse=True)
-    pair_names = [(str(metric_names[i // len(unit_names)]), str(unit_names[i % len(unit_names)])) for i in pair_ids.tolist()]
+    pair_code, pair_names = _pair_codes(frame["metric"], frame["unit"].fillna(""))
     families = [metric_name(m, u) for m, u in pair_names]
     names = sorted(set(families))
-    family_rank = np.array([names.index(f) for f in families])[pair_code.reshape(-1)]
+    family_rank = np.array([names.index(f) for f in families])[pair_code]
     # machine x suite x kernel, ranked as sorting the three names would: the next keys
     kernel_code = frame.groupby(["machine", "suite", "kernel"], sort=True).ngroup().to_numpy()
     ns = pd.DatetimeIndex(pd.to_datetime(frame["time"], utc=True)).as_unit("ns").asi8
