@@ -34,6 +34,9 @@ VALUE_COLUMNS = ("series_id", "run", "value", "unit", "n", "median", "spread", "
 BATCH_ROWS = 100_000  # values per part read: ~100-200 MB at most in the commands, and few queries
 MAX_IDS = 4_000  # series per query: under SQLite's 32,766 bound variables
 MAX_RUNS = 1_000  # runs per query of ``run_parts`` (runs without values add nothing to a part's size)
+# values per part of whole runs (``run_parts``): each part reads the series' names again,
+# so fewer, larger parts than BATCH_ROWS (~300 MB at most in history copy)
+RUN_ROWS = 4 * BATCH_ROWS
 
 
 class HistoryStore(Protocol):
@@ -171,7 +174,7 @@ class SeriesReader:
                                            last=last, run_id=run_id))
 
 
-def run_parts(store: HistoryStore, *, rows: int = BATCH_ROWS, since: float | None = None,
+def run_parts(store: HistoryStore, *, rows: int = RUN_ROWS, since: float | None = None,
               run_id: Sequence[str] | None = None,
               **names: str | Sequence[str] | None) -> "Iterator[tuple[list[str], pd.DataFrame]]":
     """``store.series`` a few whole runs at a time, oldest runs first (as ``runs`` lists
@@ -241,7 +244,8 @@ def series_batches(keys: list[tuple[object, ...]], runs: list[tuple[object, ...]
     names["order"] = np.arange(len(names))
     kernels = names.groupby(["machine", "suite", "kernel"], sort=False).ngroup().to_numpy()
     run_table = pd.DataFrame(runs, columns=["run", "run_id", "time", "commit", "branch", "ci_job", "ci_url"])
-    step = max(1, min(MAX_IDS, rows // max(1, len(run_table))))
+    # a part of few runs holds many series: read MAX_IDS at a time, but make it one frame
+    step = max(1, rows // max(1, len(run_table)))
     start = 0
     while start < len(names):
         end = min(start + step, len(names))

@@ -5,7 +5,7 @@ back for an archive or a laptop).
 Idempotent as ``add`` is: runs are keyed by run id, so a run DST already has is left
 alone and copying twice adds nothing; an interrupted copy is resumed by running it
 again (each run is its own transaction in DST). The source is read a few runs at a
-time (``backend.run_parts``: about ``BATCH_ROWS`` values), so a year of nightly runs
+time (``backend.run_parts``: about ``RUN_ROWS`` values), so a year of nightly runs
 of thousands of kernels copies in the memory of a few nights. A run keeps its id,
 time, commit, CI job and values; ``added`` becomes the time it was copied (when DST got it).
 """
@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from perfcheck.history.backend import BATCH_ROWS, run_parts
+from perfcheck.history.backend import RUN_ROWS, run_parts
 from perfcheck.history.store import Machine, Result, RunRecord
 
 if TYPE_CHECKING:
@@ -32,20 +32,20 @@ class CopyResult:
 
 def _results(frame: "pd.DataFrame") -> dict[str, list[Result]]:
     """run id -> its values (a frame of SERIES_COLUMNS). A record per row, because
-    ``add`` takes records (the interface both backends share); nothing is computed here."""
+    ``add`` takes records (the interface both backends share); nothing is computed here.
+    The columns are turned into Python values once each (missing: None), not row by row."""
     columns = ["run_id", "machine", "suite", "kernel", "metric", "value", "unit", "n", "median", "spread", "outcome",
                "low", "high"]
-    clean = frame[columns].astype(object).where(frame[columns].notna(), None)
+    lists = [frame[c].to_numpy(dtype=object, na_value=None).tolist() for c in columns]
     out: dict[str, list[Result]] = {}
-    for (run_id, machine, suite, kernel, metric, value, unit, n, median, spread, outcome, low, high) in \
-            clean.itertuples(index=False, name=None):
+    for (run_id, machine, suite, kernel, metric, value, unit, n, median, spread, outcome, low, high) in zip(*lists):
         out.setdefault(str(run_id), []).append(Result(
             machine, suite, kernel, metric, value, unit or "", int(n) if n is not None else None, median, spread,
             outcome, low, high))
     return out
 
 
-def copy_store(source: "HistoryStore", target: "HistoryStore", *, rows: int = BATCH_ROWS) -> CopyResult:
+def copy_store(source: "HistoryStore", target: "HistoryStore", *, rows: int = RUN_ROWS) -> CopyResult:
     """Copy every run of ``source`` that ``target`` does not have, oldest first, reading
     about ``rows`` values of ``source`` at a time."""
     runs = source.runs()
