@@ -13,8 +13,9 @@ reaped with ``os.wait4`` (that child's own peak RSS).
 
 Timed, in this order: ``history add`` of one more night, ``history detect``,
 ``detect --relative``, ``report --markdown``, ``report --html``, ``export
---openmetrics``, ``check`` without a store (the peer) and ``check --history`` (the
-store is read for the gate, and the run appended).
+--openmetrics``, ``export --bencher`` (a file per night), ``check`` without a store
+(the peer) and ``check --history`` (the store is read for the gate, and the run
+appended).
 
     python benchmarks/history_scale.py [--nights 30 90 ...] [--kernels 2000]
                                        [--workdir DIR] [--keep] [--profile-detect]
@@ -186,6 +187,7 @@ def commands(store: str, extra: Path, config: Path, out: Path) -> dict[str, list
         "report --markdown": perfcheck("history", "report", "--history", s, "--markdown", str(out / "digest.md")),
         "report --html": perfcheck("history", "report", "--history", s, "--html", str(out / "site")),
         "export --openmetrics": perfcheck("history", "export", "--history", s, "--openmetrics", str(out / "om.txt")),
+        "export --bencher": perfcheck("history", "export", "--history", s, "--bencher", str(out / "bencher")),
         "check (no history)": perfcheck("check", "--config", str(config), "--json", str(out / "c.json")),
         "check --history": perfcheck("check", "--config", str(config), "--json", str(out / "c.json"), "--history", s),
     }

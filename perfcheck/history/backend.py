@@ -35,8 +35,8 @@ BATCH_ROWS = 100_000  # values per part read: ~100-200 MB at most in the command
 MAX_IDS = 4_000  # series per query: under SQLite's 32,766 bound variables
 MAX_RUNS = 1_000  # runs per query of ``run_parts`` (runs without values add nothing to a part's size)
 # values per part of whole runs (``run_parts``): each part reads the series' names again,
-# so fewer, larger parts than BATCH_ROWS (~300 MB at most in history copy)
-RUN_ROWS = 4 * BATCH_ROWS
+# so fewer, larger parts than BATCH_ROWS (the Bencher export peaks at ~0.5 GB with them)
+RUN_ROWS = 2 * BATCH_ROWS
 
 
 class HistoryStore(Protocol):
