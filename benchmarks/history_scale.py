@@ -19,6 +19,7 @@ appended).
 
     python benchmarks/history_scale.py [--nights 30 90 ...] [--kernels 2000]
                                        [--workdir DIR] [--keep] [--profile-detect]
+                                       [--skip NAME ...] [--backend sqlite postgresql]
 
 With ``--workdir DIR`` each built store is kept as ``DIR/h<N>.built.sqlite`` and reused
 by later runs with the same DIR, --nights and --kernels (building 365 nights takes a
