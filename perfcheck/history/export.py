@@ -180,6 +180,7 @@ def write_bencher(series: "pd.DataFrame | Iterable[pd.DataFrame]", directory: st
             name = _file_name(entry["run_id"], entry["machine"])  # type: ignore[arg-type]
             written.append(write_atomic(target / name, _bmf_json(document)))
             manifest.append({**entry, "file": name})
+        del part  # not held while the next part is read
     written.append(write_atomic(target / "manifest.json", json.dumps(manifest, indent=2) + "\n"))
     return written
 

@@ -58,13 +58,23 @@ def copy_store(source: "HistoryStore", target: "HistoryStore", *, rows: int = RU
                for row in todo.astype(object).where(todo.notna(), None).itertuples(index=False)}
     copied = values = 0
     for chunk, part in run_parts(source, rows=rows, run_id=list(records)):
-        results = _results(part)
-        # one ``add`` (one transaction) per run, oldest first: a copy stopped half-way keeps
-        # whole runs only (a run without values is copied too: it is in the chunk, not the part)
-        for run_id in chunk:
-            rows_of_run = results.get(run_id, [])
-            used = {r.machine for r in rows_of_run}
-            done = target.add(records[run_id], rows_of_run, [m for m in machines if m.machine in used])
-            copied += int(done.added)
-            values += done.values
+        done = _copy_runs(target, chunk, _results(part), records, machines)
+        copied, values = copied + done[0], values + done[1]
+        del part  # not held while the next part is read: memory is one part's
     return CopyResult(copied, len(runs) - copied, values)
+
+
+def _copy_runs(target: "HistoryStore", chunk: list[str], results: dict[str, list[Result]],
+               records: dict[str, RunRecord], machines: list[Machine]) -> tuple[int, int]:
+    """``add`` each run of ``chunk`` to ``target`` (one transaction per run, oldest first:
+    a copy stopped half-way keeps whole runs only; a run without values is copied too: it
+    is in the chunk, not in ``results``); returns (runs added, values added)."""
+    copied = values = 0
+    for run_id in chunk:
+        rows = results.get(run_id, [])
+        used = {r.machine for r in rows}
+        done = target.add(records[run_id], rows, [m for m in machines if m.machine in used])
+        copied += int(done.added)
+        values += done.values
+    return copied, values
+
