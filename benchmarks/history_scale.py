@@ -13,11 +13,13 @@ reaped with ``os.wait4`` (that child's own peak RSS).
 
 Timed, in this order: ``history add`` of one more night, ``history detect``,
 ``detect --relative``, ``report --markdown``, ``report --html``, ``export
---openmetrics``, ``check`` without a store (the peer) and ``check --history`` (the
-store is read for the gate, and the run appended).
+--openmetrics``, ``export --bencher`` (a file per night), ``check`` without a store
+(the peer) and ``check --history`` (the store is read for the gate, and the run
+appended).
 
     python benchmarks/history_scale.py [--nights 30 90 ...] [--kernels 2000]
                                        [--workdir DIR] [--keep] [--profile-detect]
+                                       [--skip NAME ...] [--backend sqlite postgresql]
 
 With ``--workdir DIR`` each built store is kept as ``DIR/h<N>.built.sqlite`` and reused
 by later runs with the same DIR, --nights and --kernels (building 365 nights takes a
@@ -26,6 +28,15 @@ quarter of an hour); every run times a fresh copy of it, since ``history add`` a
 
 ``--profile-detect``: also run ``history detect`` under cProfile at the first N and
 print the top functions by cumulative time.
+
+``--backend sqlite postgresql``: also time the PostgreSQL store. A private server is
+started for the benchmark (initdb and postgres as this user, or as ``postgres`` when
+run as root, in a temporary folder: ``tests/pgserver.py``, which the tests use;
+PostgreSQL from /usr/lib/postgresql/N/bin), the same store is made there with ``history
+copy`` from the built SQLite store (timed: it is the way a team moves to the server),
+then each command is run on SQLite and at once on PostgreSQL, so both meet the same
+load, and the table gets a row of PostgreSQL / SQLite ratios. The server is stopped
+by its PID at the end, whatever happened.
 """
 
 from __future__ import annotations
@@ -168,8 +179,8 @@ def measure(argv: list[str], cwd: Path, ok: tuple[int, ...] = (0, 1), stdout: Pa
     return Timing(seconds, usage.ru_maxrss * 1024)  # Linux: KiB
 
 
-def commands(store: Path, extra: Path, config: Path, out: Path) -> dict[str, list[str]]:
-    s = str(store)
+def commands(store: str, extra: Path, config: Path, out: Path) -> dict[str, list[str]]:
+    s = store
     return {
         "history add (1 file)": perfcheck("history", "add", "--history", s, str(extra)),
         "detect": perfcheck("history", "detect", "--history", s, "--json"),
@@ -177,9 +188,25 @@ def commands(store: Path, extra: Path, config: Path, out: Path) -> dict[str, lis
         "report --markdown": perfcheck("history", "report", "--history", s, "--markdown", str(out / "digest.md")),
         "report --html": perfcheck("history", "report", "--history", s, "--html", str(out / "site")),
         "export --openmetrics": perfcheck("history", "export", "--history", s, "--openmetrics", str(out / "om.txt")),
+        "export --bencher": perfcheck("history", "export", "--history", s, "--bencher", str(out / "bencher")),
         "check (no history)": perfcheck("check", "--config", str(config), "--json", str(out / "c.json")),
         "check --history": perfcheck("check", "--config", str(config), "--json", str(out / "c.json"), "--history", s),
     }
+
+
+BACKENDS = ("sqlite", "postgresql")
+
+
+def start_server():  # noqa: ANN201 (tests.pgserver.Server)
+    """A private PostgreSQL server for the timings (the tests' ``tests/pgserver.py``):
+    fsync on, as a team's server runs, and a shared_buffers a server is given (the
+    tests' 16 MB is for many small servers on a busy machine)."""
+    from tests import pgserver
+
+    reason = pgserver.why_not()
+    if reason:
+        sys.exit(f"benchmarks/history_scale.py: --backend postgresql: {reason}")
+    return pgserver.start(durable=True, tuning={"shared_buffers": "256MB", "max_wal_size": "2GB"})
 
 
 def store_bytes(store: Path) -> int:
@@ -214,9 +241,12 @@ def main() -> int:
     parser.add_argument("--profile-detect", action="store_true")
     parser.add_argument("--skip", nargs="+", default=[], metavar="NAME",
                         help="commands not to time, e.g. 'report --html' (its pages take minutes at scale)")
+    parser.add_argument("--backend", nargs="+", choices=BACKENDS, default=["sqlite"],
+                        help="the stores to time (postgresql: a private server started for the run)")
     args = parser.parse_args()
     work = args.workdir or Path(tempfile.mkdtemp(prefix="perfcheck-history-scale-"))
     work.mkdir(parents=True, exist_ok=True)
+    server = start_server() if "postgresql" in args.backend else None
     try:
         make_profile(work / "profile.csv", args.kernels)
         config = make_config(work)
@@ -244,28 +274,53 @@ def main() -> int:
             shutil.copyfile(built, store)
             if args.profile_detect and nights == args.nights[0]:
                 profile_detect(store, work)
-            timed = {}
-            for name, argv in commands(store, extra, config, out).items():
+            locations = {"sqlite": str(store)} if "sqlite" in args.backend else {}
+            timed: dict[str, dict[str, Timing]] = {backend: {} for backend in args.backend}
+            database = f"h{nights}_{os.getpid()}"
+            if server is not None:
+                locations["postgresql"] = server.create_database(database)
+                source = work / f"h{nights}.source.sqlite"  # history copy opens its source: never the built file
+                shutil.copyfile(built, source)
+                timed["postgresql"]["history copy"] = measure(
+                    perfcheck("history", "copy", str(source), locations["postgresql"]), work)
+                source.unlink()
+                print(f"  {'history copy':24} {timed['postgresql']['history copy'].seconds:7.1f} s "
+                      f"{timed['postgresql']['history copy'].peak_rss / MB:7.0f} MB   (SQLite -> PostgreSQL)", flush=True)
+            for name in commands("", extra, config, out):
                 if name in args.skip:
                     continue
-                # detect's JSON is kept beside the other outputs (--keep: to compare two versions)
-                timed[name] = measure(argv, work, stdout=out / f"{name.replace(' ', '')}.out")
-                print(f"  {name:24} {timed[name].seconds:7.1f} s {timed[name].peak_rss / MB:7.0f} MB", flush=True)
+                for backend, location in locations.items():  # one after the other: the same load on both
+                    argv = commands(location, extra, config, out)[name]
+                    # detect's JSON is kept beside the other outputs (--keep: to compare two versions)
+                    timed[backend][name] = measure(argv, work, stdout=out / f"{name.replace(' ', '')}.{backend}.out")
+                    print(f"  {name:24} {timed[backend][name].seconds:7.1f} s {timed[backend][name].peak_rss / MB:7.0f} MB"
+                          f"   ({backend})", flush=True)
             overview, page, site = html_bytes(out / "site")
-            rows.append((nights, timed, store_bytes(store), overview, page, site))
+            sizes = {"sqlite": store_bytes(store)}
+            if server is not None:
+                sizes["postgresql"] = int(server.execute(f"SELECT pg_database_size('{database}')")[0][0])
+            rows.append((nights, timed, sizes, overview, page, site))
             if not args.keep:
                 store.unlink()
                 shutil.rmtree(out)
                 if not args.workdir:
                     built.unlink()
-        names = [name for name in rows[0][1]]
-        print("\n| nights | " + " | ".join(names) + " | store | largest overview / page / site |")
-        print("|---" * (len(names) + 3) + "|")
-        for nights, timed, size, overview, page, site in rows:
-            cells = [f"{timed[n].seconds:.1f} s, {timed[n].peak_rss / MB:.0f} MB" for n in names]
-            print(f"| {nights} | " + " | ".join(cells) + f" | {size / MB:.0f} MB | "
-                  f"{overview / MB:.2f} / {page / MB:.2f} / {site / MB:.1f} MB |")
+        names = list(dict.fromkeys(name for row in rows for backend in row[1].values() for name in backend))
+        print("\n| nights | store | " + " | ".join(names) + " | size on disk | largest overview / page / site |")
+        print("|---" * (len(names) + 4) + "|")
+        for nights, timed, sizes, overview, page, site in rows:
+            for backend, results in timed.items():
+                cells = [f"{results[n].seconds:.1f} s, {results[n].peak_rss / MB:.0f} MB" if n in results else ""
+                         for n in names]
+                print(f"| {nights} | {backend} | " + " | ".join(cells) + f" | {sizes[backend] / MB:.0f} MB | "
+                      f"{overview / MB:.2f} / {page / MB:.2f} / {site / MB:.1f} MB |")
+            if len(timed) == 2:
+                ratios = [f"{timed['postgresql'][n].seconds / timed['sqlite'][n].seconds:.2f}x"
+                          if n in timed["sqlite"] and n in timed["postgresql"] else "" for n in names]
+                print(f"| {nights} | PostgreSQL / SQLite | " + " | ".join(ratios) + " | | |")
     finally:
+        if server is not None:
+            server.stop()  # by its PID (SIGINT: a fast shutdown), and its folder removed
         if not args.keep and not args.workdir:
             shutil.rmtree(work, ignore_errors=True)
     return 0

@@ -663,6 +663,7 @@ def _history_report(args: argparse.Namespace) -> int:
 
 def _history_export(args: argparse.Namespace) -> int:
     from perfcheck.history import open_store
+    from perfcheck.history.backend import run_parts
     from perfcheck.history.export import write_bencher, write_timestamped_metrics
 
     if not (args.bencher or args.openmetrics or args.prometheus):
@@ -675,8 +676,8 @@ def _history_export(args: argparse.Namespace) -> int:
             if len(chosen):
                 _no_runs_in_window(args, chosen)
             print(f"perfcheck: warning: {path}: no values stored that match", file=sys.stderr)
-        if args.bencher:  # a file per run: every run's values at once
-            files = write_bencher(store.series(**where), args.bencher)
+        if args.bencher:  # a file per run: a few runs read at a time, written as they come
+            files = write_bencher((part for _, part in run_parts(store, **where)), args.bencher)
             print(f"perfcheck: Bencher: {len(files) - 1} run file{'s' if len(files) != 2 else ''} and {files[-1]}",
                   file=sys.stderr)
         # the text exports stream: the store is read part by part as the file is written

@@ -112,9 +112,11 @@ class Server:
         shutil.rmtree(self.directory, ignore_errors=True)
 
 
-def start(*, durable: bool = False) -> Server:
+def start(*, durable: bool = False, tuning: dict[str, str] | None = None) -> Server:
     """initdb and start a server; ``durable``: fsync on (timings), else off (tests on a
-    busy machine: a killed process is still rolled back, only an OS crash could lose data)."""
+    busy machine: a killed process is still rolled back, only an OS crash could lose data);
+    ``tuning``: more ``postgres -c`` settings, or other values for these (a benchmark's
+    shared_buffers)."""
     bin_dir = binaries()
     assert bin_dir is not None
     user = _server_user()
@@ -138,7 +140,7 @@ def start(*, durable: bool = False) -> Server:
         "listen_addresses": "127.0.0.1", "port": str(port), "unix_socket_directories": str(directory),
         "max_connections": "60", "shared_buffers": "16MB", "fsync": "on" if durable else "off",
         "synchronous_commit": "on" if durable else "off", "full_page_writes": "on" if durable else "off",
-        "log_min_messages": "fatal", "logging_collector": "off",
+        "log_min_messages": "fatal", "logging_collector": "off", **(tuning or {}),
     }
     argv = [str(bin_dir / "postgres"), "-D", str(data)]
     for key, value in settings.items():

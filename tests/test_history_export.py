@@ -8,6 +8,7 @@ import math
 import re
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -130,3 +131,185 @@ def test_the_prometheus_projects_parsers_read_both_exports(frame: pd.DataFrame) 
     samples = text_families["perfcheck_duration_seconds"].samples
     assert samples[0].timestamp == START  # the parser turns milliseconds back into seconds
     assert [s.value for s in samples] == [s.value for s in duration.samples]
+
+
+def _one_sample_at_a_time(series: pd.DataFrame, timestamps: str) -> str:
+    """The family lines as first written (before issue 22): sort the whole frame, then
+    every sample's labels, value and time stamp made on its own (the oracle)."""
+    from perfcheck.report.openmetrics import escape_label, metric_name
+
+    frame = series[np.isfinite(series["value"].astype(float))].copy()
+    frame["unit"] = frame["unit"].fillna("").astype(str)
+    frame["family"] = [metric_name(m, u) for m, u in zip(frame["metric"].astype(str), frame["unit"])]
+    frame = frame.sort_values(["family", "machine", "suite", "kernel", "time"], kind="stable")
+    out = []
+    for family, rows in frame.groupby("family", sort=False):
+        first = rows.iloc[0]
+        out.append(f"# TYPE {family} gauge\n")
+        unit = {"s": "seconds", "B": "bytes", "B/s": "bytes_per_second", "%": "percent"}.get(first["unit"], "")
+        if timestamps == "s" and unit and family.endswith(unit):
+            out.append(f"# UNIT {family} {unit}\n")
+        out.append(f"# HELP {family} perfcheck history: {first['metric']} per run, in {first['unit'] or 'count'}\n")
+        for _, row in rows.iterrows():
+            labels = ",".join(f'{k}="{escape_label(str(row[k]))}"' for k in ("machine", "suite", "kernel"))
+            value = float(row["value"])
+            number = str(int(value)) if value.is_integer() and abs(value) < 2**53 else repr(value)
+            ns = pd.Timestamp(row["time"]).as_unit("ns").value
+            stamp = (str(ns // 1_000_000) if timestamps == "ms" else
+                     str(ns // 1_000_000_000) if ns % 1_000_000_000 == 0 else repr(ns / 1e9))
+            out.append(f"{family}{{{labels}}} {number} {stamp}\n")
+    return "".join(out)
+
+
+@pytest.mark.parametrize("timestamps", ["s", "ms"])
+def test_the_text_export_is_the_sample_by_sample_text_on_awkward_series(timestamps: str) -> None:
+    """Samples made per series, kernel and run (issue 22) write what making each sample
+    on its own wrote: two metrics in one family interleaved by time, runs at one time,
+    an unsorted frame, missing and infinite values, whole numbers, -0.0, 2**53, names
+    that need escaping or shortening, machines that differ only in case."""
+    from perfcheck.history.export import _family_lines
+
+    rng = np.random.default_rng(3)
+    kernels = ["k#1", 'q"uote', "ü<λ>", "x" * 300, "X" * 300 + "y", "plain"]
+    metrics = [("occupancy_pct", "%"), ("occupancy", "%"), ("duration", "s"), ("calls", "count"), ("odd name!", ""),
+               ("hbm_bw", "B/s")]
+    times = pd.to_datetime([1.7e9, 1.7e9, 1.7e9 + 0.25, 1.7e9 + 86400, 1.7e9 + 86400.5], unit="s", utc=True)
+    rows = []
+    for machine in ("m", "M"):
+        for kernel in kernels:
+            for metric, unit in metrics:
+                for run, time in enumerate(times):
+                    value = rng.choice([rng.normal(1e3, 1.0), float(rng.integers(-5, 5)), -0.0, 2.0**53, 1e-7,
+                                        float("nan"), float("inf"), 1e300])
+                    rows.append({"machine": machine, "suite": "s", "kernel": kernel, "metric": metric,
+                                 "unit": unit if run != 2 else None, "run_id": f"r{run}", "time": time, "value": value})
+    frame = pd.DataFrame(rows).sample(frac=1.0, random_state=4).reset_index(drop=True)  # no order to rely on
+    got = "".join(header + body for _, header, body in _family_lines(frame, timestamps, timestamps == "s"))
+    assert got == _one_sample_at_a_time(frame, timestamps)
+    assert "perfcheck_occupancy_percent" in got and got.count("# TYPE perfcheck_occupancy_percent") == 1
+
+
+class _Counting:
+    """A store whose ``series`` records what it was asked and how many values it gave."""
+
+    def __init__(self, store) -> None:  # noqa: ANN001
+        self._store, self.calls = store, []
+
+    def __getattr__(self, name: str):  # noqa: ANN204
+        return getattr(self._store, name)
+
+    def series(self, **where):  # noqa: ANN003, ANN201
+        frame = self._store.series(**where)
+        self.calls.append((where, len(frame)))
+        return frame
+
+
+def _files(directory: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(directory.iterdir())}
+
+
+def test_the_bencher_export_read_run_by_run_writes_the_files_of_the_whole(store_at, tmp_path: Path) -> None:  # noqa: ANN001
+    """``history export --bencher`` reads a few runs at a time (issue 22: it read every
+    value at once): the same files, byte for byte, while no read holds more than the
+    part size asked for (4 values a run here, so 2 runs a part)."""
+    from perfcheck.history import Machine, Result, RunRecord
+    from perfcheck.history.backend import run_parts
+
+    location = fill_store(store_at())
+    with open_store(location) as store:
+        store.add(RunRecord("empty", START - 86400.0), [])  # a run without values: no file
+        store.add(RunRecord("two machines", START + 0.5), [Result("other", "stencil", STENCIL, "duration", 1e-3, "s"),
+                                                             Result(MACHINE, "cpu", "copyto", "mem_bw", 1e10, "B/s")],
+                  [Machine("other", {"arch": "gfx90a"})])
+        whole = write_bencher(store.series(), tmp_path / "whole")
+        counting = _Counting(store)
+        parts = write_bencher((part for _, part in run_parts(counting, rows=9)), tmp_path / "parts")
+        since = START + 10 * 86400.0
+        recent = write_bencher(store.series(since=since, suite="stencil"), tmp_path / "recent")
+        recent_parts = write_bencher((part for _, part in run_parts(store, rows=9, since=since, suite="stencil")),
+                                     tmp_path / "recent-parts")
+    assert [p.name for p in parts] == [p.name for p in whole] and len(whole) == NIGHTS + 3  # 2 files for 2 machines
+    assert _files(tmp_path / "parts") == _files(tmp_path / "whole")
+    assert _files(tmp_path / "recent-parts") == _files(tmp_path / "recent") and len(recent) == NIGHTS - 10 + 1
+    assert len(counting.calls) >= NIGHTS // 2 and all("run_id" in where and size <= 9
+                                                      for where, size in counting.calls)
+
+
+def test_history_copy_reads_a_few_runs_at_a_time_and_copies_what_one_read_copied(store_at, tmp_path: Path) -> None:  # noqa: ANN001
+    from perfcheck.history import RunRecord
+    from perfcheck.history.transfer import copy_store
+
+    source = fill_store(tmp_path / "source.sqlite")
+    with open_store(source) as store:
+        store.add(RunRecord("empty", START - 86400.0), [])
+        counting = _Counting(store)
+        with open_store(store_at("parts")) as target:
+            target.add(RunRecord("run-003", START + 3 * 86400.0), [])  # already there: left alone
+            done = copy_store(counting, target, rows=9)
+            copied = target.series()
+            runs = target.runs()
+        expected = store.series()
+    assert (done.copied, done.present, done.values) == (NIGHTS, 1, 4 * (NIGHTS - 1))
+    assert copied.equals(expected[expected["run_id"] != "run-003"].reset_index(drop=True))
+    assert runs["run_id"].tolist() == ["empty", *[f"run-{n:03d}" for n in range(NIGHTS)]]
+    assert all("run_id" in where and size <= 9 for where, size in counting.calls)
+    assert len(counting.calls) >= NIGHTS // 2
+
+
+def _bencher_one_value_at_a_time(series: pd.DataFrame) -> list:
+    """The documents as first made (before issue 22): names made for every value, every
+    row of the sorted frame read on its own (the oracle)."""
+    from perfcheck.history.export import _text, measure_name
+
+    frame = series[np.isfinite(series["value"].astype(float))].copy()
+    frame["benchmark"] = [benchmark_name(s, k) for s, k in zip(frame["suite"].astype(str), frame["kernel"].astype(str))]
+    frame["measure"] = [measure_name(m, u) for m, u in zip(frame["metric"].astype(str), frame["unit"].fillna("").astype(str))]
+    frame["bmf_value"] = frame["value"].astype(float) * np.where(frame["measure"] == LATENCY, 1e9, 1.0)
+    frame = frame[np.isfinite(frame["bmf_value"])].copy()
+    frame["bmf_lower"] = frame["bmf_value"] * (1.0 - frame["spread"].astype(float))
+    frame["bmf_upper"] = frame["bmf_value"] * (1.0 + frame["spread"].astype(float))
+    out = []
+    for (run_id, machine), rows in frame.sort_values(["time", "run_id", "machine"], kind="stable").groupby(
+            ["run_id", "machine"], sort=False):
+        document: dict = {}
+        for _, row in rows.iterrows():
+            metric = {"value": float(row["bmf_value"])}
+            if math.isfinite(row["bmf_lower"]) and math.isfinite(row["bmf_upper"]):
+                metric.update(lower_value=float(row["bmf_lower"]), upper_value=float(row["bmf_upper"]))
+            document.setdefault(row["benchmark"], {})[row["measure"]] = metric
+        first = rows.iloc[0]
+        out.append(({"run_id": str(run_id), "machine": str(machine), "commit": _text(first["commit"]),
+                     "branch": _text(first["branch"]), "time": pd.Timestamp(first["time"]).isoformat()}, document))
+    return out
+
+
+def test_bencher_documents_and_their_text_are_the_value_by_value_ones_on_awkward_series() -> None:
+    """Names made once per suite x kernel and metric x unit, and the documents written
+    without json's indenting encoder (issue 22), give what the value-by-value documents
+    and ``json.dumps(indent=2, sort_keys=True)`` gave: runs at one time on two machines,
+    a metric whose measure is also "latency" (the last one read wins, as before), a
+    latency that overflows in ns, missing spreads and commits, names to escape."""
+    from perfcheck.history.export import _bmf_json
+
+    rng = np.random.default_rng(5)
+    rows = []
+    for run, (run_id, time) in enumerate([("b", 1.7e9), ("a", 1.7e9), ("c", 1.7e9 + 3600.5), ("d", 1.8e9)]):
+        for machine in ("m2", "m1"):
+            for suite, kernel in (("s", "k\"1\"\n"), ("s", "ü<λ>"), ("t", "x" * 1100), ("t", "x" * 1100 + "y")):
+                for metric, unit in (("duration", "s"), ("latency", ""), ("hbm_bw", "B/s"), ("calls", "count"),
+                                     ("a" * 70, "%")):
+                    value = rng.choice([rng.normal(1e-3, 1e-5), 3.0, -0.0, 1e300, float("nan"), 1e-7, 2.0**60])
+                    rows.append({"machine": machine, "suite": suite, "kernel": kernel, "metric": metric,
+                                 "unit": unit if run != 2 else None, "run_id": run_id, "value": value,
+                                 "time": pd.Timestamp(time, unit="s", tz="UTC"), "spread": rng.choice([0.01, np.nan]),
+                                 "commit": None if run == 1 else f"c{run}", "branch": "main"})
+    frame = pd.DataFrame(rows).sample(frac=1.0, random_state=6).reset_index(drop=True)
+    got = bencher_documents(frame)
+    expected = _bencher_one_value_at_a_time(frame)
+    assert got == expected and len(got) == 8
+    assert any("latency" in doc[bench] for _, doc in got for bench in doc)
+    for _, document in got:
+        assert _bmf_json(document) == json.dumps(document, indent=2, sort_keys=True, allow_nan=False) + "\n"
+    assert _bmf_json({}) == "{}\n" and _bmf_json({"b": {}}) == json.dumps({"b": {}}, indent=2) + "\n"
+    with pytest.raises(ValueError):
+        _bmf_json({"b": {"m": {"value": float("nan")}}})

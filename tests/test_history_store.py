@@ -8,6 +8,7 @@ import os
 import sqlite3
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from perfcheck.errors import InputError
@@ -401,3 +402,63 @@ def test_runs_in_order_is_numbering_by_time_then_run_id() -> None:
     assert not in_order([(1, "a", 11.0), (2, "b", 10.0)])  # an older results file imported later
     assert not in_order([(1, "a", "10"), (2, "b", 11.0)])  # a damaged time: the ranked query says so
     assert in_order([]) and in_order([(1, "a", 1.0)])
+
+
+def test_the_runs_of_a_run_id_filter_are_the_rows_of_the_whole(store_at) -> None:  # noqa: ANN001 (both backends)
+    """``run_id`` (what ``history copy`` and the Bencher export read run by run) selects
+    rows, nothing else: the same columns, order and numbers as the whole frame's rows."""
+    with open_store(store_at()) as store:
+        for i, run_id in enumerate(["b", "a", "c", "e", "d", "f"]):
+            store.add(RunRecord(run_id, T0 + (i // 2) * DAY, commit=f"c{i}"),
+                      [Result("m", "s", f"k{k}", metric, float(i + k), "s") for k in range(3) for metric in ("x", "y")])
+        store.add(RunRecord("empty", T0 + 9 * DAY), [])
+        whole = store.series()
+        for chosen, since, last in ((["a", "e"], None, None), ("d", None, None), (["a", "c", "f"], T0 + DAY, None),
+                                    (["a", "b", "c", "f"], None, 1), (["empty", "absent"], None, None), ([], None, None)):
+            wanted = whole[whole["run_id"].isin([chosen] if isinstance(chosen, str) else chosen)]
+            if since is not None:
+                wanted = wanted[wanted["time"] >= pd.Timestamp(since, unit="s", tz="UTC")]
+            if last is not None:
+                wanted = wanted.groupby(["machine", "suite", "kernel", "metric"], sort=False).tail(last)
+            got = store.series(run_id=chosen, since=since, last=last)
+            if wanted.empty:  # no rows: only the columns to compare (an empty frame's dtypes are its own)
+                assert got.empty and list(got.columns) == list(whole.columns)
+                continue
+            assert got.equals(wanted.reset_index(drop=True)), (chosen, since, last)
+            parts = list(store.batches(run_id=chosen, since=since, last=last, rows=2))  # one kernel a part
+            assert all(part["kernel"].nunique() == 1 for part in parts)
+            assert store_module.concat_batches(parts).equals(got)
+        assert len(store.series(run_id=["a", "e"])) == 12
+
+
+ORDER_NAMES = ["kern_b", "kern_B", "kern_a", "kern_É", "kern_e", "kern_é", "kern_Z", "kern_z"]
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_series_are_listed_in_byte_order_on_both_backends(backend: str, tmp_path: Path,
+                                                           request: pytest.FixtureRequest) -> None:
+    """Names that differ only in case or accents sort by their bytes on both stores
+    (PostgreSQL sorted series_keys by the database's collation: with an ICU or
+    en_US one, "kern_B" came after "kern_b" there and before it in SQLite)."""
+    if backend == "sqlite":
+        location: object = tmp_path / "h.sqlite"
+    else:
+        server = request.getfixturevalue("pg_server")
+        name = f"icu_{os.getpid()}"
+        # a database whose own collation is not byte order, as most servers' are (en_US.UTF-8)
+        server.execute(f"CREATE DATABASE \"{name}\" OWNER alice TEMPLATE template0 LOCALE_PROVIDER icu "
+                       "ICU_LOCALE 'en-US' LOCALE 'C'")
+        request.addfinalizer(lambda: server.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        location = server.url(name)
+    with open_store(location) as store:  # type: ignore[arg-type]
+        store.add(RunRecord("r1", T0), [Result(machine, suite, kernel, metric, 1.0, "s")
+                                        for machine in ("m_a", "M_b") for suite in ("s",) for kernel in ORDER_NAMES
+                                        for metric in ("Dur", "dur", "dür")])
+        keys = store.series_keys()
+        frame = store.series()
+        parts = list(store.batches(rows=3))
+    expected = sorted((m, "s", k, me) for m in ("m_a", "M_b") for k in ORDER_NAMES for me in ("Dur", "dur", "dür"))
+    assert expected == sorted(expected, key=lambda key: tuple(part.encode() for part in key))  # code points = UTF-8 bytes
+    assert list(keys.itertuples(index=False, name=None)) == expected
+    assert list(frame[["machine", "suite", "kernel", "metric"]].itertuples(index=False, name=None)) == expected
+    assert [part["kernel"].iloc[0] for part in parts] == [k for _, _, k, me in expected if me == "Dur"]

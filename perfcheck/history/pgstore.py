@@ -27,30 +27,25 @@ from __future__ import annotations
 
 import json
 import time as _time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from perfcheck.documents import json_loads
 from perfcheck.errors import InputError, UsageError
+from perfcheck.history.backend import VALUE_COLUMNS, SeriesReader, concat_batches, series_batches, values_sql
 from perfcheck.history.store import (
-    BATCH_ROWS,
-    VALUE_COLUMNS,
     AddResult,
     Machine,
     Result,
     RunRecord,
-    series_filters,
-    concat_batches,
     run_summary,
     runs_frame,
     runs_in_order,
     same_run_sql,
     same_values,
-    series_batches,
     UpgradeRefused,
     upgrade_refused,
     value_rows,
-    values_sql,
 )
 from perfcheck.storeurl import StoreURL, masked_in
 
@@ -196,8 +191,11 @@ class NoStore(InputError):
     """The database is there but holds no perfcheck store (opened with create=False)."""
 
 
-class PostgresStore:
+class PostgresStore(SeriesReader):
     """An open history store on a PostgreSQL server. Use as a context manager or call ``close``."""
+
+    MARK = "%s"
+    BYTE_ORDER = ' COLLATE "C"'  # byte order, as SQLite sorts text, whatever the database's collation
 
     def __init__(self, url: StoreURL, *, create: bool = True, read_only: bool = False) -> None:
         self.url = url
@@ -411,35 +409,6 @@ class PostgresStore:
         sql += ' ORDER BY time, run_id COLLATE "C"'
         return runs_frame(self._rows(sql, params), limit)
 
-    def batches(
-        self,
-        *,
-        machine: str | None = None,
-        suite: str | Sequence[str] | None = None,
-        kernel: str | Sequence[str] | None = None,
-        metric: str | Sequence[str] | None = None,
-        since: float | None = None,
-        last: int | None = None,
-        rows: int = BATCH_ROWS,
-    ) -> "Iterator[pd.DataFrame]":
-        """As ``Store.batches``: the series in parts of whole kernels."""
-        where, params = series_filters(machine, suite, kernel, metric, "%s")
-        # COLLATE "C": byte order, as SQLite sorts text, so both backends list series alike
-        keys = self._rows("SELECT series_id, machine, suite, kernel, metric FROM series"
-                          + (" WHERE " + " AND ".join(where) if where else "")
-                          + ' ORDER BY machine COLLATE "C", suite COLLATE "C", kernel COLLATE "C", metric COLLATE "C"',
-                          params)
-        since_params = [float(since)] if since is not None else []
-        runs = self._rows("SELECT run, run_id, time, commit_sha, branch, ci_job, ci_url FROM runs"
-                          + (" WHERE time >= %s" if since is not None else ""), since_params)
-        when = " AND v.run IN (SELECT run FROM runs WHERE time >= %s)" if since is not None else ""
-
-        def read(ids: list[int]) -> list[tuple[object, ...]]:
-            return self._rows(values_sql("v.series_id = ANY(%s)" + when, last, "%s", ' COLLATE "C"'),
-                              [ids, *since_params, *([last] if last is not None else [])])
-
-        yield from series_batches(keys, runs, read, last=last, rows=rows)
-
     def latest(self, *, machine: str, suite: str, pairs: Sequence[tuple[str, str | None]], last: int) -> "pd.DataFrame":
         """As ``Store.latest``: the latest ``last`` runs of the series ``pairs`` names."""
         wanted = sorted(set(pairs), key=lambda pair: (pair[0], pair[1] or ""))
@@ -461,28 +430,9 @@ class PostgresStore:
 
         return concat_batches(series_batches(keys, runs, read, last=last))
 
-    def series_keys(self) -> "pd.DataFrame":
-        """Every stored series' names (machine, suite, kernel, metric), sorted: what the
-        commands' filters are checked against without reading a value."""
-        import pandas as pd
-
-        return pd.DataFrame(self._rows("SELECT machine, suite, kernel, metric FROM series "
-                                       "ORDER BY machine, suite, kernel, metric"),
-                            columns=["machine", "suite", "kernel", "metric"])
-
-    def series(
-        self,
-        *,
-        machine: str | None = None,
-        suite: str | Sequence[str] | None = None,
-        kernel: str | Sequence[str] | None = None,
-        metric: str | Sequence[str] | None = None,
-        since: float | None = None,
-        last: int | None = None,
-    ) -> "pd.DataFrame":
-        """As ``Store.series``: the values as one long frame (SERIES_COLUMNS)."""
-        return concat_batches(self.batches(machine=machine, suite=suite, kernel=kernel, metric=metric, since=since,
-                                           last=last))
+    def _any(self, column: str, values: Sequence[object]) -> tuple[str, list[object]]:
+        """One array parameter, however many values (no bound-variable limit to stay under)."""
+        return f"{column} = ANY({self.MARK})", [list(values)]
 
 
 def _statements(script: str) -> list[str]:

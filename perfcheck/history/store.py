@@ -41,12 +41,22 @@ import math
 import os
 import sqlite3
 import time as _time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from perfcheck.errors import InputError, UsageError
+from perfcheck.history.backend import (  # noqa: F401 (the read path's names, imported from here by other modules)
+    BATCH_ROWS,
+    MAX_IDS,
+    SERIES_COLUMNS,
+    VALUE_COLUMNS,
+    SeriesReader,
+    concat_batches,
+    series_batches,
+    values_sql,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -178,13 +188,6 @@ REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
 # refused; pandas' timestamps end in 2262, so later ones would break every reader).
 MIN_TIME, MAX_TIME = 0.0, 7_258_118_400.0  # 2200-01-01 UTC
 
-SERIES_COLUMNS = (
-    "machine", "suite", "kernel", "metric", "unit", "run_id", "time", "commit", "branch",
-    "ci_job", "ci_url", "value", "n", "median", "spread", "outcome", "low", "high",
-)
-VALUE_COLUMNS = ("series_id", "run", "value", "unit", "n", "median", "spread", "outcome", "low", "high")
-BATCH_ROWS = 100_000  # values per part read: ~100-200 MB at most in the commands, and few queries
-MAX_IDS = 4_000  # series per query: under SQLite's 32,766 bound variables
 RUN_COLUMNS = ("run_id", "time", "commit", "branch", "ci_system", "ci_job", "ci_url", "host", "source", "added",
                "machines", "suites", "values")
 
@@ -273,7 +276,7 @@ def _foreign_file(path: Path) -> bool:
     return bool(head) and head != _SQLITE_MAGIC  # an empty file is a new store (or refused as empty when reading)
 
 
-class Store:
+class Store(SeriesReader):
     """An open history store. Use as a context manager or call ``close``."""
 
     def __init__(self, path: str | Path, *, create: bool = True, read_only: bool = False) -> None:
@@ -633,36 +636,6 @@ class Store:
         frame["values"] = self._integers(frame["values"].fillna(0)).astype("int64")
         return frame
 
-    def batches(
-        self,
-        *,
-        machine: str | None = None,
-        suite: str | Sequence[str] | None = None,
-        kernel: str | Sequence[str] | None = None,
-        metric: str | Sequence[str] | None = None,
-        since: float | None = None,
-        last: int | None = None,
-        rows: int = BATCH_ROWS,
-    ) -> "Iterator[pd.DataFrame]":
-        """``series`` in parts of about ``rows`` values, each holding whole kernels
-        (every series of a machine x suite x kernel that the filters let through), in
-        the order of ``series``: memory stays that of one part however long the history."""
-        where, params = series_filters(machine, suite, kernel, metric, "?")
-        keys = self._rows(
-            "SELECT series_id, machine, suite, kernel, metric FROM series" + (" WHERE " + " AND ".join(where) if where else "")
-            + " ORDER BY machine, suite, kernel, metric", params)
-        run_sql = "SELECT run, run_id, time, commit_sha, branch, ci_job, ci_url FROM runs"
-        runs = self._rows(run_sql + (" WHERE time >= ?" if since is not None else ""),
-                          [float(since)] if since is not None else [])
-        when = " AND v.run IN (SELECT run FROM runs WHERE time >= ?)" if since is not None else ""
-
-        def read(ids: list[int]) -> list[tuple[object, ...]]:
-            sql = values_sql(f"v.series_id IN ({', '.join('?' * len(ids))})" + when, last, "?", "")
-            extra = [float(since)] if since is not None else []
-            return self._rows(sql, [*ids, *extra, *([last] if last is not None else [])])
-
-        yield from series_batches(keys, runs, read, last=last, rows=rows, clean=self._clean)
-
     def latest(self, *, machine: str, suite: str, pairs: Sequence[tuple[str, str | None]], last: int) -> "pd.DataFrame":
         """The latest ``last`` runs of the series ``pairs`` names (kernel, metric; a metric
         of None: every metric of that kernel) of one machine x suite, as ``series`` gives
@@ -712,33 +685,6 @@ class Store:
                              f"{frame.loc[bad, 'time'].iloc[0]!r}, outside 1970-2200 (an older perfcheck stored it)",
                              hint="`perfcheck history prune` removes runs with impossible times")
 
-    def series_keys(self) -> "pd.DataFrame":
-        """Every stored series' names (machine, suite, kernel, metric), sorted: what the
-        commands' filters are checked against without reading a value."""
-        import pandas as pd
-
-        return pd.DataFrame(self._rows("SELECT machine, suite, kernel, metric FROM series "
-                                       "ORDER BY machine, suite, kernel, metric"),
-                            columns=["machine", "suite", "kernel", "metric"])
-
-    def series(
-        self,
-        *,
-        machine: str | None = None,
-        suite: str | Sequence[str] | None = None,
-        kernel: str | Sequence[str] | None = None,
-        metric: str | Sequence[str] | None = None,
-        since: float | None = None,
-        last: int | None = None,
-    ) -> "pd.DataFrame":
-        """The values as one long frame (SERIES_COLUMNS), sorted by machine, suite,
-        kernel, metric, then time: group by the first four for one series each.
-        ``time`` is a UTC timestamp. Filters are exact names (a list: any of them);
-        ``since``: Unix seconds; ``last``: the latest N runs of each series. The whole
-        selection at once: a reader of every series uses ``batches``."""
-        return concat_batches(self.batches(machine=machine, suite=suite, kernel=kernel, metric=metric, since=since,
-                                           last=last))
-
 
 # --- shared by both backends ------------------------------------------------------------------
 
@@ -776,18 +722,6 @@ def run_summary(rows: Mapping[tuple[str, str, str, str], object]) -> tuple[str |
     return machines, suites, len(rows)
 
 
-def values_sql(where: str, last: int | None, mark: str, collate: str) -> str:
-    """The VALUE_COLUMNS of the series ``where`` selects; ``last``: only each series'
-    latest N runs (by time, then run id), ranked in SQL, so the gate's "last 30 runs"
-    of a year-long series reads 30 rows, not 365 (``collate``: the run id's byte order)."""
-    columns = ", ".join(f"v.{c}" for c in VALUE_COLUMNS)
-    if last is None:
-        return f"SELECT {columns} FROM results v WHERE {where}"
-    return (f"SELECT {', '.join(VALUE_COLUMNS)} FROM (SELECT {columns}, row_number() OVER (PARTITION BY v.series_id "
-            f"ORDER BY r.time DESC, r.run_id{collate} DESC) AS latest FROM results v JOIN runs r ON r.run = v.run "
-            f"WHERE {where}) AS ranked WHERE latest <= {mark}")
-
-
 def runs_in_order(runs: Sequence[Sequence[object]]) -> bool:
     """Whether the runs (run, run_id, time, ...) were numbered in the order of their time
     (then run id), as runs appended night after night are: then a series' latest N runs
@@ -811,88 +745,6 @@ def runs_frame(rows: list[tuple[object, ...]], limit: int | None) -> "pd.DataFra
         frame[column] = pd.to_datetime(frame[column].astype("float64"), unit="s", utc=True)
     frame["values"] = frame["values"].astype("int64")
     return frame
-
-
-def series_filters(machine: object, suite: object, kernel: object, metric: object, mark: str) -> tuple[list[str], list[object]]:
-    """WHERE terms on the series table and their parameters (``mark``: the driver's placeholder)."""
-    where, params = [], []  # type: ignore[var-annotated]
-    for column, wanted in (("machine", machine), ("suite", suite), ("kernel", kernel), ("metric", metric)):
-        if wanted is None:
-            continue
-        values = [wanted] if isinstance(wanted, str) else list(wanted)  # type: ignore[call-overload]
-        where.append(f"{column} IN ({', '.join([mark] * len(values))})" if values else "0 = 1")
-        params.extend(values)
-    return where, params
-
-
-def series_batches(keys: list[tuple[object, ...]], runs: list[tuple[object, ...]],
-                   read: "Callable[[list[int]], list[tuple[object, ...]]]", *, last: int | None,
-                   rows: int = BATCH_ROWS,
-                   clean: "Callable[[pd.DataFrame], None] | None" = None) -> "Iterator[pd.DataFrame]":
-    """Frames of SERIES_COLUMNS from the series ``keys`` (series_id, machine, suite,
-    kernel, metric; in key order), the ``runs`` (run, run_id, time, commit, branch,
-    ci_job, ci_url) and ``read`` (the VALUE_COLUMNS rows of some series ids). A part
-    is whole kernels of about ``rows`` values; names join the values here, not in
-    SQL, so each row holds pointers to one copy of a long kernel name. ``clean``: checks
-    (and makes float64) a part's number columns in place before they are used."""
-    import numpy as np
-    import pandas as pd
-
-    if not keys or not runs:
-        return
-    names = pd.DataFrame(keys, columns=["series_id", "machine", "suite", "kernel", "metric"])
-    names["order"] = np.arange(len(names))
-    kernels = names.groupby(["machine", "suite", "kernel"], sort=False).ngroup().to_numpy()
-    run_table = pd.DataFrame(runs, columns=["run", "run_id", "time", "commit", "branch", "ci_job", "ci_url"])
-    step = max(1, min(MAX_IDS, rows // max(1, len(run_table))))
-    start = 0
-    while start < len(names):
-        end = min(start + step, len(names))
-        end = int(np.searchsorted(kernels, kernels[end - 1], side="right"))  # whole kernels only
-        ids = names["series_id"].iloc[start:end].tolist()
-        values = []
-        for at in range(0, len(ids), MAX_IDS):  # a kernel with more series than MAX_IDS: several queries
-            values.extend(read(ids[at:at + MAX_IDS]))
-        frame = _frame(names.iloc[start:end], run_table, values, last, clean)
-        start = end
-        if len(frame):
-            yield frame
-
-
-def _frame(names: "pd.DataFrame", runs: "pd.DataFrame", values: list[tuple[object, ...]],
-           last: int | None, clean: "Callable[[pd.DataFrame], None] | None" = None) -> "pd.DataFrame":
-    import numpy as np
-    import pandas as pd
-
-    frame = pd.DataFrame(values, columns=list(VALUE_COLUMNS))
-    frame = frame.merge(runs, on="run", how="inner").merge(names, on="series_id", how="inner")
-    if clean is not None:
-        clean(frame)
-    time = frame["time"].astype("float64").to_numpy()
-    order = np.lexsort((frame["run_id"].to_numpy(dtype=object).astype(str), time, frame["order"].to_numpy()))
-    frame = frame.iloc[order].reset_index(drop=True)
-    if last is not None and len(frame):
-        frame = frame.groupby("order", sort=False).tail(last).reset_index(drop=True)
-    frame = frame[list(SERIES_COLUMNS)].copy()
-    frame["time"] = pd.to_datetime(frame["time"].astype("float64"), unit="s", utc=True)
-    numbers = ["value", "median", "spread", "low", "high"]
-    frame[numbers] = frame[numbers].astype("float64")
-    # a value no float holds (1e309 written as text by another tool) is missing, as inf is
-    frame[numbers] = frame[numbers].where(np.isfinite(frame[numbers]))
-    n = frame["n"].astype("float64")
-    frame["n"] = n.where(n.abs() < 2.0**53).round().astype("Int64")
-    return frame
-
-
-def concat_batches(parts: "Iterable[pd.DataFrame]") -> "pd.DataFrame":
-    """The parts as one frame (an empty one of SERIES_COLUMNS when there are none)."""
-    import pandas as pd
-
-    frames = list(parts)
-    if frames:
-        return pd.concat(frames, ignore_index=True)
-    return _frame(pd.DataFrame(columns=["series_id", "machine", "suite", "kernel", "metric", "order"]),
-                  pd.DataFrame(columns=["run", "run_id", "time", "commit", "branch", "ci_job", "ci_url"]), [], None)
 
 
 class UpgradeRefused(InputError):

@@ -4,9 +4,10 @@ back for an archive or a laptop).
 
 Idempotent as ``add`` is: runs are keyed by run id, so a run DST already has is left
 alone and copying twice adds nothing; an interrupted copy is resumed by running it
-again (each run is its own transaction in DST). The source's values are read at once
-(a year of nightly runs of a few hundred values is a few hundred thousand rows). A run keeps its id, time, commit,
-CI job and values; ``added`` becomes the time it was copied (when DST got it).
+again (each run is its own transaction in DST). The source is read a few runs at a
+time (``backend.run_parts``: about ``RUN_ROWS`` values), so a year of nightly runs
+of thousands of kernels copies in the memory of a few nights. A run keeps its id,
+time, commit, CI job and values; ``added`` becomes the time it was copied (when DST got it).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from perfcheck.history.backend import RUN_ROWS, run_parts
 from perfcheck.history.store import Machine, Result, RunRecord
 
 if TYPE_CHECKING:
@@ -30,35 +32,49 @@ class CopyResult:
 
 def _results(frame: "pd.DataFrame") -> dict[str, list[Result]]:
     """run id -> its values (a frame of SERIES_COLUMNS). A record per row, because
-    ``add`` takes records (the interface both backends share); nothing is computed here."""
+    ``add`` takes records (the interface both backends share); nothing is computed here.
+    The columns are turned into Python values once each (missing: None), not row by row."""
     columns = ["run_id", "machine", "suite", "kernel", "metric", "value", "unit", "n", "median", "spread", "outcome",
                "low", "high"]
-    clean = frame[columns].astype(object).where(frame[columns].notna(), None)
+    lists = [frame[c].to_numpy(dtype=object, na_value=None).tolist() for c in columns]
     out: dict[str, list[Result]] = {}
-    for (run_id, machine, suite, kernel, metric, value, unit, n, median, spread, outcome, low, high) in \
-            clean.itertuples(index=False, name=None):
+    for (run_id, machine, suite, kernel, metric, value, unit, n, median, spread, outcome, low, high) in zip(*lists):
         out.setdefault(str(run_id), []).append(Result(
             machine, suite, kernel, metric, value, unit or "", int(n) if n is not None else None, median, spread,
             outcome, low, high))
     return out
 
 
-def copy_store(source: "HistoryStore", target: "HistoryStore") -> CopyResult:
-    """Copy every run of ``source`` that ``target`` does not have, oldest first."""
+def copy_store(source: "HistoryStore", target: "HistoryStore", *, rows: int = RUN_ROWS) -> CopyResult:
+    """Copy every run of ``source`` that ``target`` does not have, oldest first, reading
+    about ``rows`` values of ``source`` at a time."""
     runs = source.runs()
     machines = [Machine(slug, fingerprint) for slug, fingerprint in source.machines().items()]
     have = set(target.runs()["run_id"])
     todo = runs[~runs["run_id"].isin(have)]
-    results = _results(source.series()) if len(todo) else {}
+    records = {row.run_id: RunRecord(run_id=str(row.run_id), time=float(row.time.timestamp()), commit=row.commit,
+                                     branch=row.branch, ci_system=row.ci_system, ci_job=row.ci_job,
+                                     ci_url=row.ci_url, host=row.host, source=row.source)
+               for row in todo.astype(object).where(todo.notna(), None).itertuples(index=False)}
     copied = values = 0
-    # one ``add`` (one transaction) per run: a copy stopped half-way keeps whole runs only
-    for row in todo.astype(object).where(todo.notna(), None).itertuples(index=False):
-        record = RunRecord(run_id=str(row.run_id), time=float(row.time.timestamp()), commit=row.commit,
-                           branch=row.branch, ci_system=row.ci_system, ci_job=row.ci_job, ci_url=row.ci_url,
-                           host=row.host, source=row.source)
-        rows = results.get(record.run_id, [])
+    for chunk, part in run_parts(source, rows=rows, run_id=list(records)):
+        done = _copy_runs(target, chunk, _results(part), records, machines)
+        copied, values = copied + done[0], values + done[1]
+        del part  # not held while the next part is read: memory is one part's
+    return CopyResult(copied, len(runs) - copied, values)
+
+
+def _copy_runs(target: "HistoryStore", chunk: list[str], results: dict[str, list[Result]],
+               records: dict[str, RunRecord], machines: list[Machine]) -> tuple[int, int]:
+    """``add`` each run of ``chunk`` to ``target`` (one transaction per run, oldest first:
+    a copy stopped half-way keeps whole runs only; a run without values is copied too: it
+    is in the chunk, not in ``results``); returns (runs added, values added)."""
+    copied = values = 0
+    for run_id in chunk:
+        rows = results.get(run_id, [])
         used = {r.machine for r in rows}
-        done = target.add(record, rows, [m for m in machines if m.machine in used])
+        done = target.add(records[run_id], rows, [m for m in machines if m.machine in used])
         copied += int(done.added)
         values += done.values
-    return CopyResult(copied, len(runs) - copied, values)
+    return copied, values
+
