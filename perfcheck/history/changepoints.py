@@ -53,6 +53,7 @@ better direction (``better``).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -352,6 +353,229 @@ def split_points(
     return [Split(int(keep[s.index]), s.p) for s in _prune(y, sorted(found), p, window, min_after)]
 
 
+# --- many series at once ----------------------------------------------------------------------
+# ``split_points`` costs a few dozen small numpy calls per window of a series; a year of
+# nights of 2,000 kernels x 16 metrics is ~800,000 windows, so ``history detect`` spent most
+# of its time in Python overhead (issue 22). ``split_points_many`` runs the same steps on
+# stacks of equal-length arrays. The answer is the same to the bit: every step computes
+# the same float operations (element-wise, cumulative sums, and sums and medians along
+# the last axis of a row, which numpy reduces row by row as it reduces a 1-D array), and
+# the one step that needs a scalar function (the t-test's p-value) compares |t| with the
+# t at the significance level, calling ``t_pvalue`` itself where the two are within 1e-9.
+
+_SEGMENT_CELLS = 2_000_000  # float64 cells of one (segments x n x n) distance stack: ~16 MB
+_T_MARGIN = 1e-9  # |t| this close (relative) to the critical t: the exact p-value decides
+
+
+def split_points_many(
+    series: Sequence[Sequence[float] | np.ndarray],
+    *,
+    p: float = P_VALUE,
+    min_after: int = MIN_AFTER,
+    window: int = WINDOW,
+) -> list[list[Split]]:
+    """``split_points`` of each of ``series``, the same answer, with the windows of all of
+    them searched together (see the comment above)."""
+    if not 0.0 < p < 0.5 or min_after < 0:  # outside what the bulk screen handles: one by one
+        return [split_points(s, p=p, min_after=min_after, window=window) for s in series]
+    out: list[list[Split]] = [[] for _ in series]
+    need = MIN_BEFORE + min_after
+    window = max(int(window), need)
+    rows: list[tuple[int, np.ndarray, np.ndarray]] = []  # (series, positions kept, clean log values)
+    by_length: dict[int, list[int]] = {}
+    for i, s in enumerate(series):
+        by_length.setdefault(len(s), []).append(i)
+    for n, members in by_length.items():
+        if n < need:
+            continue
+        matrix = np.asarray([np.asarray(series[i], dtype="float64") for i in members]).reshape(len(members), n)
+        finite = np.isfinite(matrix)
+        counts = finite.sum(axis=1)
+        for count in np.unique(counts):
+            if count < need:
+                continue
+            chosen = counts == count
+            x = matrix[chosen][finite[chosen]].reshape(-1, count)
+            kept = np.nonzero(finite[chosen])[1].reshape(-1, count)
+            y = _scaled_logs(x)
+            clean = ~_spikes_rows(y)
+            for at, i in enumerate(np.asarray(members)[chosen]):
+                mask = clean[at]
+                if mask.sum() >= need:
+                    rows.append((int(i), kept[at][mask], y[at][mask]))
+    if not rows:
+        return out
+    found = _candidates_many([y for _, _, y in rows], p, min_after, window)
+    for (i, kept, y), cps in zip(rows, found):
+        if cps:
+            out[i] = [Split(int(kept[s.index]), s.p) for s in _prune(y, sorted(cps), p, window, min_after)]
+    return out
+
+
+def _scaled_logs(x: np.ndarray) -> np.ndarray:
+    """``split_points``' working values of each row: logs, or values over their median
+    magnitude for a row with a value <= 0."""
+    positive = (x > 0).all(axis=1)
+    y = np.empty_like(x)
+    if positive.any():
+        y[positive] = np.log(x[positive])
+    if not positive.all():
+        rest = x[~positive]
+        y[~positive] = rest / np.maximum(np.median(np.abs(rest), axis=1), 1e-300)[:, None]
+    return y
+
+
+def _spikes_rows(y: np.ndarray, k: float = SPIKE_K) -> np.ndarray:
+    """``spikes`` of each row of ``y`` (rows of at least 3 values)."""
+    mask = np.zeros(y.shape, dtype=bool)
+    if y.shape[1] < 3:
+        return mask
+    sigma = 1.4826 * np.median(np.abs(np.diff(y, axis=1)), axis=1) / math.sqrt(2.0)
+    limit = np.maximum(k * sigma, 1e-12 * np.max(np.abs(y), axis=1))[:, None]
+    prev, nxt = y[:, 1:-1] - y[:, :-2], y[:, 1:-1] - y[:, 2:]
+    same_side = np.sign(prev) == np.sign(nxt)
+    jump = np.minimum(np.abs(prev), np.abs(nxt))
+    agree = np.abs(y[:, 2:] - y[:, :-2]) * 2.0 < jump
+    mask[:, 1:-1] = same_side & agree & (jump > limit) & (prev != 0)
+    limit = limit[:, 0]
+    mask[:, 0] = ((np.abs(y[:, 0] - y[:, 1]) > limit) & (np.abs(y[:, 1] - y[:, 2]) <= limit)
+                  & (np.abs(y[:, 0] - np.median(y[:, 1:6], axis=1)) > limit))
+    mask[:, -1] = ((np.abs(y[:, -1] - y[:, -2]) > limit) & (np.abs(y[:, -2] - y[:, -3]) <= limit)
+                   & (np.abs(y[:, -1] - np.median(y[:, -6:-1], axis=1)) > limit))
+    return mask
+
+
+def _candidates_many(ys: Sequence[np.ndarray], p: float, min_after: int, window: int) -> list[set[int]]:
+    """``_candidates`` over the windows of each of ``ys`` (as ``split_points`` lays them
+    out), segment by segment in rounds of equal depth rather than recursively."""
+    found: list[set[int]] = [set() for _ in ys]
+    longest = max(len(y) for y in ys)
+    padded = np.full((len(ys), longest), np.nan)
+    for r, y in enumerate(ys):
+        padded[r, :len(y)] = y
+    step = max(1, window // 2)
+    row_l, start_l, size_l = [], [], []
+    lengths = np.asarray([len(y) for y in ys])
+    for n in np.unique(lengths):
+        members = np.flatnonzero(lengths == n)
+        starts = list(range(0, max(1, int(n) - window + 1), step))
+        if starts[-1] + window < n:
+            starts.append(int(n) - window)
+        sizes = [min(window, int(n) - s) for s in starts]
+        row_l.append(np.repeat(members, len(starts)))
+        start_l.append(np.tile(starts, len(members)))
+        size_l.append(np.tile(sizes, len(members)))
+    rows, starts, sizes = (np.concatenate(v).astype(np.int64) for v in (row_l, start_l, size_l))
+    depth = 0
+    while len(rows) and depth <= 32:
+        keep = sizes >= MIN_BEFORE + min_after
+        rows, starts, sizes = rows[keep], starts[keep], sizes[keep]
+        next_rows, next_starts, next_sizes = [], [], []
+        for n in np.unique(sizes):
+            at = np.flatnonzero(sizes == n)
+            chunk = max(1, _SEGMENT_CELLS // int((n + 1) * (n + 1)))
+            for lo in range(0, len(at), chunk):
+                part = at[lo:lo + chunk]
+                r, s = rows[part], starts[part]
+                values = padded[r[:, None], s[:, None] + np.arange(n)]
+                tau = _edivisive_best_rows(values, MIN_BEFORE, min_after)
+                hit = np.flatnonzero(tau >= 0)
+                if not len(hit):
+                    continue
+                hit = hit[_significant_rows(values[hit], tau[hit], p)]
+                for row, begin, cut in zip(r[hit].tolist(), s[hit].tolist(), tau[hit].tolist()):
+                    found[row].add(begin + cut)
+                next_rows += [r[hit], r[hit]]
+                next_starts += [s[hit], s[hit] + tau[hit]]
+                next_sizes += [tau[hit], n - tau[hit]]
+        if not next_rows:
+            break
+        rows, starts, sizes = (np.concatenate(v).astype(np.int64) for v in (next_rows, next_starts, next_sizes))
+        depth += 1
+    return found
+
+
+def _edivisive_best_rows(y: np.ndarray, min_before: int, min_after: int) -> np.ndarray:
+    """``_edivisive_best`` of each row of ``y``; -1 where it is None. The distance
+    matrices are laid out runs x runs x rows, so each cumulative sum runs over whole
+    planes of rows at once (the sums are the same, each element added in the same order)."""
+    count, n = y.shape
+    lo, hi = min_before, n - min_after
+    if hi < lo:
+        return np.full(count, -1)
+    runs = np.ascontiguousarray(y.T)
+    cum = np.abs(runs[:, None, :] - runs[None, :, :])  # cum[i, j, row] = |y_i - y_j| of that row
+    np.cumsum(cum, axis=0, out=cum)
+    np.cumsum(cum, axis=1, out=cum)  # cum[i, j] = the sum over rows <= i, columns <= j
+
+    def at(i: np.ndarray | int, j: np.ndarray | int) -> np.ndarray:
+        """``_edivisive_best``'s cum[i, j] (zero-padded: sums over rows < i, columns < j), rows x taus."""
+        return cum[np.asarray(i) - 1, np.asarray(j) - 1].T if np.ndim(i) or np.ndim(j) else cum[i - 1, j - 1][:, None]
+
+    tau = np.arange(lo, hi + 1)
+    m, k = tau.astype("float64"), (n - tau).astype("float64")
+    zero = np.zeros((count, 1))  # cum[0, j]: the padding row
+    between = at(tau, n) - at(tau, tau) - zero + zero  # rows :tau, cols tau:
+    within_x = at(tau, tau)
+    within_y = at(n, n) - at(tau, n) - at(n, tau) + at(tau, tau)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ex = np.where(m > 1, within_x / (m * (m - 1)), 0.0)
+        ey = np.where(k > 1, within_y / (k * (k - 1)), 0.0)
+        q = (m * k / (m + k)) * (2.0 * between / (m * k) - ex - ey)
+    usable = np.isfinite(q).any(axis=1)
+    best = np.argmax(np.where(np.isnan(q), -np.inf, q), axis=1)  # nanargmax: the first largest
+    return np.where(usable, tau[best], -1)
+
+
+def _significant_rows(y: np.ndarray, tau: np.ndarray, p: float) -> np.ndarray:
+    """Whether ``_ttest(row[:tau], row[tau:]) < p`` for each row and its split."""
+    count, n = y.shape
+    out = np.zeros(count, dtype=bool)
+    df = n - 2
+    if df < 1:
+        return out
+    for cut in np.unique(tau):
+        at = np.flatnonzero(tau == cut)
+        a, b = y[at, :cut], y[at, cut:]
+        na, nb = a.shape[1], b.shape[1]
+        if na < 1 or nb < 1:
+            continue
+        mean_a, mean_b = a.mean(axis=1), b.mean(axis=1)
+        diff = mean_b - mean_a
+        ss = ((a - mean_a[:, None]) ** 2).sum(axis=1) + ((b - mean_b[:, None]) ** 2).sum(axis=1)
+        scale = np.sqrt(np.maximum(ss / df, 0.0) * (1.0 / na + 1.0 / nb))
+        noiseless = scale == 0.0
+        with np.errstate(divide="ignore", invalid="ignore"):
+            t = np.abs(diff / np.where(noiseless, 1.0, scale))
+        # noiseless (exact quantities): any difference is a change, none is none (``_ttest``)
+        steps = np.abs(diff) > 1e-12 * np.maximum(1.0, np.abs(mean_a))
+        critical = _critical_t(df, p)
+        sure = (t > critical * (1.0 + _T_MARGIN)) | np.isposinf(t)
+        unsure = ~sure & (t >= critical * (1.0 - _T_MARGIN)) & ~np.isnan(t)
+        decided = np.where(noiseless, steps & (p > 0.0), sure)
+        for j in np.flatnonzero(unsure & ~noiseless):
+            decided[j] = t_pvalue(float(diff[j] / scale[j]), df) < p
+        out[at] = decided
+    return out
+
+
+@functools.lru_cache(maxsize=256)
+def _critical_t(df: int, p: float) -> float:
+    """The |t| whose two-sided p-value (``t_pvalue``) is ``p``, by bisection: p falls as |t| grows."""
+    lo, hi = 0.0, 1.0
+    while t_pvalue(hi, df) >= p and hi < 1e300:
+        lo, hi = hi, hi * 2.0
+    for _ in range(200):
+        mid = (lo + hi) / 2.0
+        if mid in (lo, hi):
+            break
+        if t_pvalue(mid, df) >= p:
+            lo = mid
+        else:
+            hi = mid
+    return hi
+
+
 # --- over a series frame --------------------------------------------------------------------
 
 def detect(
@@ -375,14 +599,26 @@ def detect(
     original = frame
     if relative:
         frame = relative_frame(frame, window=window, p=p, min_after=min_after)
-    for key, group in frame.groupby(list(KEY), sort=True):
-        values = group["value"].to_numpy(dtype="float64")
-        splits = split_points(values, p=p, min_after=min_after, window=window)
-        if relative and splits and key[2] == RUN_WIDE:
-            splits = broad(_kernel_logs(original, key, group["run_id"]), splits, window)
+    # the series in the order groupby(sort=True) gives them, each its rows in frame order,
+    # found as positions (a sub-frame per series cost more than testing it)
+    number = np.asarray(frame.groupby(list(KEY), sort=True).ngroup(), dtype="float64")
+    rows = np.flatnonzero(np.isfinite(number))  # a row with a missing name is in no series
+    rows = rows[np.argsort(number[rows], kind="stable")]
+    bounds = np.flatnonzero(np.diff(number[rows])) + 1
+    members = np.split(rows, bounds) if len(rows) else []
+    value = frame["value"].to_numpy(dtype="float64")
+    found = split_points_many([value[at] for at in members], p=p, min_after=min_after, window=window)
+    names = [frame[c].to_numpy(dtype=object) for c in KEY]
+    seconds = _unix_seconds(frame["time"])
+    for at, splits in zip(members, found):
         if not splits:
             continue
-        out.extend(_records(dict(zip(KEY, key)), group, values, splits, window, min_change_pct))
+        key = tuple(column[at[0]] for column in names)
+        if relative and key[2] == RUN_WIDE:
+            splits = broad(_kernel_logs(original, key, frame["run_id"].iloc[at]), splits, window)
+            if not splits:
+                continue
+        out.extend(_records(dict(zip(KEY, key)), frame, at, value[at], seconds[at], splits, window, min_change_pct))
     return out
 
 
@@ -523,12 +759,12 @@ def levels(values: np.ndarray, splits: Sequence[Split], window: int = WINDOW) ->
     return out
 
 
-def _records(key: dict, group: "pd.DataFrame", values: np.ndarray, splits: list[Split],
-             window: int, min_change_pct: float) -> list[ChangePoint]:
-    unit = str(group["unit"].iloc[0]) if "unit" in group else ""
+def _records(key: dict, frame: "pd.DataFrame", at: np.ndarray, values: np.ndarray, seconds: np.ndarray,
+             splits: list[Split], window: int, min_change_pct: float) -> list[ChangePoint]:
+    """The change points of one series: its rows ``at`` of ``frame``, their ``values``
+    and times in Unix ``seconds``."""
+    unit = str(frame["unit"].iloc[at[0]]) if "unit" in frame else ""
     direction_better = better(key["metric"], unit)
-    times = group["time"]
-    seconds = _unix_seconds(times)
     records = []
     for split, (before_vals, after_vals) in zip(splits, levels(values, splits, window)):
         before, after = float(np.median(before_vals)), float(np.median(after_vals))
@@ -536,10 +772,10 @@ def _records(key: dict, group: "pd.DataFrame", values: np.ndarray, splits: list[
         if abs(change) < min_change_pct:
             continue
         worse = change > 0 if direction_better == LOWER else change < 0
-        row = group.iloc[split.index]
-        commit = row.get("commit")
+        row = int(at[split.index])
+        commit = frame["commit"].iloc[row] if "commit" in frame else None
         records.append(ChangePoint(
-            **key, unit=unit, run_id=str(row["run_id"]),
+            **key, unit=unit, run_id=str(frame["run_id"].iloc[row]),
             commit=None if commit is None or (isinstance(commit, float) and math.isnan(commit)) else str(commit),
             time=float(seconds[split.index]), index=int(split.index), before=before, after=after,
             change_pct=float(change), direction=REGRESSION if worse else IMPROVEMENT, p=float(split.p),
