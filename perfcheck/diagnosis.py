@@ -44,9 +44,10 @@ This module sits below the baselines, the checks and the history (see
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -122,6 +123,7 @@ class Diagnosis:
     items: tuple[str, ...]  # the line's parts, in order
     time_only: bool  # nothing but timings moved (for a count as subject: nothing else moved)
     whole_run_pct: float | None = None  # the run-wide series' change at the same run, when it moved
+    timeline: bool = False  # a timeline row's diagnosis (``_timeline``): the whole run's move is named last
 
     def reason(self) -> str:
         """The line without its subject: where the subject's change is already shown."""
@@ -199,6 +201,28 @@ def limiter(resources: Mapping[str, float], arch: str | None) -> str | None:
     return _limiter(arch, tuple(sorted((k, float(resources[k])) for k in RESOURCES if k in resources)))
 
 
+def limiters(resources: Sequence[Mapping[str, float]], arch: str | None) -> list[str | None]:
+    """``limiter`` of each of ``resources`` on ``arch``, from one occupancy table: the
+    history's diagnoses derive one for each side of each finding, and their medians
+    differ (an occupancy table per side was a quarter of ``history detect``). The table
+    is row by row, and a resource a side lacks is NaN there, as a column it lacks is."""
+    if not arch or not resources:
+        return [None] * len(resources)
+    import pandas as pd
+
+    from perfcheck.arch import lookup
+    from perfcheck.arch.occupancy import occupancy_table
+    from perfcheck.errors import UsageError
+
+    try:
+        target = lookup(arch)
+    except UsageError:
+        return [None] * len(resources)
+    rows = [{k: float(r[k]) for k in RESOURCES if k in r} for r in resources]
+    labels = occupancy_table(target.arch, pd.DataFrame(rows, index=range(len(rows)), dtype="float64"))
+    return [None if pd.isna(label) else str(label) for label in labels["occupancy_limiter"]]
+
+
 @functools.lru_cache(maxsize=1024)
 def _limiter(arch: str, resources: tuple[tuple[str, float], ...]) -> str | None:
     """``limiter``, once per arch and resources (a suite's failing checks share them)."""
@@ -263,6 +287,62 @@ def diagnose(
     a missing limiter is derived from the resources when ``arch`` is given. ``noise``:
     metric -> relative sigma for sides of one value. ``whole_run_pct``: the change of
     the run-wide series at the same run, when it changed."""
+    return with_whole_run(_explain(before, after, subject=subject, labels_before=labels_before,
+                                   labels_after=labels_after, noise=noise,
+                                   derive=lambda side, medians: limiter(medians, arch)), whole_run_pct)
+
+
+@dataclass(frozen=True)
+class Sides:
+    """One change to explain (``diagnose_many``): the kernel's values before and after it."""
+
+    before: Mapping[str, Sequence[float] | float]
+    after: Mapping[str, Sequence[float] | float]
+    subject: str = "duration"
+    arch: str | None = None
+
+
+def diagnose_many(cases: Sequence[Sides]) -> list[Diagnosis]:
+    """``diagnose`` of each case (without the whole run's move: ``with_whole_run``), the
+    occupancy limiters of every side derived together, one table per arch (``limiters``)."""
+    medians = [{"before": _medians(c.before), "after": _medians(c.after)} for c in cases]
+    wanted: dict[str, list[tuple[int, str]]] = {}
+    for i, c in enumerate(cases):
+        if c.arch and not (TIMELINE_MARK in c.before and TIMELINE_MARK in c.after):  # a timeline row has none
+            wanted.setdefault(c.arch, []).extend((i, side) for side in ("before", "after"))
+    derived: dict[tuple[int, str], str | None] = {}
+    for arch, sides in wanted.items():
+        derived.update(zip(sides, limiters([medians[i][side] for i, side in sides], arch)))
+    return [_explain(c.before, c.after, subject=c.subject, medians=medians[i],
+                     derive=lambda side, _, i=i: derived.get((i, side)))  # type: ignore[misc]
+            for i, c in enumerate(cases)]
+
+
+def with_whole_run(diagnosis: Diagnosis, whole_run_pct: float | None) -> Diagnosis:
+    """``diagnosis`` with the run-wide change at the same run, where it moved: first
+    when nothing of the kernel's own moved (the likeliest cause: what moved every kernel
+    of the run), else last."""
+    if whole_run_pct is None:
+        return diagnosis
+    whole = f"whole run moved ({whole_run_pct:+.1f}%, every kernel)"
+    first = diagnosis.time_only and not diagnosis.timeline
+    items = (whole, *diagnosis.items) if first else (*diagnosis.items, whole)
+    return dataclasses.replace(diagnosis, items=items, whole_run_pct=whole_run_pct)
+
+
+def _explain(
+    before: Mapping[str, Sequence[float] | float],
+    after: Mapping[str, Sequence[float] | float],
+    *,
+    subject: str,
+    derive: Callable[[str, Mapping[str, float]], str | None],
+    labels_before: Mapping[str, str] | None = None,
+    labels_after: Mapping[str, str] | None = None,
+    noise: Mapping[str, float] | None = None,
+    medians: Mapping[str, Mapping[str, float]] | None = None,
+) -> Diagnosis:
+    """``diagnose`` without the whole run; ``derive(side, its medians)``: the occupancy
+    limiter of a side whose labels lack it; ``medians``: each side's, where known."""
     noise = noise or {}
     moves: dict[str, Move] = {}
     for metric in set(before) & set(after):
@@ -272,12 +352,12 @@ def diagnose(
         if found is not None:
             moves[metric] = found
     if TIMELINE_MARK in before and TIMELINE_MARK in after:
-        return _timeline(subject, before, after, moves, whole_run_pct)
+        return _timeline(subject, before, after, moves)
     labels = {"before": dict(labels_before or {}), "after": dict(labels_after or {})}
-    medians = {"before": _medians(before), "after": _medians(after)}
+    medians = medians or {"before": _medians(before), "after": _medians(after)}
     for side in labels:
         if "occupancy_limiter" not in labels[side]:
-            derived = limiter(medians[side], arch)
+            derived = derive(side, medians[side])
             if derived is not None:
                 labels[side]["occupancy_limiter"] = derived
     # where a side's roofline labels are not known, both sides are derived alike (a
@@ -321,11 +401,8 @@ def diagnose(
     causes = [text for _, text in items]
     time_only = not causes
     line: list[str] = []
-    whole = f"whole run moved ({whole_run_pct:+.1f}%, every kernel)" if whole_run_pct is not None else None
-    if time_only:
-        # the likeliest cause first: what moved every kernel of the run
-        alone = TIME_ONLY if timed(subject) else NOTHING_ELSE
-        line.extend([whole, alone] if whole else [alone])
+    if time_only:  # (the whole run's move goes first: ``with_whole_run``)
+        line.append(TIME_ONLY if timed(subject) else NOTHING_ELSE)
     else:
         line.extend(causes)
         steady = [m for m in totals if m in before and m in after and m not in moves]
@@ -339,13 +416,12 @@ def diagnose(
             if rate in moves:
                 line.append(moves[rate].text())
                 break
-        if whole:  # every kernel moved, but this one's own counters say why
-            line.append(whole)
+        # (every kernel moved, but this one's own counters say why: the whole run goes last)
     shown = [moves[m] for m in (*RESOURCES, *OCCUPANCY, *work) if m in moves]
     shown += [m for m in label_moves.values()]
     shown += [moves[m] for pair in _CONTEXT for m in pair if m in moves and not time_only][:1]
     return Diagnosis(subject, _change(subject, before, after), tuple(sorted(shown, key=lambda m: -m.effect)),
-                     tuple(line), time_only, whole_run_pct)
+                     tuple(line), time_only)
 
 
 def _change(subject: str, before: Mapping[str, Sequence[float] | float],
@@ -373,8 +449,7 @@ def _signed(seconds: float) -> str:
 
 
 def _timeline(subject: str, before: Mapping[str, Sequence[float] | float],
-              after: Mapping[str, Sequence[float] | float], moves: Mapping[str, Move],
-              whole_run_pct: float | None) -> Diagnosis:
+              after: Mapping[str, Sequence[float] | float], moves: Mapping[str, Move]) -> Diagnosis:
     """The diagnosis of a timeline row: what moved on the device's timeline, per
     ProfilerStep where the trace has steps (``*_per_step``), else over the run:
     "idle +23.5 us per step; H2D copies 1 -> 2 per step (977 KiB -> 1.9 MiB)";
@@ -416,10 +491,8 @@ def _timeline(subject: str, before: Mapping[str, Sequence[float] | float],
     time_only = not line
     if time_only:
         line.append(TIMELINE_UNCHANGED if timed(subject) else NOTHING_ELSE)
-    if whole_run_pct is not None:
-        line.append(f"whole run moved ({whole_run_pct:+.1f}%, every kernel)")
     return Diagnosis(subject, _change(subject, before, after), tuple(m for m, _ in items), tuple(line), time_only,
-                     whole_run_pct)
+                     timeline=True)
 
 
 

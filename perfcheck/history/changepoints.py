@@ -664,8 +664,8 @@ def relative_logs(logs: np.ndarray, window: int = WINDOW, p: float = P_VALUE,
     logs = np.asarray(logs, dtype="float64")
     first = run_offsets(logs, window)
     adjusted = logs - np.nan_to_num(first)[None, :]
-    cuts = [[s.index for s in split_points(np.exp(row), p=p, min_after=min_after, window=window)]
-            for row in adjusted]
+    cuts = [[s.index for s in splits]
+            for splits in split_points_many([np.exp(row) for row in adjusted], p=p, min_after=min_after, window=window)]
     offsets = run_offsets(logs, window, cuts)
     adjusted = logs - np.nan_to_num(offsets)[None, :]
     # a kernel whose values are quieter as they are (its drift is its own, not the run's)

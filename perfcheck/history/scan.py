@@ -26,13 +26,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from perfcheck.history.changepoints import KEY, RUN_WIDE, ChangePoint, detect, recent_regressions
-from perfcheck.history.findings import Context, Finding, findings, run_positions, whole_runs, with_states, worst_first
+from perfcheck.history.findings import (Context, Finding, assemble, explain, findings, group, headline_candidates,
+                                        run_positions, watched, whole_runs, with_states, worst_first)
 from perfcheck.history.store import BATCH_ROWS, concat_batches
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from perfcheck.history.accepted import Acceptance
+    from perfcheck.diagnosis import Diagnosis
     from perfcheck.history.backend import HistoryStore
     from perfcheck.history.lifecycle import State
 
@@ -98,9 +100,14 @@ def scan(
     firsts = []  # the first row of each machine x suite x run, in frame order (run_positions)
     kernels: Counter[tuple[str, str, str]] = Counter()
     timelines: dict[tuple[str, str], set[str]] = {}  # the run's timeline rows (@run...) of each machine x suite
+    order: dict[tuple[str, str, str], int] = {}  # each kernel's place in the store's order (its parts')
+    early = _Early()
     series = 0
     for part in store.batches(**where):  # type: ignore[attr-defined]
-        series += part.groupby(list(KEY), sort=False).ngroups
+        heads = part.groupby(list(KEY), sort=False).head(1)  # each series' first row, in frame order
+        series += len(heads.dropna(subset=list(KEY)))
+        for key in heads[["machine", "suite", "kernel"]].itertuples(index=False, name=None):
+            order.setdefault(tuple(map(str, key)), len(order))  # type: ignore[arg-type]
         firsts.append(part.drop_duplicates(["machine", "suite", "run_id"])[["machine", "suite", "run_id", "time"]])
         counts = part.groupby(["machine", "suite", "metric"], sort=False)["kernel"].nunique()
         kernels.update({tuple(map(str, k)): int(v) for k, v in counts.items()})  # parts hold whole kernels
@@ -111,6 +118,7 @@ def scan(
             found = judged(detect(part, **options), part)
             points.extend(found)
             recent.extend(recent_regressions(found, part, last=last) if last is not None else [])
+            early.diagnose(found, part, firsts[-1], select=select, arches=arches)
     if relative:
         for m, s, key_metric in sorted(kernels):  # the run-wide offset: every kernel of the slice at once
             part = concat_batches(store.batches(machine=m, suite=s, metric=key_metric, kernel=kernel,  # type: ignore[attr-defined]
@@ -131,18 +139,81 @@ def scan(
     wide = [cp for cp in points if cp.kernel == RUN_WIDE]
     if wide:  # a series of no stored kernel: nothing to read, no diagnosis
         out.extend(findings(wide, None, **common))  # type: ignore[arg-type]
-    changed = sorted({cp.kernel for cp in points if cp.kernel != RUN_WIDE})
-    if changed:
-        for part in store.batches(machine=machine, suite=suite, kernel=changed, metric=metric,  # type: ignore[attr-defined]
-                                  since=since, last=tail, rows=rows):
+    # each kernel's findings: from what its own part diagnosed on the first pass where it could
+    # (``_Early``), else from the kernel read again
+    done: dict[tuple[str, str, str], list[Finding]] = {}
+    marked = set(recent)
+    for key, mine in by_kernel.items():
+        if key[2] != RUN_WIDE:
+            found_early = early.findings(mine, context, recent=marked, select=select)
+            if found_early is not None:
+                done[key] = found_early
+    again = {key for key in by_kernel if key[2] != RUN_WIDE and key not in done}
+    if again:
+        for part in store.batches(machine=machine, suite=suite, kernel=sorted({k for _, _, k in again}),  # type: ignore[attr-defined]
+                                  metric=metric, since=since, last=tail, rows=rows):
             here = part.drop_duplicates(["machine", "suite", "kernel"])[["machine", "suite", "kernel"]]
-            mine = [cp for key in here.itertuples(index=False, name=None) for cp in by_kernel.get(key, [])]
+            mine = [cp for key in here.itertuples(index=False, name=None) if key in again for cp in by_kernel[key]]
             if mine:
-                out.extend(findings(mine, _with_timeline(store, part, mine, timelines, since=since, last=tail),
-                                    **common))  # type: ignore[arg-type]
+                for f in findings(mine, _with_timeline(store, part, mine, timelines, since=since, last=tail),
+                                  **common):  # type: ignore[arg-type]
+                    done.setdefault((f.machine, f.suite, f.kernel), []).append(f)
+    for key in sorted(done, key=lambda key: order.get(key, len(order))):
+        out.extend(done[key])
     # the order findings() gives over the whole store: its sort key, ties in series order (stable)
     out.sort(key=worst_first)
     return Scan(with_states(out, states, named=named), points, series, states)
+
+
+class _Early:
+    """The diagnoses ``scan`` makes on its first pass, each from the part that holds its
+    kernel, so that the kernels need not be read twice (half of ``history detect``'s
+    reading at a year of nights, where every kernel has a finding at a run-wide step).
+
+    A part can diagnose every change point that may head a finding
+    (``findings.headline_candidates``; which of them do is decided once every change point
+    is known). A diagnosis depends on the store beyond the part only through the order of
+    the runs: the part's own order of its runs is the store's wherever the two agree on the
+    runs the part holds, which ``findings`` checks; it does not where runs share a time (a
+    tie is broken by where a run is first seen). Those kernels, and the steps (``range:``
+    rows, read with the run's timeline rows that another part may hold), are read again."""
+
+    def __init__(self) -> None:
+        self.why: dict[int, Diagnosis | None] = {}  # id(candidate headline) -> its diagnosis (no whole run)
+        self.asked: set[tuple[str, str, str, str]] = set()  # the watched series of the kernels diagnosed
+        self.runs: dict[tuple[str, str, str], tuple[str, ...]] = {}  # kernel -> its part's runs of its machine x suite
+        self.heads: list[ChangePoint] = []  # keeps the candidates (and so their ids) alive
+
+    def diagnose(self, found: Sequence[ChangePoint], part: "pd.DataFrame", firsts: "pd.DataFrame", *,
+                 select: str | Iterable[str] | None, arches: Mapping[str, str] | None) -> None:
+        mine = [cp for cp in found if cp.kernel != RUN_WIDE and not cp.kernel.startswith("range:")]
+        if not mine:
+            return
+        asked = watched(part)
+        local = run_positions(firsts)
+        heads = headline_candidates(mine, asked, select)
+        self.why.update(zip(map(id, heads), explain(heads, part, local, arches)))
+        self.heads.extend(heads)
+        runs = {key: tuple(sorted(where, key=where.__getitem__)) for key, where in local.items()}
+        for cp in mine:
+            self.runs[(cp.machine, cp.suite, cp.kernel)] = runs.get((cp.machine, cp.suite), ())
+        self.asked |= {key for key in asked if (key[0], key[1], key[2]) in self.runs}
+
+    def findings(self, points: Sequence[ChangePoint], context: Context, *, recent: set[ChangePoint],
+                 select: str | Iterable[str] | None) -> list[Finding] | None:
+        """The findings of one kernel's ``points``, or None where its part could not say."""
+        head = points[0]
+        runs = self.runs.get((head.machine, head.suite, head.kernel))
+        if runs is None:
+            return None
+        where = context.positions.get((head.machine, head.suite), {})
+        at = [where.get(r, -1) for r in runs]
+        if any(b <= a for a, b in zip(at, at[1:])) or (at and at[0] < 0):
+            return None  # the part ordered its runs otherwise than the whole store does
+        grouped = group(points, self.asked, select, context.positions)
+        if any(id(h) not in self.why for h, _ in grouped):
+            return None
+        return assemble(grouped, [self.why[id(h)] for h, _ in grouped], context, recent)
 
 
 def _with_timeline(store: "HistoryStore", part: "pd.DataFrame", points: Sequence[ChangePoint],
