@@ -103,29 +103,43 @@ def scan(
     order: dict[tuple[str, str, str], int] = {}  # each kernel's place in the store's order (its parts')
     early = _Early()
     series = 0
-    for part in store.batches(**where):  # type: ignore[attr-defined]
-        heads = part.groupby(list(KEY), sort=False).head(1)  # each series' first row, in frame order
-        series += len(heads.dropna(subset=list(KEY)))
-        for key in heads[["machine", "suite", "kernel"]].itertuples(index=False, name=None):
-            order.setdefault(tuple(map(str, key)), len(order))  # type: ignore[arg-type]
+
+    def gather(part: "pd.DataFrame") -> int:
+        """What a part says of the whole store (the module docstring); its number of series."""
         firsts.append(part.drop_duplicates(["machine", "suite", "run_id"])[["machine", "suite", "run_id", "time"]])
         counts = part.groupby(["machine", "suite", "metric"], sort=False)["kernel"].nunique()
         kernels.update({tuple(map(str, k)): int(v) for k, v in counts.items()})  # parts hold whole kernels
         runs_rows = part[part["kernel"].astype(str).str.startswith("@run")].drop_duplicates(["machine", "suite", "kernel"])
         for m, s, k in runs_rows[["machine", "suite", "kernel"]].itertuples(index=False, name=None):
             timelines.setdefault((str(m), str(s)), set()).add(str(k))
-        if not relative:
+        heads = part.groupby(list(KEY), sort=False).head(1)  # each series' first row, in frame order
+        for key in heads[["machine", "suite", "kernel"]].itertuples(index=False, name=None):
+            order.setdefault(tuple(map(str, key)), len(order))  # type: ignore[arg-type]
+        return len(heads.dropna(subset=list(KEY)))
+
+    if not relative:
+        for part in store.batches(**where):  # type: ignore[attr-defined]
+            series += gather(part)
             found = judged(detect(part, **options), part)
             points.extend(found)
             recent.extend(recent_regressions(found, part, last=last) if last is not None else [])
             early.diagnose(found, part, firsts[-1], select=select, arches=arches)
-    if relative:
-        for m, s, key_metric in sorted(kernels):  # the run-wide offset: every kernel of the slice at once
+    else:
+        # the run-wide offset: every kernel of a machine x suite x metric at once, slice by slice;
+        # the slices hold every series once, so they say what the parts would (no pass of its own)
+        for m, s, key_metric in _slices(store, machine=machine, suite=suite, kernel=kernel, metric=metric):
             part = concat_batches(store.batches(machine=m, suite=s, metric=key_metric, kernel=kernel,  # type: ignore[attr-defined]
                                                 since=since, last=tail, rows=rows))
+            if not len(part):
+                continue  # no value in the runs asked for
+            series += gather(part)
             found = judged(detect(part, relative=True, **options), part)
             points.extend(found)
             recent.extend(recent_regressions(found, part, last=last) if last is not None else [])
+        order.clear()  # the slices' order is not the store's: the kernels are read again below, in its order
+        if _tied(firsts):  # runs of one time are ordered by where they are first seen: in the store's order
+            firsts = [part.drop_duplicates(["machine", "suite", "run_id"])[["machine", "suite", "run_id", "time"]]
+                      for part in store.batches(**where)]  # type: ignore[attr-defined]
         # as detect over the whole frame lists them: by series, each oldest first (sort is stable)
         points.sort(key=lambda cp: (cp.machine, cp.suite, cp.kernel, cp.metric))
     if not points:
@@ -153,6 +167,8 @@ def scan(
         for part in store.batches(machine=machine, suite=suite, kernel=sorted({k for _, _, k in again}),  # type: ignore[attr-defined]
                                   metric=metric, since=since, last=tail, rows=rows):
             here = part.drop_duplicates(["machine", "suite", "kernel"])[["machine", "suite", "kernel"]]
+            for key in here.itertuples(index=False, name=None):
+                order.setdefault(tuple(map(str, key)), len(order))  # type: ignore[arg-type]
             mine = [cp for key in here.itertuples(index=False, name=None) if key in again for cp in by_kernel[key]]
             if mine:
                 for f in findings(mine, _with_timeline(store, part, mine, timelines, since=since, last=tail),
@@ -163,6 +179,29 @@ def scan(
     # the order findings() gives over the whole store: its sort key, ties in series order (stable)
     out.sort(key=worst_first)
     return Scan(with_states(out, states, named=named), points, series, states)
+
+
+def _slices(store: "HistoryStore", *, machine: Sequence[str] | str | None, suite: Sequence[str] | str | None,
+            kernel: Sequence[str] | str | None, metric: Sequence[str] | str | None) -> list[tuple[str, str, str]]:
+    """The machine x suite x metric of every series the filters select (as the store's
+    filters take them: exact names), sorted; from the names alone, no value read."""
+    keys = store.series_keys()  # type: ignore[attr-defined]
+    for column, wanted in (("machine", machine), ("suite", suite), ("kernel", kernel), ("metric", metric)):
+        if wanted is not None:
+            keys = keys[keys[column].isin([wanted] if isinstance(wanted, str) else list(wanted))]
+    return sorted({(str(m), str(s), str(x)) for m, s, x in keys[["machine", "suite", "metric"]].itertuples(
+        index=False, name=None)})
+
+
+def _tied(firsts: Sequence["pd.DataFrame"]) -> bool:
+    """Whether two runs of one machine x suite have the same time (``run_positions`` then
+    orders them by where each is first seen)."""
+    import pandas as pd
+
+    if not firsts:
+        return False
+    runs = pd.concat(firsts, ignore_index=True).drop_duplicates(["machine", "suite", "run_id"])
+    return bool(runs.duplicated(["machine", "suite", "time"]).any())
 
 
 class _Early:
