@@ -168,3 +168,18 @@ def test_diagnose_many_is_diagnose_of_each(levels) -> None:  # noqa: ANN001
         one = [diagnose(c.before, c.after, subject=c.subject, arch=c.arch, whole_run_pct=whole) for c in cases]
         assert [d.as_dict() for d in many] == [d.as_dict() for d in one]
     assert "limiter" in one[0].text() and one[2].time_only and one[2].items[0].startswith("whole run moved")
+
+
+def test_side_summaries_in_stacks_are_those_of_each_side_alone() -> None:
+    # medians and spreads of many sides at once (history detect's), to the bit
+    import numpy as np
+
+    from perfcheck.diagnosis import _finite, _spread, _summaries
+
+    rng = np.random.default_rng(9)
+    sides = [{m: np.exp(rng.normal(0.0, float(rng.choice([0.0, 0.02, 0.3])), int(rng.integers(0, 9))))
+              * 10.0 ** int(rng.integers(-9, 12)) for m in ("duration", "vgpr", "hbm_bytes")} for _ in range(400)]
+    sides += [{"duration": 1.5, "calls": [np.nan, 2.0], "neg": [-1.0, 2.0, 3.0], "none": [np.nan]}]
+    for side, summary in zip(sides, _summaries(sides)):
+        alone = {m: (float(np.median(_finite(v))), _spread(_finite(v))) for m, v in side.items() if len(_finite(v))}
+        assert summary == alone and list(summary) == list(alone)
