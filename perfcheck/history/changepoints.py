@@ -363,7 +363,7 @@ def split_points(
 # the one step that needs a scalar function (the t-test's p-value) compares |t| with the
 # t at the significance level, calling ``t_pvalue`` itself where the two are within 1e-9.
 
-_SEGMENT_CELLS = 2_000_000  # float64 cells of one (segments x n x n) distance stack: ~16 MB
+_SEGMENT_CELLS = 250_000  # float64 cells of one (n x n x segments) distance stack: 2 MB, more saves no time
 _T_MARGIN = 1e-9  # |t| this close (relative) to the critical t: the exact p-value decides
 
 
@@ -504,7 +504,8 @@ def _edivisive_best_rows(y: np.ndarray, min_before: int, min_after: int) -> np.n
     if hi < lo:
         return np.full(count, -1)
     runs = np.ascontiguousarray(y.T)
-    cum = np.abs(runs[:, None, :] - runs[None, :, :])  # cum[i, j, row] = |y_i - y_j| of that row
+    cum = runs[:, None, :] - runs[None, :, :]
+    np.abs(cum, out=cum)  # cum[i, j, row] = |y_i - y_j| of that row
     np.cumsum(cum, axis=0, out=cum)
     np.cumsum(cum, axis=1, out=cum)  # cum[i, j] = the sum over rows <= i, columns <= j
 
@@ -603,7 +604,10 @@ def detect(
     # found as positions (a sub-frame per series cost more than testing it)
     number = np.asarray(frame.groupby(list(KEY), sort=True).ngroup(), dtype="float64")
     rows = np.flatnonzero(np.isfinite(number))  # a row with a missing name is in no series
-    rows = rows[np.argsort(number[rows], kind="stable")]
+    if relative:  # each series' rows by time, ties in frame order (relative_frame leaves them as they came)
+        rows = rows[np.lexsort((_time_order(frame["time"])[rows], number[rows]))]
+    else:
+        rows = rows[np.argsort(number[rows], kind="stable")]
     bounds = np.flatnonzero(np.diff(number[rows])) + 1
     members = np.split(rows, bounds) if len(rows) else []
     value = frame["value"].to_numpy(dtype="float64")
@@ -704,12 +708,17 @@ def relative_frame(frame: "pd.DataFrame", window: int = WINDOW, p: float = P_VAL
     """``frame`` with each value divided by its run's run-wide offset (per machine,
     suite and metric, over the kernels with positive values), plus the offset series
     as kernel ``RUN_WIDE``. Runs without an offset (fewer than ``MIN_KERNELS``
-    kernels) keep their values; so does a group of fewer kernels."""
+    kernels) keep their values; so does a group of fewer kernels. Each series' rows are in
+    their order in ``frame``, the offset series' by time."""
     import pandas as pd
 
     parts = []
     group_key = ["machine", "suite", "metric"]
-    for key, group in frame.groupby(group_key, sort=True):
+    grouped = frame.groupby(group_key, sort=True)
+    # one machine x suite x metric (history detect --relative reads one such slice at a
+    # time, a year of nights of every kernel): the frame itself, not a copy of it
+    whole = grouped.ngroups == 1 and not frame[group_key].isna().to_numpy().any()
+    for _, group in [(None, frame)] if whole else grouped:
         kernels = group["kernel"].unique()
         if len(kernels) < MIN_KERNELS:
             parts.append(group)
@@ -730,8 +739,8 @@ def relative_frame(frame: "pd.DataFrame", window: int = WINDOW, p: float = P_VAL
         # the unit stays the metric's, so the better direction is the metric's; the values are ratios
         wide = runs.assign(kernel=RUN_WIDE, value=np.exp(offsets.to_numpy()))
         parts.append(wide[np.isfinite(wide["value"].to_numpy(dtype="float64"))][group.columns])
-    out = pd.concat(parts, ignore_index=True)
-    return out.sort_values([*KEY, "time"], kind="stable").reset_index(drop=True)
+    # not sorted here (a copy of every value): ``detect`` takes each series' rows by time
+    return pd.concat(parts, ignore_index=True)
 
 
 def _kernel_logs(frame: "pd.DataFrame", key: tuple, runs: "pd.Series") -> np.ndarray:
@@ -782,6 +791,19 @@ def _records(key: dict, frame: "pd.DataFrame", at: np.ndarray, values: np.ndarra
             runs_before=len(before_vals), runs_after=len(after_vals),
         ))
     return records
+
+
+def _time_order(times: "pd.Series") -> np.ndarray:
+    """Numbers in the order of a time column (timestamps of any resolution, or floats),
+    missing ones last, as sorting the column puts them."""
+    import pandas as pd
+
+    if isinstance(times.dtype, pd.DatetimeTZDtype) or pd.api.types.is_datetime64_any_dtype(times):
+        stamps = pd.to_datetime(times, utc=True)
+        order = stamps.array.asi8.copy()
+        order[stamps.isna().to_numpy()] = np.iinfo(np.int64).max
+        return order
+    return times.to_numpy(dtype="float64")
 
 
 def _unix_seconds(times: "pd.Series") -> np.ndarray:
