@@ -612,12 +612,12 @@ def detect(
     members = np.split(rows, bounds) if len(rows) else []
     value = frame["value"].to_numpy(dtype="float64")
     found = split_points_many([value[at] for at in members], p=p, min_after=min_after, window=window)
-    names = [frame[c].to_numpy(dtype=object) for c in KEY]
     seconds = _unix_seconds(frame["time"])
-    for at, splits in zip(members, found):
-        if not splits:
-            continue
-        key = tuple(column[at[0]] for column in names)
+    changed = [n for n, splits in enumerate(found) if splits]
+    # the names of the series that changed only (every row's, as text objects, was a copy of the part)
+    keys = frame[list(KEY)].iloc[[int(members[n][0]) for n in changed]].itertuples(index=False, name=None)
+    for n, key in zip(changed, keys):
+        at, splits = members[n], found[n]
         if relative and key[2] == RUN_WIDE:
             splits = broad(_kernel_logs(original, key, frame["run_id"].iloc[at]), splits, window)
             if not splits:
@@ -747,8 +747,9 @@ def _kernel_logs(frame: "pd.DataFrame", key: tuple, runs: "pd.Series") -> np.nda
     """kernels x runs log values of the machine x suite x metric of ``key``, runs in
     the order of ``runs``."""
     machine, suite, _, metric = key
-    mine = frame[(frame["machine"] == machine) & (frame["suite"] == suite) & (frame["metric"] == metric)
-                 & (frame["kernel"] != RUN_WIDE)]
+    ours = (frame["machine"] == machine) & (frame["suite"] == suite) & (frame["metric"] == metric) \
+        & (frame["kernel"] != RUN_WIDE)
+    mine = frame if ours.all() else frame[ours]  # a slice of one metric (detect --relative): no copy of it
     value = mine["value"].to_numpy(dtype="float64")
     logged = mine.assign(log=np.log(np.where(value > 0, value, np.nan)))
     matrix = logged.pivot_table(index="kernel", columns="run_id", values="log", aggfunc="last")
