@@ -324,3 +324,21 @@ def test_split_points_many_is_split_points_to_the_bit(options: dict) -> None:
     one_by_one = [split_points(x, **options) for x in series]
     assert split_points_many(series, **options) == one_by_one
     assert sum(map(len, one_by_one)) > 100  # the series do have change points
+
+
+def test_detect_relative_takes_a_metric_with_no_positive_value_as_it_is(tmp_path: Path) -> None:
+    # a count that is 0 in every run (scratch, spills) has no log and no run-wide offset:
+    # its values stay as they are, and the other metric's steps are found as ever
+    import pandas as pd
+
+    x = _machine(13)
+    x[4, 34:] *= 1.03
+    x[:, 37:] *= 1.10
+    with open_store(_machine_store(tmp_path, x), create=False) as store:
+        frame = store.series()
+    zeros = frame.assign(metric="scratch_per_thread", value=0.0)
+    both = pd.concat([frame, zeros], ignore_index=True)
+    points = detect(both, relative=True)
+    assert [(p.kernel, p.metric, p.index) for p in points] == [
+        (p.kernel, p.metric, p.index) for p in detect(frame, relative=True)] == [
+        (RUN_WIDE, "duration", 37), ("k04", "duration", 34)]

@@ -726,18 +726,28 @@ def relative_frame(frame: "pd.DataFrame", window: int = WINDOW, p: float = P_VAL
         runs = group.drop_duplicates("run_id").sort_values("time")
         value = group["value"].to_numpy(dtype="float64")
         with np.errstate(divide="ignore", invalid="ignore"):
-            logged = group.assign(log=np.where(value > 0, np.log(np.where(value > 0, value, 1.0)), np.nan))
-        matrix = logged.pivot_table(index="kernel", columns="run_id", values="log", aggfunc="last")
-        matrix = matrix.reindex(columns=runs["run_id"].to_numpy())
-        offsets_, adjusted_ = relative_logs(matrix.to_numpy(), window=window, p=p, min_after=min_after)
-        offsets = pd.Series(offsets_, index=matrix.columns)
-        table = pd.DataFrame(adjusted_, index=matrix.index, columns=matrix.columns).stack()
-        looked_up = table.reindex(pd.MultiIndex.from_arrays([group["kernel"], group["run_id"]])).to_numpy(dtype="float64")
+            log = np.where(value > 0, np.log(np.where(value > 0, value, 1.0)), np.nan)
+        # the kernels x runs matrix of logs by codes (a pivot table and its stacked lookup held
+        # several copies of a year of every kernel's names): kernels sorted, each cell its
+        # last finite log, a kernel without one left out, the runs in time order
+        kernel_code, _ = pd.factorize(group["kernel"], sort=True)
+        run_at = pd.Index(runs["run_id"]).get_indexer(group["run_id"])
+        named = (kernel_code >= 0) & (run_at >= 0)  # a missing name is in no cell (as in a pivot table)
+        full = np.full((int(kernel_code.max()) + 1 if len(kernel_code) else 0, len(runs)), np.nan)
+        finite = np.isfinite(log) & named
+        full[kernel_code[finite], run_at[finite]] = log[finite]
+        kept = np.isfinite(full).any(axis=1)
+        offsets_, adjusted_ = relative_logs(full[kept], window=window, p=p, min_after=min_after)
+        row = np.cumsum(kept) - 1
+        looked_up = np.full(len(group), np.nan)
+        found = named.copy()
+        found[named] = kept[kernel_code[named]]
+        looked_up[found] = adjusted_[row[kernel_code[found]], run_at[found]]
         # a value without a finite offset-adjusted log (<= 0, NaN, a run without an offset) stays as it is
         adjusted = np.where(np.isfinite(looked_up), np.exp(looked_up), value)
         parts.append(group.assign(value=adjusted))
         # the unit stays the metric's, so the better direction is the metric's; the values are ratios
-        wide = runs.assign(kernel=RUN_WIDE, value=np.exp(offsets.to_numpy()))
+        wide = runs.assign(kernel=RUN_WIDE, value=np.exp(offsets_))
         parts.append(wide[np.isfinite(wide["value"].to_numpy(dtype="float64"))][group.columns])
     # not sorted here (a copy of every value): ``detect`` takes each series' rows by time
     return pd.concat(parts, ignore_index=True)

@@ -83,6 +83,7 @@ def scan(
 
     where = {"machine": machine, "suite": suite, "kernel": kernel, "metric": metric, "since": since, "last": tail,
              "rows": rows}
+    select = list(select) if select is not None and not isinstance(select, str) else select  # asked once a part
     states: dict[ChangePoint, State] = {}
     level = last if last is not None else 3
 
