@@ -594,12 +594,26 @@ def detect(
     kernel relative to its run's run-wide offset and the offset as the series
     ``RUN_WIDE`` (see the module docstring); the medians reported are then of the
     kernel's values divided by the offset (for ``RUN_WIDE``: the offset, a ratio)."""
-    out: list[ChangePoint] = []
     if frame is None or not len(frame):
+        return []
+    if not relative:
+        return _detect_in(frame, frame, False, p, min_after, window, min_change_pct)
+    out: list[ChangePoint] = []
+    # each machine x suite x metric and its run-wide series on its own (not concatenated:
+    # a copy of a year of every kernel's values and names), then listed as one frame's
+    # would be: by series, each oldest first (the sort is stable)
+    for part in _relative_parts(frame, window=window, p=p, min_after=min_after):
+        out.extend(_detect_in(part, frame, True, p, min_after, window, min_change_pct))
+    out.sort(key=lambda cp: (cp.machine, cp.suite, cp.kernel, cp.metric))
+    return out
+
+
+def _detect_in(frame: "pd.DataFrame", original: "pd.DataFrame", relative: bool, p: float, min_after: int,
+               window: int, min_change_pct: float) -> list[ChangePoint]:
+    """``detect`` over ``frame`` (``relative``: a part of ``relative_frame``'s, from ``original``)."""
+    out: list[ChangePoint] = []
+    if not len(frame):
         return out
-    original = frame
-    if relative:
-        frame = relative_frame(frame, window=window, p=p, min_after=min_after)
     # the series in the order groupby(sort=True) gives them, each its rows in frame order,
     # found as positions (a sub-frame per series cost more than testing it)
     number = np.asarray(frame.groupby(list(KEY), sort=True).ngroup(), dtype="float64")
@@ -712,6 +726,15 @@ def relative_frame(frame: "pd.DataFrame", window: int = WINDOW, p: float = P_VAL
     their order in ``frame``, the offset series' by time."""
     import pandas as pd
 
+    return pd.concat(_relative_parts(frame, window=window, p=p, min_after=min_after), ignore_index=True)
+
+
+def _relative_parts(frame: "pd.DataFrame", window: int = WINDOW, p: float = P_VALUE,
+                    min_after: int = MIN_AFTER) -> "list[pd.DataFrame]":
+    """``relative_frame`` as the frames it concatenates: each machine x suite x metric,
+    and its run-wide series after it."""
+    import pandas as pd
+
     parts = []
     group_key = ["machine", "suite", "metric"]
     grouped = frame.groupby(group_key, sort=True)
@@ -750,7 +773,7 @@ def relative_frame(frame: "pd.DataFrame", window: int = WINDOW, p: float = P_VAL
         wide = runs.assign(kernel=RUN_WIDE, value=np.exp(offsets_))
         parts.append(wide[np.isfinite(wide["value"].to_numpy(dtype="float64"))][group.columns])
     # not sorted here (a copy of every value): ``detect`` takes each series' rows by time
-    return pd.concat(parts, ignore_index=True)
+    return parts
 
 
 def _kernel_logs(frame: "pd.DataFrame", key: tuple, runs: "pd.Series") -> np.ndarray:
