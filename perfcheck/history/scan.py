@@ -137,6 +137,7 @@ def scan(
             found = judged(detect(part, relative=True, **options), part)
             points.extend(found)
             recent.extend(recent_regressions(found, part, last=last) if last is not None else [])
+            del part  # the next slice is read without this one (each is a year of every kernel's values)
         order.clear()  # the slices' order is not the store's: the kernels are read again below, in its order
         if _tied(firsts):  # runs of one time are ordered by where they are first seen: in the store's order
             firsts = [part.drop_duplicates(["machine", "suite", "run_id"])[["machine", "suite", "run_id", "time"]]
