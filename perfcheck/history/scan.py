@@ -129,8 +129,8 @@ def scan(
         # the run-wide offset: every kernel of a machine x suite x metric at once, slice by slice;
         # the slices hold every series once, so they say what the parts would (no pass of its own)
         for m, s, key_metric in _slices(store, machine=machine, suite=suite, kernel=kernel, metric=metric):
-            part = concat_batches(store.batches(machine=m, suite=s, metric=key_metric, kernel=kernel,  # type: ignore[attr-defined]
-                                                since=since, last=tail, rows=rows))
+            part = concat_batches(_tested(p) for p in store.batches(  # type: ignore[attr-defined]
+                machine=m, suite=s, metric=key_metric, kernel=kernel, since=since, last=tail, rows=rows))
             if not len(part):
                 continue  # no value in the runs asked for
             series += gather(part)
@@ -181,6 +181,15 @@ def scan(
     # the order findings() gives over the whole store: its sort key, ties in series order (stable)
     out.sort(key=worst_first)
     return Scan(with_states(out, states, named=named), points, series, states)
+
+
+# What --relative's slices are read for (the change points, their states and what the
+# first pass gathers): a slice holds a year of every kernel's values, so not the rest
+TESTED = ("machine", "suite", "kernel", "metric", "unit", "run_id", "time", "commit", "value")
+
+
+def _tested(part: "pd.DataFrame") -> "pd.DataFrame":
+    return part[[c for c in part.columns if c in TESTED]]
 
 
 def _slices(store: "HistoryStore", *, machine: Sequence[str] | str | None, suite: Sequence[str] | str | None,
