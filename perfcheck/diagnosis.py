@@ -44,9 +44,10 @@ This module sits below the baselines, the checks and the history (see
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -122,6 +123,7 @@ class Diagnosis:
     items: tuple[str, ...]  # the line's parts, in order
     time_only: bool  # nothing but timings moved (for a count as subject: nothing else moved)
     whole_run_pct: float | None = None  # the run-wide series' change at the same run, when it moved
+    timeline: bool = False  # a timeline row's diagnosis (``_timeline``): the whole run's move is named last
 
     def reason(self) -> str:
         """The line without its subject: where the subject's change is already shown."""
@@ -175,14 +177,50 @@ def moved(metric: str, before: Sequence[float] | float, after: Sequence[float] |
           noise: float | None = None) -> Move | None:
     """The move of one metric, or None when it stayed within its noise (see the module
     docstring). ``noise``: a relative run-to-run sigma known from elsewhere."""
-    b_vals, a_vals = _finite(before), _finite(after)
-    if not len(b_vals) or not len(a_vals):
+    b_stats, a_stats = _summaries([{metric: before}, {metric: after}])
+    return _moved(metric, b_stats.get(metric), a_stats.get(metric), noise)
+
+
+Summary = tuple[float, "float | None"]  # the median of a side's finite values, and their spread (``_spread``)
+
+
+def _summaries(sides: Sequence[Mapping[str, Sequence[float] | float]]) -> list[dict[str, Summary]]:
+    """Each side's metric -> (median, ``_spread``) of its finite values, in the side's
+    order, leaving out a metric without one: what ``moved`` needs, computed for many
+    sides at once in stacks of equal-length values (history detect diagnoses thousands
+    of findings of 16 metrics each; numpy's median of a row of a stack is that of the
+    row alone, and the logs are taken value by value)."""
+    cells = [(i, metric, x) for i, side in enumerate(sides) for metric, x in
+             ((metric, _finite(values)) for metric, values in side.items()) if len(x)]
+    found: list[Summary | None] = [None] * len(cells)
+    by_length: dict[int, list[int]] = {}
+    for n, (_, _, x) in enumerate(cells):
+        by_length.setdefault(len(x), []).append(n)
+    for length, members in by_length.items():
+        stack = np.stack([cells[n][2] for n in members])
+        median = np.median(stack, axis=1)
+        spread = np.full(len(members), np.nan)
+        positive = (stack > 0).all(axis=1) & (length >= 2)
+        if positive.any():
+            logs = np.log(stack[positive])
+            spread[positive] = 1.4826 * np.median(np.abs(logs - np.median(logs, axis=1)[:, None]), axis=1)
+        for j, n in enumerate(members):
+            found[n] = (float(median[j]), float(spread[j]) if positive[j] else None)
+    out: list[dict[str, Summary]] = [{} for _ in sides]
+    for (i, metric, _), summary in zip(cells, found):
+        out[i][metric] = summary  # type: ignore[assignment]
+    return out
+
+
+def _moved(metric: str, before: Summary | None, after: Summary | None, noise: float | None) -> Move | None:
+    """``moved`` from the two sides' summaries (None: no finite value)."""
+    if before is None or after is None:
         return None
-    b, a = float(np.median(b_vals)), float(np.median(a_vals))
+    (b, b_spread), (a, a_spread) = before, after
     move = Move(metric, b, a, metric_unit(metric))
     if metric in _EXACT:
         return move if a != b else None
-    spreads = [s for s in (_spread(b_vals), _spread(a_vals)) if s is not None]
+    spreads = [s for s in (b_spread, a_spread) if s is not None]
     sigma = max(float(np.mean(spreads)) if spreads else 0.0, noise or 0.0)
     if b > 0 and a > 0:
         size = abs(math.log(a / b))
@@ -197,6 +235,28 @@ def limiter(resources: Mapping[str, float], arch: str | None) -> str | None:
     if not arch:
         return None
     return _limiter(arch, tuple(sorted((k, float(resources[k])) for k in RESOURCES if k in resources)))
+
+
+def limiters(resources: Sequence[Mapping[str, float]], arch: str | None) -> list[str | None]:
+    """``limiter`` of each of ``resources`` on ``arch``, from one occupancy table: the
+    history's diagnoses derive one for each side of each finding, and their medians
+    differ (an occupancy table per side was a quarter of ``history detect``). The table
+    is row by row, and a resource a side lacks is NaN there, as a column it lacks is."""
+    if not arch or not resources:
+        return [None] * len(resources)
+    import pandas as pd
+
+    from perfcheck.arch import lookup
+    from perfcheck.arch.occupancy import occupancy_table
+    from perfcheck.errors import UsageError
+
+    try:
+        target = lookup(arch)
+    except UsageError:
+        return [None] * len(resources)
+    rows = [{k: float(r[k]) for k in RESOURCES if k in r} for r in resources]
+    labels = occupancy_table(target.arch, pd.DataFrame(rows, index=range(len(rows)), dtype="float64"))
+    return [None if pd.isna(label) else str(label) for label in labels["occupancy_limiter"]]
 
 
 @functools.lru_cache(maxsize=1024)
@@ -263,21 +323,84 @@ def diagnose(
     a missing limiter is derived from the resources when ``arch`` is given. ``noise``:
     metric -> relative sigma for sides of one value. ``whole_run_pct``: the change of
     the run-wide series at the same run, when it changed."""
+    return with_whole_run(_explain(before, after, subject=subject, labels_before=labels_before,
+                                   labels_after=labels_after, noise=noise,
+                                   derive=lambda side, medians: limiter(medians, arch)), whole_run_pct)
+
+
+@dataclass(frozen=True)
+class Sides:
+    """One change to explain (``diagnose_many``): the kernel's values before and after it."""
+
+    before: Mapping[str, Sequence[float] | float]
+    after: Mapping[str, Sequence[float] | float]
+    subject: str = "duration"
+    arch: str | None = None
+
+
+def diagnose_many(cases: Sequence[Sides]) -> list[Diagnosis]:
+    """``diagnose`` of each case (without the whole run's move: ``with_whole_run``), the
+    occupancy limiters of every side derived together, one table per arch (``limiters``)."""
+    summaries = _summaries([side for c in cases for side in (c.before, c.after)])
+    stats = [(summaries[2 * i], summaries[2 * i + 1]) for i in range(len(cases))]
+    medians = [{"before": _of(b, 0), "after": _of(a, 0)} for b, a in stats]
+    wanted: dict[str, list[tuple[int, str]]] = {}
+    for i, c in enumerate(cases):
+        if c.arch and not (TIMELINE_MARK in c.before and TIMELINE_MARK in c.after):  # a timeline row has none
+            wanted.setdefault(c.arch, []).extend((i, side) for side in ("before", "after"))
+    derived: dict[tuple[int, str], str | None] = {}
+    for arch, sides in wanted.items():
+        derived.update(zip(sides, limiters([medians[i][side] for i, side in sides], arch)))
+    return [_explain(c.before, c.after, subject=c.subject, stats=stats[i],
+                     derive=lambda side, _, i=i: derived.get((i, side)))  # type: ignore[misc]
+            for i, c in enumerate(cases)]
+
+
+def _of(summaries: Mapping[str, Summary], at: int) -> dict[str, float]:
+    return {metric: summary[at] for metric, summary in summaries.items()}  # type: ignore[misc]
+
+
+def with_whole_run(diagnosis: Diagnosis, whole_run_pct: float | None) -> Diagnosis:
+    """``diagnosis`` with the run-wide change at the same run, where it moved: first
+    when nothing of the kernel's own moved (the likeliest cause: what moved every kernel
+    of the run), else last."""
+    if whole_run_pct is None:
+        return diagnosis
+    whole = f"whole run moved ({whole_run_pct:+.1f}%, every kernel)"
+    first = diagnosis.time_only and not diagnosis.timeline
+    items = (whole, *diagnosis.items) if first else (*diagnosis.items, whole)
+    return dataclasses.replace(diagnosis, items=items, whole_run_pct=whole_run_pct)
+
+
+def _explain(
+    before: Mapping[str, Sequence[float] | float],
+    after: Mapping[str, Sequence[float] | float],
+    *,
+    subject: str,
+    derive: Callable[[str, Mapping[str, float]], str | None],
+    labels_before: Mapping[str, str] | None = None,
+    labels_after: Mapping[str, str] | None = None,
+    noise: Mapping[str, float] | None = None,
+    stats: tuple[Mapping[str, Summary], Mapping[str, Summary]] | None = None,
+) -> Diagnosis:
+    """``diagnose`` without the whole run; ``derive(side, its medians)``: the occupancy
+    limiter of a side whose labels lack it; ``stats``: each side's ``_summaries``, where known."""
     noise = noise or {}
+    summary = stats or tuple(_summaries([before, after]))
     moves: dict[str, Move] = {}
     for metric in set(before) & set(after):
         if metric == subject or metric.startswith("raw."):
             continue
-        found = moved(metric, before[metric], after[metric], noise.get(metric))
+        found = _moved(metric, summary[0].get(metric), summary[1].get(metric), noise.get(metric))
         if found is not None:
             moves[metric] = found
     if TIMELINE_MARK in before and TIMELINE_MARK in after:
-        return _timeline(subject, before, after, moves, whole_run_pct)
+        return _timeline(subject, before, after, moves)
     labels = {"before": dict(labels_before or {}), "after": dict(labels_after or {})}
-    medians = {"before": _medians(before), "after": _medians(after)}
+    medians = {"before": _of(summary[0], 0), "after": _of(summary[1], 0)}
     for side in labels:
         if "occupancy_limiter" not in labels[side]:
-            derived = limiter(medians[side], arch)
+            derived = derive(side, medians[side])
             if derived is not None:
                 labels[side]["occupancy_limiter"] = derived
     # where a side's roofline labels are not known, both sides are derived alike (a
@@ -321,11 +444,8 @@ def diagnose(
     causes = [text for _, text in items]
     time_only = not causes
     line: list[str] = []
-    whole = f"whole run moved ({whole_run_pct:+.1f}%, every kernel)" if whole_run_pct is not None else None
-    if time_only:
-        # the likeliest cause first: what moved every kernel of the run
-        alone = TIME_ONLY if timed(subject) else NOTHING_ELSE
-        line.extend([whole, alone] if whole else [alone])
+    if time_only:  # (the whole run's move goes first: ``with_whole_run``)
+        line.append(TIME_ONLY if timed(subject) else NOTHING_ELSE)
     else:
         line.extend(causes)
         steady = [m for m in totals if m in before and m in after and m not in moves]
@@ -339,13 +459,12 @@ def diagnose(
             if rate in moves:
                 line.append(moves[rate].text())
                 break
-        if whole:  # every kernel moved, but this one's own counters say why
-            line.append(whole)
+        # (every kernel moved, but this one's own counters say why: the whole run goes last)
     shown = [moves[m] for m in (*RESOURCES, *OCCUPANCY, *work) if m in moves]
     shown += [m for m in label_moves.values()]
     shown += [moves[m] for pair in _CONTEXT for m in pair if m in moves and not time_only][:1]
     return Diagnosis(subject, _change(subject, before, after), tuple(sorted(shown, key=lambda m: -m.effect)),
-                     tuple(line), time_only, whole_run_pct)
+                     tuple(line), time_only)
 
 
 def _change(subject: str, before: Mapping[str, Sequence[float] | float],
@@ -373,8 +492,7 @@ def _signed(seconds: float) -> str:
 
 
 def _timeline(subject: str, before: Mapping[str, Sequence[float] | float],
-              after: Mapping[str, Sequence[float] | float], moves: Mapping[str, Move],
-              whole_run_pct: float | None) -> Diagnosis:
+              after: Mapping[str, Sequence[float] | float], moves: Mapping[str, Move]) -> Diagnosis:
     """The diagnosis of a timeline row: what moved on the device's timeline, per
     ProfilerStep where the trace has steps (``*_per_step``), else over the run:
     "idle +23.5 us per step; H2D copies 1 -> 2 per step (977 KiB -> 1.9 MiB)";
@@ -416,10 +534,8 @@ def _timeline(subject: str, before: Mapping[str, Sequence[float] | float],
     time_only = not line
     if time_only:
         line.append(TIMELINE_UNCHANGED if timed(subject) else NOTHING_ELSE)
-    if whole_run_pct is not None:
-        line.append(f"whole run moved ({whole_run_pct:+.1f}%, every kernel)")
     return Diagnosis(subject, _change(subject, before, after), tuple(m for m, _ in items), tuple(line), time_only,
-                     whole_run_pct)
+                     timeline=True)
 
 
 

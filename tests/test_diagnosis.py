@@ -129,3 +129,57 @@ def test_a_count_that_moved_alone_is_not_called_time_only() -> None:
     assert [m for m in ("duration_max", "hbm_bw", "hbm_bw_pct", "gips", "gips_pct", "roofline_pct", "flop_rate",
                         "instruction_rate", "hbm_bytes", "occupancy_pct", "vgpr", "calls") if timed(m)] == \
         ["duration_max", "hbm_bw", "hbm_bw_pct", "gips", "gips_pct", "roofline_pct", "flop_rate", "instruction_rate"]
+
+
+def test_limiters_from_one_table_are_limiter_of_each() -> None:
+    # history detect derives the limiter of thousands of sides at once: each as limiter() says
+    import numpy as np
+
+    from perfcheck.diagnosis import RESOURCES, limiters
+
+    rng = np.random.default_rng(5)
+    sides = [{k: float(rng.choice([0, 1, 16, 24, 32, 48, 64, 100.5, 128, 256, 1024, 24576, 65536, 1e6]))
+              for k in RESOURCES if rng.random() < 0.7} for _ in range(300)] + [{}]
+    for arch in ("gfx90a", "gfx908", "sm_90", "A100", "no-such-gpu", None):
+        assert limiters(sides, arch) == [limiter(side, arch) for side in sides]
+
+
+def test_diagnose_many_is_diagnose_of_each(levels) -> None:  # noqa: ANN001
+    # the bulk form (history detect's) with the whole run added after: the same diagnoses
+    import numpy as np
+
+    from perfcheck.diagnosis import Sides, diagnose_many, with_whole_run
+
+    registers, lds = levels
+    rng = np.random.default_rng(2)
+
+    def runs(values: dict[str, float], n: int, noise: float) -> dict[str, np.ndarray]:
+        return {k: v * np.exp(rng.normal(0.0, noise, n)) for k, v in values.items() if isinstance(v, float)}
+
+    quiet = {"duration": 1e-3, "hbm_bytes": 1e6}
+    timeline = {"span": 1.0, "idle": 0.1, "steps": 10.0}
+    cases = [Sides(runs(registers, 5, 0.01), runs(lds, 5, 0.01), arch="mi100"),
+             Sides(runs(lds, 3, 0.0), runs(registers, 4, 0.0), arch="gfx90a", subject="hbm_bw"),
+             Sides(runs(quiet, 6, 0.005), runs({**quiet, "duration": 1.3e-3}, 6, 0.005), arch="mi100"),
+             Sides(runs(timeline, 4, 0.01), runs({**timeline, "idle": 0.3}, 4, 0.01), subject="span"),
+             Sides(runs(registers, 5, 0.01), runs(registers, 5, 0.01), arch=None)]
+    for whole in (None, 12.5):
+        many = [with_whole_run(d, whole) for d in diagnose_many(cases)]
+        one = [diagnose(c.before, c.after, subject=c.subject, arch=c.arch, whole_run_pct=whole) for c in cases]
+        assert [d.as_dict() for d in many] == [d.as_dict() for d in one]
+    assert "limiter" in one[0].text() and one[2].time_only and one[2].items[0].startswith("whole run moved")
+
+
+def test_side_summaries_in_stacks_are_those_of_each_side_alone() -> None:
+    # medians and spreads of many sides at once (history detect's), to the bit
+    import numpy as np
+
+    from perfcheck.diagnosis import _finite, _spread, _summaries
+
+    rng = np.random.default_rng(9)
+    sides = [{m: np.exp(rng.normal(0.0, float(rng.choice([0.0, 0.02, 0.3])), int(rng.integers(0, 9))))
+              * 10.0 ** int(rng.integers(-9, 12)) for m in ("duration", "vgpr", "hbm_bytes")} for _ in range(400)]
+    sides += [{"duration": 1.5, "calls": [np.nan, 2.0], "neg": [-1.0, 2.0, 3.0], "none": [np.nan]}]
+    for side, summary in zip(sides, _summaries(sides)):
+        alone = {m: (float(np.median(_finite(v))), _spread(_finite(v))) for m, v in side.items() if len(_finite(v))}
+        assert summary == alone and list(summary) == list(alone)

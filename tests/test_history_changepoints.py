@@ -279,3 +279,66 @@ def test_a_step_whose_first_run_is_still_near_the_old_level_is_kept() -> None:
     # back to night 28 (+1.2%, nearer the old level) and failed the persistence test
     values = [1.0, 0.99254, 0.99519, 1.00506, 0.99142, 1.00113, 0.99826, 0.98801, 1.00726, 0.99735, 1.00495, 0.9968, 0.99955, 1.00275, 1.00014, 0.99713, 0.99557, 0.99302, 1.00038, 0.99938, 0.99313, 0.9914, 0.99853, 0.99653, 1.00165, 1.00232, 0.99952, 0.99786, 1.012, 1.0285, 1.02524, 1.03009, 1.02399, 1.03064, 1.02525, 1.03018, 1.02013, 1.01801, 1.02611, 1.03077, 1.02985, 1.02413, 1.02563, 1.02633, 1.03123, 1.03902, 1.02709, 1.02351, 1.03522, 1.0191, 1.02798, 1.03767, 1.02659, 1.02275, 1.23308, 1.02826, 1.02372, 1.02561]
     assert [s.index for s in split_points(values)] == [29]
+
+
+def _many_kinds(count: int, seed: int) -> list[np.ndarray]:
+    """Series of every shape ``split_points`` meets: noise, steps, two steps, exact
+    constants and exact steps, spikes, values <= 0, NaN, short and long."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(count):
+        n = int(rng.choice([4, 5, 12, 30, 47, 90, 121]))
+        x = np.exp(rng.normal(0.0, 0.02, n))
+        kind = i % 9
+        if kind == 1:
+            x[n // 3:] *= 1.1
+        elif kind == 2:
+            x[n // 3:] *= 1.1
+            x[2 * n // 3:] *= 1.2
+        elif kind == 3:
+            x = np.where(np.arange(n) < n // 2, 0.1, 0.3)  # exact values: sums that round
+        elif kind == 4:
+            x = np.full(n, 64.0)
+        elif kind == 5:
+            x[rng.integers(0, n, 3)] *= 2.0
+            x[n // 2:] *= 1.05
+        elif kind == 6:
+            x = rng.normal(0.0, 1.0, n) + np.where(np.arange(n) >= n // 2, 1.5, 0.0)  # values <= 0
+        elif kind == 7:
+            x[rng.integers(0, n, 2)] = np.nan
+            x[n // 4:] *= 0.9
+        elif kind == 8:
+            x[-2:] *= 1.3  # a step in the newest runs
+        out.append(x * 10.0 ** int(rng.integers(-6, 6)))
+    return out
+
+
+@pytest.mark.parametrize("options", [{}, {"min_after": 1}, {"min_after": 3, "window": 20}, {"p": 0.05},
+                                     {"window": 60}, {"p": 0.7}, {"min_after": 0}])
+def test_split_points_many_is_split_points_to_the_bit(options: dict) -> None:
+    # the bulk search (history detect's) must give each series exactly what it gives alone:
+    # the same change points and the same p-values, every float bit of them
+    from perfcheck.history.changepoints import split_points_many
+
+    series = _many_kinds(450, seed=len(options))
+    one_by_one = [split_points(x, **options) for x in series]
+    assert split_points_many(series, **options) == one_by_one
+    assert sum(map(len, one_by_one)) > 100  # the series do have change points
+
+
+def test_detect_relative_takes_a_metric_with_no_positive_value_as_it_is(tmp_path: Path) -> None:
+    # a count that is 0 in every run (scratch, spills) has no log and no run-wide offset:
+    # its values stay as they are, and the other metric's steps are found as ever
+    import pandas as pd
+
+    x = _machine(13)
+    x[4, 34:] *= 1.03
+    x[:, 37:] *= 1.10
+    with open_store(_machine_store(tmp_path, x), create=False) as store:
+        frame = store.series()
+    zeros = frame.assign(metric="scratch_per_thread", value=0.0)
+    both = pd.concat([frame, zeros], ignore_index=True)
+    points = detect(both, relative=True)
+    assert [(p.kernel, p.metric, p.index) for p in points] == [
+        (p.kernel, p.metric, p.index) for p in detect(frame, relative=True)] == [
+        (RUN_WIDE, "duration", 37), ("k04", "duration", 34)]

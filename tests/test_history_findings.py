@@ -193,3 +193,31 @@ def test_the_headline_series_stepping_again_next_run_is_a_finding_of_its_own() -
     frame = _frame(["k"], ["duration"])
     steps = [_point("k", "duration", "r10", 10.0), _point("k", "duration", "r11", 10.0, index=11)]
     assert [f.headline.run_id for f in findings(steps, frame)] == ["r10", "r11"]
+
+
+def test_a_kernels_own_sides_are_those_of_the_general_path() -> None:
+    # _own_sides (history detect's, by codes) against _sides (a loop over the rows): the same
+    # runs on each side, the metrics in the order of their first row among them, values in row order
+    import pandas as pd
+
+    from perfcheck.history.findings import _own_sides, _sides
+
+    rng = np.random.default_rng(11)
+    runs = [f"run-{i:02d}" for i in range(20)]
+    rows = [(m, r, float(rng.normal(1.0, 0.1))) for r in runs for m in ("duration", "vgpr", "hbm_bytes", "calls")
+            if not (m == "vgpr" and r < "run-05") and not (m == "calls" and r in ("run-09", "run-10"))]
+    order = rng.permutation(len(rows))  # metrics and runs in no particular order
+    frame = pd.DataFrame([rows[i] for i in order], columns=["metric", "run_id", "value"]).assign(
+        machine="m1", suite="nightly", kernel="k<1>")
+    positions = {("m1", "nightly"): {r: i for i, r in enumerate(runs)}}
+    for run, before, after in (("run-10", 4, 3), ("run-03", 1, 30), ("run-19", 30, 1), ("run-00", 2, 2)):
+        head = ChangePoint("m1", "nightly", "k<1>", "duration", "s", run, None, 0.0, 0, 1.0, 1.1, 10.0, "regression",
+                           1e-5, before, after)
+        general = _sides(head, frame, positions)
+        own = _own_sides(head, frame["metric"], frame["run_id"], frame["value"].to_numpy(), positions)
+        if general is None:
+            assert own is None
+            continue
+        assert [list(side) for side in own] == [list(side) for side in general]
+        assert all(np.array_equal(a[m], b[m]) for a, b in zip(own, general) for m in a)
+    assert _own_sides(head, frame["metric"], frame["run_id"], frame["value"].to_numpy(), {}) is None

@@ -18,7 +18,9 @@ DAY = 86400.0
 OPTIONS = {"p": 0.001, "min_after": 2, "window": 30}
 
 
-def _fill(store, runs: int = 30, kernels: int = 12) -> None:  # noqa: ANN001
+def _fill(store, runs: int = 30, kernels: int = 12, tied: bool = False) -> None:  # noqa: ANN001
+    """``tied``: runs 10 and 11 at the same time, and the first kernel's duration without run 10,
+    so that the store orders those two runs otherwise than a part of the other kernels does."""
     rng = np.random.default_rng(7)
     for i in range(runs):
         wide = 1.1 if i >= 10 else 1.0  # every kernel at run 10: the whole run moved
@@ -26,13 +28,14 @@ def _fill(store, runs: int = 30, kernels: int = 12) -> None:  # noqa: ANN001
         for k in range(kernels):
             step = 1.3 if k in (3, 8) and i >= 20 else 1.0  # two kernels regress at run 20
             base = 1e-3 * (1 + k) * wide * step * float(np.exp(rng.normal(0, 0.01)))
-            rows += [Result("m1", "nightly", f"kern<{k:02d}>", "duration", base, "s", n=10, median=base, spread=0.01,
-                            outcome="passed" if k % 2 else None, high=1.3e-3 * (1 + k)),
-                     Result("m1", "nightly", f"kern<{k:02d}>", "hbm_bw", 1e9 / base, "B/s"),
+            if not (tied and k == 0 and i == 10):
+                rows.append(Result("m1", "nightly", f"kern<{k:02d}>", "duration", base, "s", n=10, median=base,
+                                   spread=0.01, outcome="passed" if k % 2 else None, high=1.3e-3 * (1 + k)))
+            rows += [Result("m1", "nightly", f"kern<{k:02d}>", "hbm_bw", 1e9 / base, "B/s"),
                      Result("m1", "nightly", f"kern<{k:02d}>", "occupancy", 0.5 * float(np.exp(rng.normal(0, 0.01))))]
             if k < 4:  # a second suite on another machine, a few kernels
                 rows.append(Result("m2", "other", f"kern<{k:02d}>", "duration", base * 2, "s"))
-        store.add(RunRecord(f"run-{i:03d}", T0 + i * DAY, commit=f"{i:040x}"), rows,
+        store.add(RunRecord(f"run-{i:03d}", T0 + (10 if tied and i == 11 else i) * DAY, commit=f"{i:040x}"), rows,
                   [Machine("m1", {"arch": "gfx90a"}), Machine("m2", {"arch": "gfx908"})])
 
 
@@ -60,6 +63,25 @@ def test_scan_in_small_parts_finds_what_one_frame_finds(store_at, relative: bool
             assert done.series == 12 * 3 + 4
     assert any(f.new and f.regression for f in expected) and len(expected) >= 3
     assert any(f.diagnosis is not None and "whole run" in f.diagnosis.text() for f in expected) or relative
+
+
+@pytest.mark.parametrize("relative", [False, True])
+def test_scan_with_runs_of_one_time_and_filters_finds_what_one_frame_finds(store_at, relative: bool) -> None:  # noqa: ANN001
+    # runs of one time are ordered by where the store first sees them: a part of one kernel
+    # orders them otherwise (its kernel is read again), and --relative reads slices
+    with open_store(store_at()) as store:
+        _fill(store, tied=True)
+        arches = {"m1": "gfx90a", "m2": "gfx908"}
+        for where in ({}, {"machine": "m1", "kernel": [f"kern<{k:02d}>" for k in range(0, 12, 2)],
+                           "since": T0 + 3 * DAY}, {"metric": ["duration", "hbm_bw"], "suite": "nightly"}):
+            points, expected = _whole(store, relative, **where)
+            for rows in (90, 10**6):
+                done = scan(store, relative=relative, last=12, select="all", arches=arches, rows=rows, **where,
+                            **OPTIONS)
+                assert done.points == points
+                assert [json.dumps(f.as_dict(), sort_keys=True) for f in done.found] == \
+                    [json.dumps(f.as_dict(), sort_keys=True) for f in expected]
+            assert len(expected) >= 3
 
 
 def test_scan_keeps_the_filters(store_at) -> None:  # noqa: ANN001

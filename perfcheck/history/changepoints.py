@@ -53,6 +53,7 @@ better direction (``better``).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -352,6 +353,230 @@ def split_points(
     return [Split(int(keep[s.index]), s.p) for s in _prune(y, sorted(found), p, window, min_after)]
 
 
+# --- many series at once ----------------------------------------------------------------------
+# ``split_points`` costs a few dozen small numpy calls per window of a series; a year of
+# nights of 2,000 kernels x 16 metrics is ~800,000 windows, so ``history detect`` spent most
+# of its time in Python overhead (issue 22). ``split_points_many`` runs the same steps on
+# stacks of equal-length arrays. The answer is the same to the bit: every step computes
+# the same float operations (element-wise, cumulative sums, and sums and medians along
+# the last axis of a row, which numpy reduces row by row as it reduces a 1-D array), and
+# the one step that needs a scalar function (the t-test's p-value) compares |t| with the
+# t at the significance level, calling ``t_pvalue`` itself where the two are within 1e-9.
+
+_SEGMENT_CELLS = 250_000  # float64 cells of one (n x n x segments) distance stack: 2 MB, more saves no time
+_T_MARGIN = 1e-9  # |t| this close (relative) to the critical t: the exact p-value decides
+
+
+def split_points_many(
+    series: Sequence[Sequence[float] | np.ndarray],
+    *,
+    p: float = P_VALUE,
+    min_after: int = MIN_AFTER,
+    window: int = WINDOW,
+) -> list[list[Split]]:
+    """``split_points`` of each of ``series``, the same answer, with the windows of all of
+    them searched together (see the comment above)."""
+    if not 0.0 < p < 0.5 or min_after < 0:  # outside what the bulk screen handles: one by one
+        return [split_points(s, p=p, min_after=min_after, window=window) for s in series]
+    out: list[list[Split]] = [[] for _ in series]
+    need = MIN_BEFORE + min_after
+    window = max(int(window), need)
+    rows: list[tuple[int, np.ndarray, np.ndarray]] = []  # (series, positions kept, clean log values)
+    by_length: dict[int, list[int]] = {}
+    for i, s in enumerate(series):
+        by_length.setdefault(len(s), []).append(i)
+    for n, members in by_length.items():
+        if n < need:
+            continue
+        matrix = np.asarray([np.asarray(series[i], dtype="float64") for i in members]).reshape(len(members), n)
+        finite = np.isfinite(matrix)
+        counts = finite.sum(axis=1)
+        for count in np.unique(counts):
+            if count < need:
+                continue
+            chosen = counts == count
+            x = matrix[chosen][finite[chosen]].reshape(-1, count)
+            kept = np.nonzero(finite[chosen])[1].reshape(-1, count)
+            y = _scaled_logs(x)
+            clean = ~_spikes_rows(y)
+            for at, i in enumerate(np.asarray(members)[chosen]):
+                mask = clean[at]
+                if mask.sum() >= need:
+                    rows.append((int(i), kept[at][mask], y[at][mask]))
+    if not rows:
+        return out
+    found = _candidates_many([y for _, _, y in rows], p, min_after, window)
+    for (i, kept, y), cps in zip(rows, found):
+        if cps:
+            out[i] = [Split(int(kept[s.index]), s.p) for s in _prune(y, sorted(cps), p, window, min_after)]
+    return out
+
+
+def _scaled_logs(x: np.ndarray) -> np.ndarray:
+    """``split_points``' working values of each row: logs, or values over their median
+    magnitude for a row with a value <= 0."""
+    positive = (x > 0).all(axis=1)
+    y = np.empty_like(x)
+    if positive.any():
+        y[positive] = np.log(x[positive])
+    if not positive.all():
+        rest = x[~positive]
+        y[~positive] = rest / np.maximum(np.median(np.abs(rest), axis=1), 1e-300)[:, None]
+    return y
+
+
+def _spikes_rows(y: np.ndarray, k: float = SPIKE_K) -> np.ndarray:
+    """``spikes`` of each row of ``y`` (rows of at least 3 values)."""
+    mask = np.zeros(y.shape, dtype=bool)
+    if y.shape[1] < 3:
+        return mask
+    sigma = 1.4826 * np.median(np.abs(np.diff(y, axis=1)), axis=1) / math.sqrt(2.0)
+    limit = np.maximum(k * sigma, 1e-12 * np.max(np.abs(y), axis=1))[:, None]
+    prev, nxt = y[:, 1:-1] - y[:, :-2], y[:, 1:-1] - y[:, 2:]
+    same_side = np.sign(prev) == np.sign(nxt)
+    jump = np.minimum(np.abs(prev), np.abs(nxt))
+    agree = np.abs(y[:, 2:] - y[:, :-2]) * 2.0 < jump
+    mask[:, 1:-1] = same_side & agree & (jump > limit) & (prev != 0)
+    limit = limit[:, 0]
+    mask[:, 0] = ((np.abs(y[:, 0] - y[:, 1]) > limit) & (np.abs(y[:, 1] - y[:, 2]) <= limit)
+                  & (np.abs(y[:, 0] - np.median(y[:, 1:6], axis=1)) > limit))
+    mask[:, -1] = ((np.abs(y[:, -1] - y[:, -2]) > limit) & (np.abs(y[:, -2] - y[:, -3]) <= limit)
+                   & (np.abs(y[:, -1] - np.median(y[:, -6:-1], axis=1)) > limit))
+    return mask
+
+
+def _candidates_many(ys: Sequence[np.ndarray], p: float, min_after: int, window: int) -> list[set[int]]:
+    """``_candidates`` over the windows of each of ``ys`` (as ``split_points`` lays them
+    out), segment by segment in rounds of equal depth rather than recursively."""
+    found: list[set[int]] = [set() for _ in ys]
+    longest = max(len(y) for y in ys)
+    padded = np.full((len(ys), longest), np.nan)
+    for r, y in enumerate(ys):
+        padded[r, :len(y)] = y
+    step = max(1, window // 2)
+    row_l, start_l, size_l = [], [], []
+    lengths = np.asarray([len(y) for y in ys])
+    for n in np.unique(lengths):
+        members = np.flatnonzero(lengths == n)
+        starts = list(range(0, max(1, int(n) - window + 1), step))
+        if starts[-1] + window < n:
+            starts.append(int(n) - window)
+        sizes = [min(window, int(n) - s) for s in starts]
+        row_l.append(np.repeat(members, len(starts)))
+        start_l.append(np.tile(starts, len(members)))
+        size_l.append(np.tile(sizes, len(members)))
+    rows, starts, sizes = (np.concatenate(v).astype(np.int64) for v in (row_l, start_l, size_l))
+    depth = 0
+    while len(rows) and depth <= 32:
+        keep = sizes >= MIN_BEFORE + min_after
+        rows, starts, sizes = rows[keep], starts[keep], sizes[keep]
+        next_rows, next_starts, next_sizes = [], [], []
+        for n in np.unique(sizes):
+            at = np.flatnonzero(sizes == n)
+            chunk = max(1, _SEGMENT_CELLS // int((n + 1) * (n + 1)))
+            for lo in range(0, len(at), chunk):
+                part = at[lo:lo + chunk]
+                r, s = rows[part], starts[part]
+                values = padded[r[:, None], s[:, None] + np.arange(n)]
+                tau = _edivisive_best_rows(values, MIN_BEFORE, min_after)
+                hit = np.flatnonzero(tau >= 0)
+                if not len(hit):
+                    continue
+                hit = hit[_significant_rows(values[hit], tau[hit], p)]
+                for row, begin, cut in zip(r[hit].tolist(), s[hit].tolist(), tau[hit].tolist()):
+                    found[row].add(begin + cut)
+                next_rows += [r[hit], r[hit]]
+                next_starts += [s[hit], s[hit] + tau[hit]]
+                next_sizes += [tau[hit], n - tau[hit]]
+        if not next_rows:
+            break
+        rows, starts, sizes = (np.concatenate(v).astype(np.int64) for v in (next_rows, next_starts, next_sizes))
+        depth += 1
+    return found
+
+
+def _edivisive_best_rows(y: np.ndarray, min_before: int, min_after: int) -> np.ndarray:
+    """``_edivisive_best`` of each row of ``y``; -1 where it is None. The distance
+    matrices are laid out runs x runs x rows, so each cumulative sum runs over whole
+    planes of rows at once (the sums are the same, each element added in the same order)."""
+    count, n = y.shape
+    lo, hi = min_before, n - min_after
+    if hi < lo:
+        return np.full(count, -1)
+    runs = np.ascontiguousarray(y.T)
+    cum = runs[:, None, :] - runs[None, :, :]
+    np.abs(cum, out=cum)  # cum[i, j, row] = |y_i - y_j| of that row
+    np.cumsum(cum, axis=0, out=cum)
+    np.cumsum(cum, axis=1, out=cum)  # cum[i, j] = the sum over rows <= i, columns <= j
+
+    def at(i: np.ndarray | int, j: np.ndarray | int) -> np.ndarray:
+        """``_edivisive_best``'s cum[i, j] (zero-padded: sums over rows < i, columns < j), rows x taus."""
+        return cum[np.asarray(i) - 1, np.asarray(j) - 1].T if np.ndim(i) or np.ndim(j) else cum[i - 1, j - 1][:, None]
+
+    tau = np.arange(lo, hi + 1)
+    m, k = tau.astype("float64"), (n - tau).astype("float64")
+    zero = np.zeros((count, 1))  # cum[0, j]: the padding row
+    between = at(tau, n) - at(tau, tau) - zero + zero  # rows :tau, cols tau:
+    within_x = at(tau, tau)
+    within_y = at(n, n) - at(tau, n) - at(n, tau) + at(tau, tau)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ex = np.where(m > 1, within_x / (m * (m - 1)), 0.0)
+        ey = np.where(k > 1, within_y / (k * (k - 1)), 0.0)
+        q = (m * k / (m + k)) * (2.0 * between / (m * k) - ex - ey)
+    usable = np.isfinite(q).any(axis=1)
+    best = np.argmax(np.where(np.isnan(q), -np.inf, q), axis=1)  # nanargmax: the first largest
+    return np.where(usable, tau[best], -1)
+
+
+def _significant_rows(y: np.ndarray, tau: np.ndarray, p: float) -> np.ndarray:
+    """Whether ``_ttest(row[:tau], row[tau:]) < p`` for each row and its split."""
+    count, n = y.shape
+    out = np.zeros(count, dtype=bool)
+    df = n - 2
+    if df < 1:
+        return out
+    for cut in np.unique(tau):
+        at = np.flatnonzero(tau == cut)
+        a, b = y[at, :cut], y[at, cut:]
+        na, nb = a.shape[1], b.shape[1]
+        if na < 1 or nb < 1:
+            continue
+        mean_a, mean_b = a.mean(axis=1), b.mean(axis=1)
+        diff = mean_b - mean_a
+        ss = ((a - mean_a[:, None]) ** 2).sum(axis=1) + ((b - mean_b[:, None]) ** 2).sum(axis=1)
+        scale = np.sqrt(np.maximum(ss / df, 0.0) * (1.0 / na + 1.0 / nb))
+        noiseless = scale == 0.0
+        with np.errstate(divide="ignore", invalid="ignore"):
+            t = np.abs(diff / np.where(noiseless, 1.0, scale))
+        # noiseless (exact quantities): any difference is a change, none is none (``_ttest``)
+        steps = np.abs(diff) > 1e-12 * np.maximum(1.0, np.abs(mean_a))
+        critical = _critical_t(df, p)
+        sure = (t > critical * (1.0 + _T_MARGIN)) | np.isposinf(t)
+        unsure = ~sure & (t >= critical * (1.0 - _T_MARGIN)) & ~np.isnan(t)
+        decided = np.where(noiseless, steps & (p > 0.0), sure)
+        for j in np.flatnonzero(unsure & ~noiseless):
+            decided[j] = t_pvalue(float(diff[j] / scale[j]), df) < p
+        out[at] = decided
+    return out
+
+
+@functools.lru_cache(maxsize=256)
+def _critical_t(df: int, p: float) -> float:
+    """The |t| whose two-sided p-value (``t_pvalue``) is ``p``, by bisection: p falls as |t| grows."""
+    lo, hi = 0.0, 1.0
+    while t_pvalue(hi, df) >= p and hi < 1e300:
+        lo, hi = hi, hi * 2.0
+    for _ in range(200):
+        mid = (lo + hi) / 2.0
+        if mid in (lo, hi):
+            break
+        if t_pvalue(mid, df) >= p:
+            lo = mid
+        else:
+            hi = mid
+    return hi
+
+
 # --- over a series frame --------------------------------------------------------------------
 
 def detect(
@@ -369,20 +594,49 @@ def detect(
     kernel relative to its run's run-wide offset and the offset as the series
     ``RUN_WIDE`` (see the module docstring); the medians reported are then of the
     kernel's values divided by the offset (for ``RUN_WIDE``: the offset, a ratio)."""
-    out: list[ChangePoint] = []
     if frame is None or not len(frame):
+        return []
+    if not relative:
+        return _detect_in(frame, frame, False, p, min_after, window, min_change_pct)
+    out: list[ChangePoint] = []
+    # each machine x suite x metric and its run-wide series on its own (not concatenated:
+    # a copy of a year of every kernel's values and names), then listed as one frame's
+    # would be: by series, each oldest first (the sort is stable)
+    for part in _relative_parts(frame, window=window, p=p, min_after=min_after):
+        out.extend(_detect_in(part, frame, True, p, min_after, window, min_change_pct))
+    out.sort(key=lambda cp: (cp.machine, cp.suite, cp.kernel, cp.metric))
+    return out
+
+
+def _detect_in(frame: "pd.DataFrame", original: "pd.DataFrame", relative: bool, p: float, min_after: int,
+               window: int, min_change_pct: float) -> list[ChangePoint]:
+    """``detect`` over ``frame`` (``relative``: a part of ``relative_frame``'s, from ``original``)."""
+    out: list[ChangePoint] = []
+    if not len(frame):
         return out
-    original = frame
-    if relative:
-        frame = relative_frame(frame, window=window, p=p, min_after=min_after)
-    for key, group in frame.groupby(list(KEY), sort=True):
-        values = group["value"].to_numpy(dtype="float64")
-        splits = split_points(values, p=p, min_after=min_after, window=window)
-        if relative and splits and key[2] == RUN_WIDE:
-            splits = broad(_kernel_logs(original, key, group["run_id"]), splits, window)
-        if not splits:
-            continue
-        out.extend(_records(dict(zip(KEY, key)), group, values, splits, window, min_change_pct))
+    # the series in the order groupby(sort=True) gives them, each its rows in frame order,
+    # found as positions (a sub-frame per series cost more than testing it)
+    number = np.asarray(frame.groupby(list(KEY), sort=True).ngroup(), dtype="float64")
+    rows = np.flatnonzero(np.isfinite(number))  # a row with a missing name is in no series
+    if relative:  # each series' rows by time, ties in frame order (relative_frame leaves them as they came)
+        rows = rows[np.lexsort((_time_order(frame["time"])[rows], number[rows]))]
+    else:
+        rows = rows[np.argsort(number[rows], kind="stable")]
+    bounds = np.flatnonzero(np.diff(number[rows])) + 1
+    members = np.split(rows, bounds) if len(rows) else []
+    value = frame["value"].to_numpy(dtype="float64")
+    found = split_points_many([value[at] for at in members], p=p, min_after=min_after, window=window)
+    seconds = _unix_seconds(frame["time"])
+    changed = [n for n, splits in enumerate(found) if splits]
+    # the names of the series that changed only (every row's, as text objects, was a copy of the part)
+    keys = frame[list(KEY)].iloc[[int(members[n][0]) for n in changed]].itertuples(index=False, name=None)
+    for n, key in zip(changed, keys):
+        at, splits = members[n], found[n]
+        if relative and key[2] == RUN_WIDE:
+            splits = broad(_kernel_logs(original, key, frame["run_id"].iloc[at]), splits, window)
+            if not splits:
+                continue
+        out.extend(_records(dict(zip(KEY, key)), frame, at, value[at], seconds[at], splits, window, min_change_pct))
     return out
 
 
@@ -428,8 +682,8 @@ def relative_logs(logs: np.ndarray, window: int = WINDOW, p: float = P_VALUE,
     logs = np.asarray(logs, dtype="float64")
     first = run_offsets(logs, window)
     adjusted = logs - np.nan_to_num(first)[None, :]
-    cuts = [[s.index for s in split_points(np.exp(row), p=p, min_after=min_after, window=window)]
-            for row in adjusted]
+    cuts = [[s.index for s in splits]
+            for splits in split_points_many([np.exp(row) for row in adjusted], p=p, min_after=min_after, window=window)]
     offsets = run_offsets(logs, window, cuts)
     adjusted = logs - np.nan_to_num(offsets)[None, :]
     # a kernel whose values are quieter as they are (its drift is its own, not the run's)
@@ -468,12 +722,26 @@ def relative_frame(frame: "pd.DataFrame", window: int = WINDOW, p: float = P_VAL
     """``frame`` with each value divided by its run's run-wide offset (per machine,
     suite and metric, over the kernels with positive values), plus the offset series
     as kernel ``RUN_WIDE``. Runs without an offset (fewer than ``MIN_KERNELS``
-    kernels) keep their values; so does a group of fewer kernels."""
+    kernels) keep their values; so does a group of fewer kernels. Each series' rows are in
+    their order in ``frame``, the offset series' by time."""
+    import pandas as pd
+
+    return pd.concat(_relative_parts(frame, window=window, p=p, min_after=min_after), ignore_index=True)
+
+
+def _relative_parts(frame: "pd.DataFrame", window: int = WINDOW, p: float = P_VALUE,
+                    min_after: int = MIN_AFTER) -> "list[pd.DataFrame]":
+    """``relative_frame`` as the frames it concatenates: each machine x suite x metric,
+    and its run-wide series after it."""
     import pandas as pd
 
     parts = []
     group_key = ["machine", "suite", "metric"]
-    for key, group in frame.groupby(group_key, sort=True):
+    grouped = frame.groupby(group_key, sort=True)
+    # one machine x suite x metric (history detect --relative reads one such slice at a
+    # time, a year of nights of every kernel): the frame itself, not a copy of it
+    whole = grouped.ngroups == 1 and not frame[group_key].isna().to_numpy().any()
+    for _, group in [(None, frame)] if whole else grouped:
         kernels = group["kernel"].unique()
         if len(kernels) < MIN_KERNELS:
             parts.append(group)
@@ -481,29 +749,40 @@ def relative_frame(frame: "pd.DataFrame", window: int = WINDOW, p: float = P_VAL
         runs = group.drop_duplicates("run_id").sort_values("time")
         value = group["value"].to_numpy(dtype="float64")
         with np.errstate(divide="ignore", invalid="ignore"):
-            logged = group.assign(log=np.where(value > 0, np.log(np.where(value > 0, value, 1.0)), np.nan))
-        matrix = logged.pivot_table(index="kernel", columns="run_id", values="log", aggfunc="last")
-        matrix = matrix.reindex(columns=runs["run_id"].to_numpy())
-        offsets_, adjusted_ = relative_logs(matrix.to_numpy(), window=window, p=p, min_after=min_after)
-        offsets = pd.Series(offsets_, index=matrix.columns)
-        table = pd.DataFrame(adjusted_, index=matrix.index, columns=matrix.columns).stack()
-        looked_up = table.reindex(pd.MultiIndex.from_arrays([group["kernel"], group["run_id"]])).to_numpy(dtype="float64")
+            log = np.where(value > 0, np.log(np.where(value > 0, value, 1.0)), np.nan)
+        # the kernels x runs matrix of logs by codes (a pivot table and its stacked lookup held
+        # several copies of a year of every kernel's names): kernels sorted, each cell its
+        # last finite log, a kernel without one left out, the runs in time order
+        kernel_code, _ = pd.factorize(group["kernel"], sort=True)
+        run_at = pd.Index(runs["run_id"]).get_indexer(group["run_id"])
+        named = (kernel_code >= 0) & (run_at >= 0)  # a missing name is in no cell (as in a pivot table)
+        full = np.full((int(kernel_code.max()) + 1 if len(kernel_code) else 0, len(runs)), np.nan)
+        finite = np.isfinite(log) & named
+        full[kernel_code[finite], run_at[finite]] = log[finite]
+        kept = np.isfinite(full).any(axis=1)
+        offsets_, adjusted_ = relative_logs(full[kept], window=window, p=p, min_after=min_after)
+        row = np.cumsum(kept) - 1
+        looked_up = np.full(len(group), np.nan)
+        found = named.copy()
+        found[named] = kept[kernel_code[named]]
+        looked_up[found] = adjusted_[row[kernel_code[found]], run_at[found]]
         # a value without a finite offset-adjusted log (<= 0, NaN, a run without an offset) stays as it is
         adjusted = np.where(np.isfinite(looked_up), np.exp(looked_up), value)
         parts.append(group.assign(value=adjusted))
         # the unit stays the metric's, so the better direction is the metric's; the values are ratios
-        wide = runs.assign(kernel=RUN_WIDE, value=np.exp(offsets.to_numpy()))
+        wide = runs.assign(kernel=RUN_WIDE, value=np.exp(offsets_))
         parts.append(wide[np.isfinite(wide["value"].to_numpy(dtype="float64"))][group.columns])
-    out = pd.concat(parts, ignore_index=True)
-    return out.sort_values([*KEY, "time"], kind="stable").reset_index(drop=True)
+    # not sorted here (a copy of every value): ``detect`` takes each series' rows by time
+    return parts
 
 
 def _kernel_logs(frame: "pd.DataFrame", key: tuple, runs: "pd.Series") -> np.ndarray:
     """kernels x runs log values of the machine x suite x metric of ``key``, runs in
     the order of ``runs``."""
     machine, suite, _, metric = key
-    mine = frame[(frame["machine"] == machine) & (frame["suite"] == suite) & (frame["metric"] == metric)
-                 & (frame["kernel"] != RUN_WIDE)]
+    ours = (frame["machine"] == machine) & (frame["suite"] == suite) & (frame["metric"] == metric) \
+        & (frame["kernel"] != RUN_WIDE)
+    mine = frame if ours.all() else frame[ours]  # a slice of one metric (detect --relative): no copy of it
     value = mine["value"].to_numpy(dtype="float64")
     logged = mine.assign(log=np.log(np.where(value > 0, value, np.nan)))
     matrix = logged.pivot_table(index="kernel", columns="run_id", values="log", aggfunc="last")
@@ -523,12 +802,12 @@ def levels(values: np.ndarray, splits: Sequence[Split], window: int = WINDOW) ->
     return out
 
 
-def _records(key: dict, group: "pd.DataFrame", values: np.ndarray, splits: list[Split],
-             window: int, min_change_pct: float) -> list[ChangePoint]:
-    unit = str(group["unit"].iloc[0]) if "unit" in group else ""
+def _records(key: dict, frame: "pd.DataFrame", at: np.ndarray, values: np.ndarray, seconds: np.ndarray,
+             splits: list[Split], window: int, min_change_pct: float) -> list[ChangePoint]:
+    """The change points of one series: its rows ``at`` of ``frame``, their ``values``
+    and times in Unix ``seconds``."""
+    unit = str(frame["unit"].iloc[at[0]]) if "unit" in frame else ""
     direction_better = better(key["metric"], unit)
-    times = group["time"]
-    seconds = _unix_seconds(times)
     records = []
     for split, (before_vals, after_vals) in zip(splits, levels(values, splits, window)):
         before, after = float(np.median(before_vals)), float(np.median(after_vals))
@@ -536,16 +815,29 @@ def _records(key: dict, group: "pd.DataFrame", values: np.ndarray, splits: list[
         if abs(change) < min_change_pct:
             continue
         worse = change > 0 if direction_better == LOWER else change < 0
-        row = group.iloc[split.index]
-        commit = row.get("commit")
+        row = int(at[split.index])
+        commit = frame["commit"].iloc[row] if "commit" in frame else None
         records.append(ChangePoint(
-            **key, unit=unit, run_id=str(row["run_id"]),
+            **key, unit=unit, run_id=str(frame["run_id"].iloc[row]),
             commit=None if commit is None or (isinstance(commit, float) and math.isnan(commit)) else str(commit),
             time=float(seconds[split.index]), index=int(split.index), before=before, after=after,
             change_pct=float(change), direction=REGRESSION if worse else IMPROVEMENT, p=float(split.p),
             runs_before=len(before_vals), runs_after=len(after_vals),
         ))
     return records
+
+
+def _time_order(times: "pd.Series") -> np.ndarray:
+    """Numbers in the order of a time column (timestamps of any resolution, or floats),
+    missing ones last, as sorting the column puts them."""
+    import pandas as pd
+
+    if isinstance(times.dtype, pd.DatetimeTZDtype) or pd.api.types.is_datetime64_any_dtype(times):
+        stamps = pd.to_datetime(times, utc=True)
+        order = stamps.array.asi8.copy()
+        order[stamps.isna().to_numpy()] = np.iinfo(np.int64).max
+        return order
+    return times.to_numpy(dtype="float64")
 
 
 def _unix_seconds(times: "pd.Series") -> np.ndarray:

@@ -29,13 +29,13 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from perfcheck.diagnosis import Diagnosis, diagnose, whole_run, with_run
+from perfcheck.diagnosis import Diagnosis, Sides, diagnose_many, whole_run, with_run, with_whole_run
 from perfcheck.history.changepoints import KEY, RUN_WIDE, ChangePoint
 
 if TYPE_CHECKING:
@@ -159,24 +159,27 @@ def findings(
     to mark new; ``arches``: machine -> arch id, to derive the occupancy limiter.
     ``context``: what the whole store says beyond ``frame`` (``perfcheck.history.scan``
     passes part of the store at a time); by default it is ``frame``'s."""
-    select = list(select) if select is not None and not isinstance(select, str) else select
     asked = watched(frame)
     context = context if context is not None else Context.of(points, frame)
-    positions = context.positions
-    marked = set(recent)
-    by_kernel: dict[tuple[str, str, str], list[ChangePoint]] = {}
-    for cp in points:
-        by_kernel.setdefault((cp.machine, cp.suite, cp.kernel), []).append(cp)
+    grouped = group(points, asked, select, context.positions)
+    heads = [head for head, _ in grouped if head.kernel != RUN_WIDE]
+    why = dict(zip(map(id, heads), explain(heads, frame, context.positions, arches)))
+    return assemble(grouped, [why.get(id(head)) for head, _ in grouped], context, recent)
 
+
+def group(points: Sequence[ChangePoint], asked: set[tuple[str, str, str, str]],
+          select: str | Iterable[str] | None, positions: Mapping[tuple[str, str], Mapping[str, int]]
+          ) -> list[tuple[ChangePoint, list[ChangePoint]]]:
+    """Each kernel's change points as (headline, also moved) pairs, kernel by kernel in
+    the order of ``points``: the change points of one run, and of a run next to a
+    headline's, are one finding. ``asked``: the series a person asked about (``watched``)."""
+    select = list(select) if select is not None and not isinstance(select, str) else select
     grouped: list[tuple[ChangePoint, list[ChangePoint]]] = []
-    for (machine, suite, _), mine in by_kernel.items():
+    for (machine, suite, _), mine in _by_kernel(points).items():
         where = positions.get((machine, suite), {})
-        runs: dict[str, list[ChangePoint]] = {}
-        for cp in mine:
-            runs.setdefault(cp.run_id, []).append(cp)
+        runs = _by_run(mine)
         # the strongest headline first; a run one run away from a headline's joins it
-        best = {r: min((cp for cp in cps if _eligible(cp, select, asked)), key=_rank, default=None)
-                for r, cps in runs.items()}
+        best = {r: _best(cps, select, asked) for r, cps in runs.items()}
         order = sorted(runs, key=lambda r: (best[r] is None, _rank(best[r]) if best[r] is not None else (0, 0, 0.0)))
         heads: dict[str, ChangePoint] = {}
         members: dict[str, list[ChangePoint]] = {}
@@ -190,24 +193,85 @@ def findings(
                 continue  # no metric asked about changed here: not reported (select="all" shows it)
             members[home].extend(cp for cp in runs[run_id] if cp is not heads[home])
         grouped.extend((heads[r], sorted(members[r], key=lambda cp: -abs(cp.change_pct))) for r in heads)
+    return grouped
 
-    wide = context.whole_run
-    machines = arches or {}
+
+def headline_candidates(points: Sequence[ChangePoint], asked: set[tuple[str, str, str, str]],
+                        select: str | Iterable[str] | None) -> list[ChangePoint]:
+    """Every change point that may head a finding (``group`` picks its headlines among
+    them: of each kernel's runs, the strongest one a person asked about), without the
+    order of the runs: what a part of the store can diagnose before the rest is read."""
+    select = list(select) if select is not None and not isinstance(select, str) else select
     out = []
+    for mine in _by_kernel(points).values():
+        out.extend(best for best in (_best(cps, select, asked) for cps in _by_run(mine).values()) if best is not None)
+    return out
+
+
+def _by_kernel(points: Sequence[ChangePoint]) -> dict[tuple[str, str, str], list[ChangePoint]]:
+    by_kernel: dict[tuple[str, str, str], list[ChangePoint]] = {}
+    for cp in points:
+        by_kernel.setdefault((cp.machine, cp.suite, cp.kernel), []).append(cp)
+    return by_kernel
+
+
+def _by_run(points: Sequence[ChangePoint]) -> dict[str, list[ChangePoint]]:
+    runs: dict[str, list[ChangePoint]] = {}
+    for cp in points:
+        runs.setdefault(cp.run_id, []).append(cp)
+    return runs
+
+
+def _best(cps: Sequence[ChangePoint], select: str | list[str] | None,
+          asked: set[tuple[str, str, str, str]]) -> ChangePoint | None:
+    return min((cp for cp in cps if _eligible(cp, select, asked)), key=_rank, default=None)
+
+
+def explain(heads: Sequence[ChangePoint], frame: "pd.DataFrame | None",
+            positions: Mapping[tuple[str, str], Mapping[str, int]],
+            arches: Mapping[str, str] | None = None) -> list[Diagnosis | None]:
+    """The diagnosis of each of ``heads`` (not of the run-wide series) from ``frame``
+    (its kernel's rows: every metric), without the whole run's move (``assemble`` adds
+    it), all of them at once (``perfcheck.diagnosis.diagnose_many``)."""
+    out: list[Diagnosis | None] = [None] * len(heads)
+    if frame is None or not len(frame) or not heads:
+        return out
+    machines = arches or {}
     # each kernel's rows, found once: a mask over the frame per finding cost O(findings x rows)
-    rows_of = frame.groupby(["machine", "suite", "kernel"], sort=False).indices if frame is not None and len(frame) \
-        else {}
-    for head, also in grouped:
-        diagnosis = None
-        if head.kernel != RUN_WIDE:
-            at = rows_of.get((head.machine, head.suite, head.kernel))
-            if at is not None and head.kernel.startswith("range:"):  # a step: the run's timeline rows beside it
-                timeline = [i for (m, s, k), i in rows_of.items()
-                            if m == head.machine and s == head.suite and str(k).startswith("@run")]
-                at = np.concatenate([at, *timeline]) if timeline else at
-            diagnosis = _diagnose(head, frame.iloc[at] if at is not None else None, positions,
-                                  machines.get(head.machine),
-                                  wide.get((head.machine, head.suite, head.metric, head.run_id)))
+    rows_of = frame.groupby(["machine", "suite", "kernel"], sort=False).indices
+    columns = frame[["machine", "suite", "kernel", "metric", "run_id", "value"]]
+    value = frame["value"].to_numpy(dtype="float64")
+    cases, at_case = [], []
+    for n, head in enumerate(heads):
+        at = rows_of.get((head.machine, head.suite, head.kernel))
+        if at is None:
+            continue
+        if head.kernel.startswith("range:"):  # a step: the run's timeline rows beside it
+            timeline = [i for (m, s, k), i in rows_of.items()
+                        if m == head.machine and s == head.suite and str(k).startswith("@run")]
+            at = np.concatenate([at, *timeline]) if timeline else at
+            sides = _sides(head, columns.iloc[at], positions)
+        else:  # the kernel's own rows: its names are the head's (no copy of a long kernel name per row)
+            sides = _own_sides(head, columns["metric"].iloc[at], columns["run_id"].iloc[at], value[at], positions)
+        if sides is not None:
+            cases.append(Sides(*sides, subject=head.metric, arch=machines.get(head.machine)))
+            at_case.append(n)
+    for n, diagnosis in zip(at_case, diagnose_many(cases)):
+        out[n] = diagnosis
+    return out
+
+
+def assemble(grouped: Sequence[tuple[ChangePoint, Sequence[ChangePoint]]], why: Sequence[Diagnosis | None],
+             context: "Context", recent: Collection[ChangePoint] = ()) -> list[Finding]:
+    """The findings of ``group``'s pairs with their diagnoses (``explain``; None: none),
+    each with the whole run's move at its run where there was one, worst first.
+    ``recent``: the regressions to mark new (a set: ``scan`` asks once per kernel)."""
+    wide = context.whole_run
+    marked = recent if isinstance(recent, (set, frozenset)) else set(recent)
+    out = []
+    for (head, also), diagnosis in zip(grouped, why):
+        if diagnosis is not None:
+            diagnosis = with_whole_run(diagnosis, wide.get((head.machine, head.suite, head.metric, head.run_id)))
         out.append(Finding(head, tuple(also), diagnosis, new=head in marked))
     out.sort(key=worst_first)
     return out
@@ -273,42 +337,76 @@ def whole_runs(points: Sequence[ChangePoint],
     return out
 
 
-def _diagnose(head: ChangePoint, frame: "pd.DataFrame | None", positions: Mapping[tuple[str, str], Mapping[str, int]],
-              arch: str | None, whole_run: float | None) -> Diagnosis | None:
-    """The diagnosis of one finding: every metric of the kernel in the runs before the
-    change (as many as the change point compared) against the runs after it.
+def _own_sides(head: ChangePoint, metric: "pd.Series", run_id: "pd.Series", value: np.ndarray,
+               positions: Mapping[tuple[str, str], Mapping[str, int]]
+               ) -> tuple[Mapping[str, object], Mapping[str, object]] | None:
+    """``_sides`` of a head whose kernel is not a step, from its kernel's rows alone
+    (``metric``, ``run_id``, ``value``): the same sides, found by codes rather than a
+    loop over the rows (a year of nights is 6,000 rows a kernel)."""
+    import pandas as pd
+
+    where = positions.get((head.machine, head.suite), {})
+    start = where.get(head.run_id)
+    if start is None or not len(value):
+        return None
+    run_code, run_names = pd.factorize(run_id.astype(str).to_numpy(dtype=object))
+    metric_code, metric_names = pd.factorize(metric.astype(str).to_numpy(dtype=object))
+    runs = sorted((r for r in run_names.tolist() if r in where), key=lambda r: where[r])
+    before_runs = set([r for r in runs if where[r] < start][-max(head.runs_before, 1):])
+    after_runs = set([r for r in runs if where[r] >= start][:max(head.runs_after, 1)])
+
+    def side(chosen: set[str]) -> Mapping[str, object]:
+        keep = np.flatnonzero(np.asarray([r in chosen for r in run_names.tolist()], dtype=bool)[run_code])
+        codes = metric_code[keep]
+        # metrics in the order of their first row, each its values in row order (a stable sort)
+        _, first = np.unique(codes, return_index=True)
+        named = codes[np.sort(first)]
+        by_metric = np.argsort(codes, kind="stable")
+        ordered = codes[by_metric]
+        lo, hi = np.searchsorted(ordered, named, side="left"), np.searchsorted(ordered, named, side="right")
+        return {metric_names[code]: value[keep[by_metric[a:b]]] for code, a, b in zip(named.tolist(), lo, hi)}
+
+    return side(before_runs), side(after_runs)
+
+
+def _sides(head: ChangePoint, frame: "pd.DataFrame", positions: Mapping[tuple[str, str], Mapping[str, int]]
+           ) -> tuple[Mapping[str, object], Mapping[str, object]] | None:
+    """What the diagnosis of one finding compares: every metric of the kernel in the runs
+    before the change (as many as the change point compared) and in the runs after it
+    (metric -> values, ``diagnosis.with_run``); None where there is nothing to compare.
     ``frame``: the kernel's rows (or more)."""
     if frame is None or not len(frame):
         return None
-    suite = frame[(frame["machine"] == head.machine) & (frame["suite"] == head.suite)]
-    mine = suite[suite["kernel"] == head.kernel]
     where = positions.get((head.machine, head.suite), {})
     start = where.get(head.run_id)
-    if start is None or not len(mine):
+    ours = (frame["machine"].astype(str) == head.machine) & (frame["suite"].astype(str) == head.suite)
+    kernel = frame["kernel"].astype(str).to_numpy(dtype=object)[ours]
+    run_id = frame["run_id"].astype(str).to_numpy(dtype=object)[ours]
+    mine = kernel == head.kernel
+    if start is None or not mine.any():
         return None
-    runs = sorted({r for r in mine["run_id"].astype(str) if r in where}, key=lambda r: where[r])
-    before_runs = [r for r in runs if where[r] < start][-max(head.runs_before, 1):]
-    after_runs = [r for r in runs if where[r] >= start][:max(head.runs_after, 1)]
+    runs = sorted({r for r in run_id[mine].tolist() if r in where}, key=lambda r: where[r])
+    before_runs = set([r for r in runs if where[r] < start][-max(head.runs_before, 1):])
+    after_runs = set([r for r in runs if where[r] >= start][:max(head.runs_after, 1)])
     # a range row (a step) is read with the run's timeline rows beside it (``with_run``)
-    kernels = suite["kernel"].astype(str)
-    near = suite[(kernels == head.kernel) | (head.kernel.startswith("range:") & kernels.str.startswith("@run"))]
+    near = mine | (head.kernel.startswith("range:") & np.asarray([k.startswith("@run") for k in kernel], dtype=bool))
+    # numpy and dicts, not a groupby per side: this runs for every finding (a year of nights
+    # of 2,000 kernels spent half of `history detect` in pandas' group splitting here)
+    kernel, run_id = kernel[near].tolist(), run_id[near].tolist()
+    metric = frame["metric"].astype(str).to_numpy(dtype=object)[ours][near].tolist()
+    value = frame["value"].to_numpy(dtype="float64")[ours][near]
 
-    # numpy, not a groupby per side: this runs for every finding (a year of nights of
-    # 2,000 kernels spent half of `history detect` in pandas' group splitting here)
-    kernel = near["kernel"].astype(str).to_numpy(dtype=object)
-    metric = near["metric"].astype(str).to_numpy(dtype=object)
-    value = near["value"].to_numpy(dtype="float64")
-    run_id = near["run_id"].astype(str).to_numpy(dtype=object)
-
-    def side(runs: list[str]) -> Mapping[str, np.ndarray]:
-        keep = np.isin(run_id, np.asarray(runs, dtype=object))
+    def side(chosen: set[str]) -> Mapping[str, object]:
+        rows: dict[tuple[str, str], list[int]] = {}
+        for i, (r, k, m) in enumerate(zip(run_id, kernel, metric)):
+            if r in chosen:  # kernels and metrics in the order of their first row, as groupby(sort=False) gave them
+                rows.setdefault((k, m), []).append(i)
         values: dict[str, dict[str, np.ndarray]] = {}
-        # kernels and metrics in the order of their first row, as groupby(sort=False) gave them
-        for k, m in dict.fromkeys(zip(kernel[keep].tolist(), metric[keep].tolist())):
-            values.setdefault(k, {})[m] = value[keep & (kernel == k) & (metric == m)]
+        for (k, m), at in rows.items():
+            values.setdefault(k, {})[m] = value[at]
         return with_run(head.kernel, values) or {}
 
-    return diagnose(side(before_runs), side(after_runs), subject=head.metric, arch=arch, whole_run_pct=whole_run)
+    return side(before_runs), side(after_runs)
 
 
 def with_states(found: Sequence[Finding], states: Mapping[ChangePoint, "State"],

@@ -178,8 +178,10 @@ def states(points: Sequence["ChangePoint"], frame: "pd.DataFrame", accepted: Seq
     ``frame``: the series they were found in (for each series' length and noise)."""
     if not points:
         return []
-    groups = {key: group for key, group in frame.groupby(list(KEY), sort=False)}
+    # each series' rows as positions: a sub-frame per series cost more than judging it
+    groups = frame.groupby(list(KEY), sort=False).indices
     runs = frame.groupby(["machine", "suite", "metric"], sort=False)["run_id"].nunique().to_dict()
+    value, run_id = frame["value"].to_numpy(dtype="float64"), frame["run_id"]
     by_series: dict[tuple, list[int]] = {}
     for i, cp in enumerate(points):
         by_series.setdefault((cp.machine, cp.suite, cp.kernel, cp.metric), []).append(i)
@@ -188,7 +190,7 @@ def states(points: Sequence["ChangePoint"], frame: "pd.DataFrame", accepted: Seq
         group = groups.get(key)
         run_ids: Sequence[str] = ()
         if group is not None:
-            values, size, run_ids = group["value"].to_numpy(dtype="float64"), len(group), list(group["run_id"])
+            values, size, run_ids = value[group], len(group), list(run_id.iloc[group])
         else:  # the run-wide offset series (detect(relative=True)): one value per run, ratios near 1
             values, size = np.array([]), int(runs.get((key[0], key[1], key[3]), 0)) if key[2] == RUN_WIDE else 0
         mine = [points[i] for i in where]

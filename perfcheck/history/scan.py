@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from perfcheck.history.changepoints import KEY, RUN_WIDE, ChangePoint, detect, recent_regressions
-from perfcheck.history.findings import Context, Finding, findings, run_positions, whole_runs, with_states, worst_first
+from perfcheck.history.findings import (Context, Finding, assemble, explain, findings, group, headline_candidates,
+                                        run_positions, watched, whole_runs, with_states, worst_first)
 from perfcheck.history.store import BATCH_ROWS, concat_batches
 
 if TYPE_CHECKING:
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
 
     from perfcheck.history.dashboard import DigestFacts
     from perfcheck.history.accepted import Acceptance
+    from perfcheck.diagnosis import Diagnosis
     from perfcheck.history.backend import HistoryStore
     from perfcheck.history.lifecycle import State
 
@@ -82,6 +84,7 @@ def scan(
 
     where = {"machine": machine, "suite": suite, "kernel": kernel, "metric": metric, "since": since, "last": tail,
              "rows": rows}
+    select = list(select) if select is not None and not isinstance(select, str) else select  # asked once a part
     states: dict[ChangePoint, State] = {}
     level = last if last is not None else 3
 
@@ -99,26 +102,47 @@ def scan(
     firsts = []  # the first row of each machine x suite x run, in frame order (run_positions)
     kernels: Counter[tuple[str, str, str]] = Counter()
     timelines: dict[tuple[str, str], set[str]] = {}  # the run's timeline rows (@run...) of each machine x suite
+    order: dict[tuple[str, str, str], int] = {}  # each kernel's place in the store's order (its parts')
+    early = _Early()
     series = 0
-    for part in store.batches(**where):  # type: ignore[attr-defined]
-        series += part.groupby(list(KEY), sort=False).ngroups
+
+    def gather(part: "pd.DataFrame") -> int:
+        """What a part says of the whole store (the module docstring); its number of series."""
         firsts.append(part.drop_duplicates(["machine", "suite", "run_id"])[["machine", "suite", "run_id", "time"]])
         counts = part.groupby(["machine", "suite", "metric"], sort=False)["kernel"].nunique()
         kernels.update({tuple(map(str, k)): int(v) for k, v in counts.items()})  # parts hold whole kernels
         runs_rows = part[part["kernel"].astype(str).str.startswith("@run")].drop_duplicates(["machine", "suite", "kernel"])
         for m, s, k in runs_rows[["machine", "suite", "kernel"]].itertuples(index=False, name=None):
             timelines.setdefault((str(m), str(s)), set()).add(str(k))
-        if not relative:
+        heads = part.groupby(list(KEY), sort=False).head(1)  # each series' first row, in frame order
+        for key in heads[["machine", "suite", "kernel"]].itertuples(index=False, name=None):
+            order.setdefault(tuple(map(str, key)), len(order))  # type: ignore[arg-type]
+        return len(heads.dropna(subset=list(KEY)))
+
+    if not relative:
+        for part in store.batches(**where):  # type: ignore[attr-defined]
+            series += gather(part)
             found = judged(detect(part, **options), part)
             points.extend(found)
             recent.extend(recent_regressions(found, part, last=last) if last is not None else [])
-    if relative:
-        for m, s, key_metric in sorted(kernels):  # the run-wide offset: every kernel of the slice at once
-            part = concat_batches(store.batches(machine=m, suite=s, metric=key_metric, kernel=kernel,  # type: ignore[attr-defined]
-                                                since=since, last=tail, rows=rows))
+            early.diagnose(found, part, firsts[-1], select=select, arches=arches)
+    else:
+        # the run-wide offset: every kernel of a machine x suite x metric at once, slice by slice;
+        # the slices hold every series once, so they say what the parts would (no pass of its own)
+        for m, s, key_metric in _slices(store, machine=machine, suite=suite, kernel=kernel, metric=metric):
+            part = concat_batches(_tested(p) for p in store.batches(  # type: ignore[attr-defined]
+                machine=m, suite=s, metric=key_metric, kernel=kernel, since=since, last=tail, rows=rows))
+            if not len(part):
+                continue  # no value in the runs asked for
+            series += gather(part)
             found = judged(detect(part, relative=True, **options), part)
             points.extend(found)
             recent.extend(recent_regressions(found, part, last=last) if last is not None else [])
+            del part  # the next slice is read without this one (each is a year of every kernel's values)
+        order.clear()  # the slices' order is not the store's: the kernels are read again below, in its order
+        if _tied(firsts):  # runs of one time are ordered by where they are first seen: in the store's order
+            firsts = [part.drop_duplicates(["machine", "suite", "run_id"])[["machine", "suite", "run_id", "time"]]
+                      for part in store.batches(**where)]  # type: ignore[attr-defined]
         # as detect over the whole frame lists them: by series, each oldest first (sort is stable)
         points.sort(key=lambda cp: (cp.machine, cp.suite, cp.kernel, cp.metric))
     if not points:
@@ -132,18 +156,115 @@ def scan(
     wide = [cp for cp in points if cp.kernel == RUN_WIDE]
     if wide:  # a series of no stored kernel: nothing to read, no diagnosis
         out.extend(findings(wide, None, **common))  # type: ignore[arg-type]
-    changed = sorted({cp.kernel for cp in points if cp.kernel != RUN_WIDE})
-    if changed:
-        for part in store.batches(machine=machine, suite=suite, kernel=changed, metric=metric,  # type: ignore[attr-defined]
-                                  since=since, last=tail, rows=rows):
+    # each kernel's findings: from what its own part diagnosed on the first pass where it could
+    # (``_Early``), else from the kernel read again
+    done: dict[tuple[str, str, str], list[Finding]] = {}
+    marked = set(recent)
+    for key, mine in by_kernel.items():
+        if key[2] != RUN_WIDE:
+            found_early = early.findings(mine, context, recent=marked, select=select)
+            if found_early is not None:
+                done[key] = found_early
+    again = {key for key in by_kernel if key[2] != RUN_WIDE and key not in done}
+    if again:
+        for part in store.batches(machine=machine, suite=suite, kernel=sorted({k for _, _, k in again}),  # type: ignore[attr-defined]
+                                  metric=metric, since=since, last=tail, rows=rows):
             here = part.drop_duplicates(["machine", "suite", "kernel"])[["machine", "suite", "kernel"]]
-            mine = [cp for key in here.itertuples(index=False, name=None) for cp in by_kernel.get(key, [])]
+            for key in here.itertuples(index=False, name=None):
+                order.setdefault(tuple(map(str, key)), len(order))  # type: ignore[arg-type]
+            mine = [cp for key in here.itertuples(index=False, name=None) if key in again for cp in by_kernel[key]]
             if mine:
-                out.extend(findings(mine, _with_timeline(store, part, mine, timelines, since=since, last=tail),
-                                    **common))  # type: ignore[arg-type]
+                for f in findings(mine, _with_timeline(store, part, mine, timelines, since=since, last=tail),
+                                  **common):  # type: ignore[arg-type]
+                    done.setdefault((f.machine, f.suite, f.kernel), []).append(f)
+    for key in sorted(done, key=lambda key: order.get(key, len(order))):
+        out.extend(done[key])
     # the order findings() gives over the whole store: its sort key, ties in series order (stable)
     out.sort(key=worst_first)
     return Scan(with_states(out, states, named=named), points, series, states)
+
+
+# What --relative's slices are read for (the change points, their states and what the
+# first pass gathers): a slice holds a year of every kernel's values, so not the rest
+TESTED = ("machine", "suite", "kernel", "metric", "unit", "run_id", "time", "commit", "value")
+
+
+def _tested(part: "pd.DataFrame") -> "pd.DataFrame":
+    return part[[c for c in part.columns if c in TESTED]]
+
+
+def _slices(store: "HistoryStore", *, machine: Sequence[str] | str | None, suite: Sequence[str] | str | None,
+            kernel: Sequence[str] | str | None, metric: Sequence[str] | str | None) -> list[tuple[str, str, str]]:
+    """The machine x suite x metric of every series the filters select (as the store's
+    filters take them: exact names), sorted; from the names alone, no value read."""
+    keys = store.series_keys()  # type: ignore[attr-defined]
+    for column, wanted in (("machine", machine), ("suite", suite), ("kernel", kernel), ("metric", metric)):
+        if wanted is not None:
+            keys = keys[keys[column].isin([wanted] if isinstance(wanted, str) else list(wanted))]
+    return sorted({(str(m), str(s), str(x)) for m, s, x in keys[["machine", "suite", "metric"]].itertuples(
+        index=False, name=None)})
+
+
+def _tied(firsts: Sequence["pd.DataFrame"]) -> bool:
+    """Whether two runs of one machine x suite have the same time (``run_positions`` then
+    orders them by where each is first seen)."""
+    import pandas as pd
+
+    if not firsts:
+        return False
+    runs = pd.concat(firsts, ignore_index=True).drop_duplicates(["machine", "suite", "run_id"])
+    return bool(runs.duplicated(["machine", "suite", "time"]).any())
+
+
+class _Early:
+    """The diagnoses ``scan`` makes on its first pass, each from the part that holds its
+    kernel, so that the kernels need not be read twice (half of ``history detect``'s
+    reading at a year of nights, where every kernel has a finding at a run-wide step).
+
+    A part can diagnose every change point that may head a finding
+    (``findings.headline_candidates``; which of them do is decided once every change point
+    is known). A diagnosis depends on the store beyond the part only through the order of
+    the runs: the part's own order of its runs is the store's wherever the two agree on the
+    runs the part holds, which ``findings`` checks; it does not where runs share a time (a
+    tie is broken by where a run is first seen). Those kernels, and the steps (``range:``
+    rows, read with the run's timeline rows that another part may hold), are read again."""
+
+    def __init__(self) -> None:
+        self.why: dict[int, Diagnosis | None] = {}  # id(candidate headline) -> its diagnosis (no whole run)
+        self.asked: set[tuple[str, str, str, str]] = set()  # the watched series of the kernels diagnosed
+        self.runs: dict[tuple[str, str, str], tuple[str, ...]] = {}  # kernel -> its part's runs of its machine x suite
+        self.heads: list[ChangePoint] = []  # keeps the candidates (and so their ids) alive
+
+    def diagnose(self, found: Sequence[ChangePoint], part: "pd.DataFrame", firsts: "pd.DataFrame", *,
+                 select: str | Iterable[str] | None, arches: Mapping[str, str] | None) -> None:
+        mine = [cp for cp in found if cp.kernel != RUN_WIDE and not cp.kernel.startswith("range:")]
+        if not mine:
+            return
+        asked = watched(part)
+        local = run_positions(firsts)
+        heads = headline_candidates(mine, asked, select)
+        self.why.update(zip(map(id, heads), explain(heads, part, local, arches)))
+        self.heads.extend(heads)
+        runs = {key: tuple(sorted(where, key=where.__getitem__)) for key, where in local.items()}
+        for cp in mine:
+            self.runs[(cp.machine, cp.suite, cp.kernel)] = runs.get((cp.machine, cp.suite), ())
+        self.asked |= {key for key in asked if (key[0], key[1], key[2]) in self.runs}
+
+    def findings(self, points: Sequence[ChangePoint], context: Context, *, recent: set[ChangePoint],
+                 select: str | Iterable[str] | None) -> list[Finding] | None:
+        """The findings of one kernel's ``points``, or None where its part could not say."""
+        head = points[0]
+        runs = self.runs.get((head.machine, head.suite, head.kernel))
+        if runs is None:
+            return None
+        where = context.positions.get((head.machine, head.suite), {})
+        at = [where.get(r, -1) for r in runs]
+        if any(b <= a for a, b in zip(at, at[1:])) or (at and at[0] < 0):
+            return None  # the part ordered its runs otherwise than the whole store does
+        grouped = group(points, self.asked, select, context.positions)
+        if any(id(h) not in self.why for h, _ in grouped):
+            return None
+        return assemble(grouped, [self.why[id(h)] for h, _ in grouped], context, recent)
 
 
 def _with_timeline(store: "HistoryStore", part: "pd.DataFrame", points: Sequence[ChangePoint],
