@@ -44,7 +44,15 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from perfcheck.history.changepoints import MIN_AFTER, P_VALUE, WINDOW, spikes, split_points, t_pvalue
+from perfcheck.history.changepoints import (
+    MIN_AFTER,
+    P_VALUE,
+    WINDOW,
+    spikes,
+    split_points,
+    split_points_many,
+    t_pvalue,
+)
 from perfcheck.model import FAILED, PASSED, RECORDED, Check
 
 if TYPE_CHECKING:
@@ -243,9 +251,10 @@ def references(store_path: "str | Path | StoreURL", machine: str, suite: str, wa
     values = frame["value"].to_numpy(dtype="float64")
     cuts = np.flatnonzero((np.diff(kernel_codes) != 0) | (np.diff(metric_codes) != 0)) + 1
     spans = list(zip([0, *cuts.tolist()], [*cuts.tolist(), len(frame)]))
-    # detect's change points are where split_points splits: the few series with one
-    # go to detect together (one frame), the others have none
-    splits = [split_points(values[start:end]) for start, end in spans]
+    # detect's change points are where split_points splits (searched for every judged
+    # series at once: split_points_many, the same answer): the few series with one go
+    # to detect together (one frame), the others have none
+    splits = split_points_many([values[start:end] for start, end in spans])
     changed = [span for span, found in zip(spans, splits) if found]
     points: dict[tuple[str, str], list["ChangePoint"]] = {}
     if changed:
