@@ -54,17 +54,22 @@ def write_atomic(path: str | Path, data: str | bytes | Iterable[str | bytes]) ->
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    try:  # make the rename durable; not every platform can open a directory
-        dir_fd = os.open(target.parent, os.O_RDONLY)
+    _sync_directory(target.parent)
+    return target
+
+
+def _sync_directory(folder: Path) -> None:
+    """Make a rename in ``folder`` durable; not every platform can open a directory."""
+    try:
+        dir_fd = os.open(folder, os.O_RDONLY)
     except OSError:
-        return target
+        return
     try:
         os.fsync(dir_fd)
     except OSError:
         pass
     finally:
         os.close(dir_fd)
-    return target
 
 
 def _pid_alive(pid: int) -> bool:
@@ -120,9 +125,10 @@ def new_directory_beside(target: str | Path) -> Path:
 
 def publish_directory(built: Path, target: str | Path) -> Path:
     """Put the directory ``built`` (``new_directory_beside(target)``, complete) at
-    ``target`` by renames, so a reader sees the old directory or the new one, never
-    a part of it: an absent or empty ``target`` is replaced at once; an existing one
-    is first renamed aside, then removed. The caller decides whether ``target``'s
+    ``target`` by renames, so a reader never sees a part of a site: an absent or empty
+    ``target`` is replaced at once; an existing one is first renamed aside, then
+    removed (between the two renames, for a moment, there is no ``target``: POSIX has
+    no atomic exchange of two directories). The caller decides whether ``target``'s
     contents may go (``perfcheck.history.site`` replaces only a site it wrote)."""
     import shutil
 
@@ -146,6 +152,7 @@ def publish_directory(built: Path, target: str | Path) -> Path:
         if old is not None:
             os.replace(old, target)  # the old site back where it was
         raise
+    _sync_directory(target.parent)  # the rename itself survives a power cut, as write_atomic's does
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
     return target

@@ -660,7 +660,8 @@ def accept_open_regressions(runs: Sequence[SuiteRun]) -> None:
         path = settings.accepted_file
         kernels = sorted(run.analysis.kernels["kernel"].astype(str).unique())
         machine = machine_key(baselines.fingerprint(run.analysis))
-        found = lifecycle.open_in_store(settings.history, machine, run.name, kernels, accepted.read(path))
+        found = lifecycle.open_in_store(settings.history, machine, run.name, kernels, accepted.read(path),
+                                        read_only=settings.history_read_only)
         if not found:
             continue
         entries = accepted.accept(found, reason=ACCEPTED_BY_UPDATE, by=accepted.who(), every_metric=True)

@@ -10,7 +10,7 @@ import json
 import os
 import shutil
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -620,7 +620,26 @@ def _history_accept(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _written(what: str, run: "Callable[[argparse.Namespace], int]") -> "Callable[[argparse.Namespace], int]":
+    """``run`` with an OSError while it writes (a folder not writable, a disk full, a
+    rename refused) as a one-line usage error naming the path, as for every other report."""
+
+    def command(args: argparse.Namespace) -> int:
+        try:
+            return run(args)
+        except OSError as exc:
+            where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
+            raise UsageError(f"{what}: cannot write {where}{exc.strerror or exc}; check the path and its "
+                             "folder's permissions and free space") from None
+
+    return command
+
+
 def _history_report(args: argparse.Namespace) -> int:
+    return _written("history report", _history_report_to)(args)
+
+
+def _history_report_to(args: argparse.Namespace) -> int:
     from perfcheck.atomicfile import write_atomic
     from perfcheck.history import accepted, open_store
     from perfcheck.history.dashboard import digest_text
@@ -662,6 +681,10 @@ def _history_report(args: argparse.Namespace) -> int:
 
 
 def _history_export(args: argparse.Namespace) -> int:
+    return _written("history export", _history_export_to)(args)
+
+
+def _history_export_to(args: argparse.Namespace) -> int:
     from perfcheck.history import open_store
     from perfcheck.history.backend import run_parts
     from perfcheck.history.export import write_bencher, write_timestamped_metrics

@@ -137,6 +137,7 @@ def test_the_digest_diagnoses_only_the_rows_it_shows(store_at, monkeypatch) -> N
     with their why. It diagnoses those (it used to diagnose every finding), and its text
     is the whole view's, the why of each listed row included."""
     from perfcheck.history import dashboard, findings as findings_module
+    from perfcheck.history import scan as scan_module
     from perfcheck.history.dashboard import history_view_of, markdown_digest
     from perfcheck.history.scan import digest
 
@@ -146,9 +147,15 @@ def test_the_digest_diagnoses_only_the_rows_it_shows(store_at, monkeypatch) -> N
         view = history_view_of(store.series(), arches={"m1": "gfx90a", "m2": "gfx908"}, title="nightly")
         whole = markdown_digest(view)
         diagnosed = []
-        real = findings_module._diagnose
-        monkeypatch.setattr(findings_module, "_diagnose", 
-                            lambda head, frame, *a: (frame is not None and diagnosed.append(head)) or real(head, frame, *a))
+        real = findings_module.explain
+
+        def explain(heads, frame, *a):  # noqa: ANN001, ANN202 (records what is diagnosed)
+            if frame is not None:
+                diagnosed.extend(heads)
+            return real(heads, frame, *a)
+
+        monkeypatch.setattr(findings_module, "explain", explain)
+        monkeypatch.setattr(scan_module, "explain", explain)
         assert digest(store, title="nightly", rows=90) == whole
     table = whole.split("### Open regressions")[1].split("\n\n")[1]
     listed = [line for line in table.splitlines() if line.startswith("| nightly |")]

@@ -4,6 +4,7 @@ there are, a page per kernel, links that resolve, a site replaced whole or not a
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -168,3 +169,38 @@ def test_many_series_of_few_runs_get_the_overview_too(large: Path, tmp_path: Pat
         done = write_report(store, tmp_path / "site", where={}, last=3)
     assert done.kernel_pages == KERNELS
     assert (tmp_path / "site" / board.suite_file("big")).stat().st_size < 400_000
+
+
+@pytest.mark.parametrize("where", [".", ".."])
+def test_the_current_folder_or_one_above_it_is_refused(cli, large: Path, tmp_path: Path, where: str,  # noqa: ANN001
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The site is built beside its folder and renamed onto it: `--html .` (in an empty
+    folder) cannot be, and once gave an internal error; now one line, nothing written."""
+    inside = tmp_path / "empty"
+    inside.mkdir()
+    monkeypatch.chdir(inside)
+    one_line_error(cli("history", "report", "--history", large, "--html", where), None, "is the current folder",
+                   "--html site")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty"] and not any(inside.iterdir())
+
+
+def test_a_folder_that_cannot_be_written_is_one_line(cli, large: Path, tmp_path: Path) -> None:  # noqa: ANN001
+    """An OSError while the site or an export is written (here: its folder read-only)
+    is the user's to fix: exit 2, one line naming the path, nothing left behind."""
+    from contextlib import nullcontext
+
+    from tests.test_hardening_history import _read_only
+
+    parent = tmp_path / "reports"
+    parent.mkdir()
+    parent.chmod(0o555)
+    try:
+        # root writes through permission bits: a read-only mount then (skips where none)
+        with _read_only(parent) if os.access(parent, os.W_OK) else nullcontext(parent):
+            one_line_error(cli("history", "report", "--history", large, "--html", parent / "site"), parent,
+                           "cannot write")
+            one_line_error(cli("history", "export", "--history", large, "--openmetrics", parent / "om.txt"), parent,
+                           "cannot write")
+    finally:
+        parent.chmod(0o755)
+    assert not any(parent.iterdir())

@@ -227,14 +227,20 @@ def shown(found: Sequence[State]) -> list[State]:
 
 
 def open_in_store(store_path: "str | Path | StoreURL", machine: str, suite: str, kernels: Sequence[str],
-                  accepted: Sequence["Acceptance"] = ()) -> list[State]:
+                  accepted: Sequence["Acceptance"] = (), *, read_only: bool = False) -> list[State]:
     """The open regressions of ``kernels`` of ``suite`` on ``machine`` in the store (every
-    metric); none when the store does not exist yet."""
+    metric); none when the store does not exist yet. Read part by part (a part holds
+    whole kernels, so each series' states are complete in it): a baseline update of a
+    suite of thousands of kernels never holds a year of their values at once.
+    ``read_only``: the history's read-only mode (a store of an older schema is refused,
+    never migrated)."""
     from perfcheck.history.changepoints import detect
     from perfcheck.history.store import open_store, store_exists
 
     if not kernels or not store_exists(store_path):
         return []
-    with open_store(store_path, create=False) as store:
-        frame = store.series(machine=machine, suite=suite, kernel=list(kernels))
-    return open_regressions(states(detect(frame), frame, accepted))
+    found: list[State] = []
+    with open_store(store_path, create=False, read_only=read_only) as store:
+        for part in store.batches(machine=machine, suite=suite, kernel=list(kernels)):
+            found.extend(open_regressions(states(detect(part), part, accepted)))
+    return found

@@ -90,6 +90,12 @@ def check_target(directory: str | Path, digest: str | Path | None = None) -> Pat
     target = Path(directory)
     if target.exists() and not target.is_dir():
         raise UsageError(f"--html {target}: not a directory")
+    # the site is built beside its folder and renamed onto it: the current folder (or
+    # one above it) cannot be replaced under the shell that sits in it
+    here, there = Path.cwd().resolve(), target.resolve()
+    if there == here or there in here.parents:
+        raise UsageError(f"--html {directory}: is the current folder or holds it; give the site a folder of its own "
+                         "(e.g. --html site)")
     if target.is_dir():
         own = digest_inside(target, digest)
         foreign = [p.name for p in target.iterdir() if not _SITE_NAME.match(p.name) and p.name != own]

@@ -44,7 +44,7 @@ import pandas as pd
 from perfcheck.documents import bounded
 from perfcheck.errors import InputError
 from perfcheck.ingest import jsonsniff
-from perfcheck.ingest.formats import Format, Scan, Sniff, Want, single_chunk
+from perfcheck.ingest.formats import Format, Scan, Sniff, Want
 from perfcheck.ingest.jsonstream import ArrayStream, Columns
 from perfcheck.ingest.names import gnu_style, readable
 from perfcheck.ingest.tabular import coerce_integers, coerce_numbers, cuda_arch
