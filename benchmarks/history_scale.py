@@ -59,7 +59,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from perfcheck.history import RunRecord, open_store, read_results  # noqa: E402
+from perfcheck.history import open_store, read_results  # noqa: E402
 
 TRACE = "profiles/rocprofv3/rocprofiler-sdk-docs-2025/kernel_trace.csv"
 T0 = 1_767_225_600.0  # 2026-01-01 00:00 UTC

@@ -230,6 +230,7 @@ def test_the_bencher_export_read_run_by_run_writes_the_files_of_the_whole(store_
                                      tmp_path / "recent-parts")
     assert [p.name for p in parts] == [p.name for p in whole] and len(whole) == NIGHTS + 3  # 2 files for 2 machines
     assert _files(tmp_path / "parts") == _files(tmp_path / "whole")
+    assert [p.name for p in recent_parts] == [p.name for p in recent]
     assert _files(tmp_path / "recent-parts") == _files(tmp_path / "recent") and len(recent) == NIGHTS - 10 + 1
     assert len(counting.calls) >= NIGHTS // 2 and all("run_id" in where and size <= 9
                                                       for where, size in counting.calls)
