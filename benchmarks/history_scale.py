@@ -21,7 +21,7 @@ appended).
                                        [--workdir DIR] [--keep] [--profile-detect]
                                        [--skip NAME ...] [--backend sqlite postgresql]
 
-With ``--workdir DIR`` each built store is kept as ``DIR/h<N>.built.sqlite`` and reused
+With ``--workdir DIR`` each built store is kept as ``DIR/h<N>.k<K>.built.sqlite`` and reused
 by later runs with the same DIR, --nights and --kernels (building 365 nights takes a
 quarter of an hour); every run times a fresh copy of it, since ``history add`` and
 ``check --history`` append to the store they are given.
