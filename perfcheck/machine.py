@@ -353,15 +353,7 @@ def _machine(path: Path, text: str, doc: Mapping[str, object]) -> Machine:
     if not strings["name"]:
         raise _bad(path, "[machine] has no name", _nth_header(text, "machine", 0), "name")
 
-    peaks_table = doc.get("peaks", {})
-    if not isinstance(peaks_table, dict):
-        raise _bad(path, "peaks must be a table ([peaks])", _line_of(text, None, "peaks"))
-    values: dict[str, float] = {}
-    for name, value in peaks_table.items():
-        line = _line_of(text, "peaks", name)
-        if name not in PEAK_UNITS:
-            raise _bad(path, f"unknown peak {name!r} (known: {', '.join(sorted(PEAK_UNITS))})", line, name)
-        values[name] = _finite(path, value, f"peak {name}", line, name)
+    values = _numbers(path, text, doc, "peaks", "peak", sorted(PEAK_UNITS))
 
     details_table = doc.get("details", [])
     if not isinstance(details_table, list):
@@ -401,15 +393,7 @@ def _machine(path: Path, text: str, doc: Mapping[str, object]) -> Machine:
         if not isinstance(value, str):
             raise _bad(path, f"[fingerprint] {key} must be a string, not {value!r}", _line_of(text, "fingerprint", key), key)
 
-    clocks_table = doc.get("clocks", {})
-    if not isinstance(clocks_table, dict):
-        raise _bad(path, "clocks must be a table ([clocks])", _line_of(text, None, "clocks"))
-    clocks: dict[str, float] = {}
-    for name, value in clocks_table.items():
-        line = _line_of(text, "clocks", name)
-        if name not in CLOCKS:
-            raise _bad(path, f"unknown clock {name!r} (known: {', '.join(CLOCKS)})", line, name)
-        clocks[name] = _finite(path, value, f"clock {name}", line, name)
+    clocks = _numbers(path, text, doc, "clocks", "clock", list(CLOCKS))
 
     source = Source(path=str(path), format=FORMAT, tool="perfcheck", tool_version=str(version),
                     device=strings["device"], arch=strings["arch"])
@@ -427,6 +411,21 @@ def _nth_header(text: str, table: str, index: int) -> int | None:
             if seen == index:
                 return number
     return None
+
+
+def _numbers(path: Path, text: str, doc: Mapping[str, object], table: str, what: str, known: list[str]) -> dict[str, float]:
+    """The ``[table]`` of ``doc`` (``[peaks]``, ``[clocks]``): each name one of ``known``
+    (listed in that order when it is not), each value a finite number."""
+    raw = doc.get(table, {})
+    if not isinstance(raw, dict):
+        raise _bad(path, f"{table} must be a table ([{table}])", _line_of(text, None, table))
+    out: dict[str, float] = {}
+    for name, value in raw.items():
+        line = _line_of(text, table, name)
+        if name not in known:
+            raise _bad(path, f"unknown {what} {name!r} (known: {', '.join(known)})", line, name)
+        out[name] = _finite(path, value, f"{what} {name}", line, name)
+    return out
 
 
 def _finite(path: Path, value: object, what: str, line: int | None, column: str) -> float:

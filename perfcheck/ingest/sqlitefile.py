@@ -74,6 +74,15 @@ def _uri(path: Path) -> str:
     return f"{uri}?mode=ro&immutable=1"
 
 
+def query_frame(connection: sqlite3.Connection, sql: str, columns: list[str]) -> "pd.DataFrame":
+    """Every row of ``sql`` as a frame of ``columns`` (an empty frame with those columns
+    when there is none: ``from_records`` of no rows would have none)."""
+    import pandas as pd
+
+    rows = connection.execute(sql).fetchall()
+    return pd.DataFrame.from_records(rows, columns=columns) if rows else pd.DataFrame(columns=columns)
+
+
 def connect_read_only(path: Path) -> sqlite3.Connection:
     """Open ``path`` read-only, without side files, unbounded: for sniffers, which
     only read the schema. Readers use ``Reader``."""

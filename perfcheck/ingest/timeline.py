@@ -80,6 +80,22 @@ def unusable_times(start: "pd.Series", end: "pd.Series") -> "pd.Series":
     return ~inside | (end < start)
 
 
+def usable_rows(path: Path, rows: "pd.DataFrame", noun: str = "activity"
+                ) -> "tuple[pd.DataFrame, pd.Series, pd.Series, list[Oddity]]":
+    """``rows`` without those whose ``start``/``end`` are no interval (``unusable_times``),
+    their numeric start and end, and the oddity that counts what was left out (none when
+    every row is usable; ``noun``: what a row is, in that message)."""
+    import pandas as pd
+
+    start, end = pd.to_numeric(rows["start"], errors="coerce"), pd.to_numeric(rows["end"], errors="coerce")
+    bad = unusable_times(start, end)
+    if not bad.any():
+        return rows, start, end, []
+    left_out = Oddity(str(path), f"{noun} with a missing or impossible time, or an end before its start, left out",
+                      int(bad.sum()))
+    return rows[~bad].reset_index(drop=True), start[~bad], end[~bad], [left_out]
+
+
 def activity_frame(columns: dict[str, object], size: int) -> "pd.DataFrame":
     """An activities frame with every column of ACTIVITY_COLUMNS in its dtype;
     ``columns`` gives those a reader knows (arrays or scalars)."""

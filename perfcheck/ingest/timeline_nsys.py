@@ -37,9 +37,9 @@ import pandas as pd
 from perfcheck.errors import InputError
 from perfcheck.ingest.names import gnu_style
 from perfcheck.ingest.nsys import FORMAT, TOOL
-from perfcheck.ingest.sqlitefile import connect_read_only, table_names
+from perfcheck.ingest.sqlitefile import connect_read_only, query_frame, table_names
 from perfcheck.ingest.timeline import (HOST, KERNEL, MEMCPY, MEMSET, TraceTimeline, activity_frame, range_frame,
-                                       unusable_times)
+                                       usable_rows)
 from perfcheck.model import Oddity, Source
 
 __all__ = ["FORMAT", "read"]
@@ -97,22 +97,17 @@ def _nvtx_sql(types: list[int], tables: set[str]) -> str:
             f"WHERE n.end IS NOT NULL AND n.eventType IN ({','.join(str(int(t)) for t in types)})")
 
 
-def _query(connection: sqlite3.Connection, sql: str, columns: list[str]) -> pd.DataFrame:
-    rows = connection.execute(sql).fetchall()
-    return pd.DataFrame.from_records(rows, columns=columns) if rows else pd.DataFrame(columns=columns)
-
-
 def read(path: Path) -> TraceTimeline:
     try:
         with closing(connect_read_only(path)) as connection:
             tables = table_names(connection)
-            kernels = (_query(connection, _KERNEL_SQL, ["start", "end", "device", "stream", "name"])
+            kernels = (query_frame(connection, _KERNEL_SQL, ["start", "end", "device", "stream", "name"])
                        if KERNELS in tables and "StringIds" in tables else None)
-            copies = (_query(connection, _COPY_SQL, ["start", "end", "device", "stream", "bytes", "copyKind"])
+            copies = (query_frame(connection, _COPY_SQL, ["start", "end", "device", "stream", "bytes", "copyKind"])
                       if MEMCPYS in tables else None)
-            sets = _query(connection, _SET_SQL, ["start", "end", "device", "stream", "bytes"]) if MEMSETS in tables \
+            sets = query_frame(connection, _SET_SQL, ["start", "end", "device", "stream", "bytes"]) if MEMSETS in tables \
                 else None
-            nvtx = (_query(connection, _nvtx_sql(_range_types(connection, tables), tables),
+            nvtx = (query_frame(connection, _nvtx_sql(_range_types(connection, tables), tables),
                            ["start", "end", "thread", "name"]) if NVTX in tables else None)
             rank, several = _rank(connection, tables)
     except sqlite3.Error as exc:
@@ -135,13 +130,8 @@ def read(path: Path) -> TraceTimeline:
         oddities.append(Oddity(str(path), "no kernel, memcpy or memset activity in this report (was it captured "
                                           "with CUDA tracing?)"))
     rows = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["kind", "start", "end", "device", "stream"])
-    start = pd.to_numeric(rows["start"], errors="coerce")
-    end = pd.to_numeric(rows["end"], errors="coerce")
-    bad = unusable_times(start, end)
-    if bad.any():
-        oddities.append(Oddity(str(path), "activity with a missing or impossible time, or an end before its start, left out",
-                               int(bad.sum())))
-        rows, start, end = rows[~bad].reset_index(drop=True), start[~bad], end[~bad]
+    rows, start, end, left_out = usable_rows(path, rows)
+    oddities += left_out
     activities = activity_frame({
         "kind": rows["kind"].to_numpy(),
         "name": rows["name"].to_numpy() if "name" in rows else pd.NA,

@@ -26,8 +26,8 @@ import pandas as pd
 
 from perfcheck.errors import InputError
 from perfcheck.ingest.rocpd import FORMAT, TOOL
-from perfcheck.ingest.sqlitefile import connect_read_only, table_names
-from perfcheck.ingest.timeline import HOST, KERNEL, MEMCPY, TraceTimeline, activity_frame, range_frame, unusable_times
+from perfcheck.ingest.sqlitefile import connect_read_only, query_frame, table_names
+from perfcheck.ingest.timeline import HOST, KERNEL, MEMCPY, TraceTimeline, activity_frame, range_frame, usable_rows
 from perfcheck.model import Oddity, Source
 
 __all__ = ["FORMAT", "read"]
@@ -56,11 +56,6 @@ _NEEDED = ("rocpd_kernel_dispatch", "rocpd_info_agent", "rocpd_info_kernel_symbo
            "rocpd_region", "rocpd_event", "rocpd_string")
 
 
-def _frame(connection: sqlite3.Connection, sql: str, columns: list[str]) -> pd.DataFrame:
-    rows = connection.execute(sql).fetchall()
-    return pd.DataFrame.from_records(rows, columns=columns) if rows else pd.DataFrame(columns=columns)
-
-
 def read(path: Path) -> TraceTimeline:
     try:
         with closing(connect_read_only(path)) as connection:
@@ -68,10 +63,10 @@ def read(path: Path) -> TraceTimeline:
             if missing:
                 raise InputError(path, f"rocpd database without {', '.join(missing)}",
                                  hint="is it complete? rocprofv3 writes these views in every rocpd file")
-            kernels = _frame(connection, _KERNELS, ["start", "end", "device", "stream", "name"])
-            copies = _frame(connection, _COPIES, ["start", "end", "bytes", "stream", "src", "src_index", "dst",
+            kernels = query_frame(connection, _KERNELS, ["start", "end", "device", "stream", "name"])
+            copies = query_frame(connection, _COPIES, ["start", "end", "bytes", "stream", "src", "src_index", "dst",
                                                    "dst_index"])
-            markers = _frame(connection, _MARKERS, ["start", "end", "thread", "name"])
+            markers = query_frame(connection, _MARKERS, ["start", "end", "thread", "name"])
     except sqlite3.Error as exc:
         raise InputError(path, f"cannot read the timeline views ({exc})",
                          hint="is the database complete? rocprofv3 writes it when the run ends") from None
@@ -86,13 +81,7 @@ def read(path: Path) -> TraceTimeline:
                            kind=MEMCPY, name="Memcpy")
     kernels = kernels.assign(kind=KERNEL, bytes=np.nan, direction=pd.NA)
     rows = pd.concat([kernels, copies[kernels.columns]], ignore_index=True)
-    start, end = pd.to_numeric(rows["start"], errors="coerce"), pd.to_numeric(rows["end"], errors="coerce")
-    bad = unusable_times(start, end)
-    oddities = []
-    if bad.any():
-        oddities.append(Oddity(str(path), "activity with a missing or impossible time, or an end before its start, left out",
-                               int(bad.sum())))
-        rows, start, end = rows[~bad].reset_index(drop=True), start[~bad], end[~bad]
+    rows, start, end, oddities = usable_rows(path, rows)
     if rows.empty:
         oddities.append(Oddity(str(path), "no kernel dispatches or memory copies in this database"))
     activities = activity_frame({

@@ -38,7 +38,8 @@ from perfcheck.documents import json_loads
 from perfcheck.errors import InputError
 from perfcheck.ingest.rocprof import TOOL, UNKNOWN_PACKET
 from perfcheck.ingest.sqlitefile import connect_read_only, table_names
-from perfcheck.ingest.timeline import HOST, KERNEL, MEMCPY, MEMSET, TraceTimeline, activity_frame, range_frame, unusable_times
+from perfcheck.ingest.timeline import (HOST, KERNEL, MEMCPY, MEMSET, TraceTimeline, activity_frame, range_frame, unusable_times,
+                                       usable_rows)
 from perfcheck.model import Oddity, Source
 
 FORMAT, JSON_FORMAT = "rocprof-db", "rocprof-json"
@@ -149,12 +150,8 @@ def _timeline(path: Path, format_name: str, kernels: pd.DataFrame | None, copies
         parts.append(copies.assign(kind=copies["name"].map(lambda n: _COPIES[n][0]),
                                    direction=copies["name"].map(lambda n: _COPIES[n][1])))
     rows = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["name", "start", "end", "kind"])
-    start, end = pd.to_numeric(rows["start"], errors="coerce"), pd.to_numeric(rows["end"], errors="coerce")
-    bad = unusable_times(start, end)
-    if bad.any():
-        oddities.append(Oddity(str(path), "row with a missing or impossible time, or an end before its start, left out",
-                               int(bad.sum())))
-        rows, start, end = rows[~bad].reset_index(drop=True), start[~bad], end[~bad]
+    rows, start, end, left_out = usable_rows(path, rows, "row")
+    oddities += left_out
     if rows.empty:
         oddities.append(Oddity(str(path), "no kernels or copies in this database (was it run with --hip-trace?)"))
     column = (lambda name: pd.to_numeric(rows[name], errors="coerce").to_numpy() if name in rows else np.nan)
