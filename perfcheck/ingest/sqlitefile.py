@@ -281,9 +281,9 @@ def read_ranges(reader: Reader, source: str, where: str, params: Sequence[Any], 
     ``series`` the per-row integer columns and ``config`` the others. ``spans``:
     name -> (end, start) columns whose difference per row is wanted instead of the
     two (a duration from its timestamps: one column to concatenate and parse, not
-    two), unless one of the range's is negative (an impossible timestamp, which the
-    caller must see to report): then the range's ``series`` holds the two columns
-    instead. Names are SQL identifiers the caller chose (never taken from the file).
+    two), unless one of the range's timestamps is negative (impossible, which the
+    caller must see to report) or an end comes before its start: then the range's
+    ``series`` holds the two columns instead. Names are SQL identifiers the caller chose (never taken from the file).
 
     It relies on SQLite visiting a rowid range of a table in rowid order, which a
     table and the rocpd views over one (``SELECT *``) give: group_concat has no
