@@ -29,7 +29,7 @@ JSON is checked: its total calls must equal the generated dispatch count.
 
     python benchmarks/ingest.py [--dispatches N] [--omniperf-dispatches N [N ...]]
                                 [--sqlite-dispatches N] [--workdir DIR] [--keep]
-                                [--only trace|omniperf|sqlite]
+                                [--only trace|omniperf|sqlite] [--before CHECKOUT]
 """
 
 from __future__ import annotations
@@ -306,12 +306,19 @@ def pandas_sql_run(path: Path, kind: str) -> Run:
     return measure([sys.executable, "-c", code])
 
 
-def profile_sqlite(path: Path, kind: str, dispatches: int, label: str, rows: list[Row]) -> None:
+def profile_sqlite(path: Path, kind: str, dispatches: int, label: str, rows: list[Row], before: str | None = None) -> None:
     size = path.stat().st_size
     bare = bare_sql_run(path, kind)
     ours = inspect_run(path, dispatches)
     rows.append(Row(label, size, ours, "SQL GROUP BY kernel", bare, 1.5, 1.0 * GB))
     rows.append(Row(label, size, ours, "read_sql + pandas", pandas_sql_run(path, kind), None, None))
+    if before:
+        # Another checkout's perfcheck on the same file in the same run: "before" and
+        # "after" under the same load, and the same JSON, byte for byte.
+        theirs = inspect_run(path, dispatches, checkout=Path(before).resolve())
+        if theirs.stdout != ours.stdout:
+            sys.exit(f"benchmarks/ingest.py: WRONG RESULT: inspect --json of {path} differs from {before}'s")
+        rows.append(Row(label, size, ours, "before (--before)", theirs, None, None))
 
 
 # --------------------------------------------------------------------------- measurement
@@ -327,11 +334,11 @@ class Run:
     stdout: bytes
 
 
-def measure(argv: list[str]) -> Run:
+def measure(argv: list[str], cwd: Path | None = None) -> Run:
     """Run argv in a fresh process; wall time and that process's own peak RSS."""
     with tempfile.TemporaryFile() as out:
         start = time.perf_counter()
-        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.PIPE)
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.PIPE, cwd=cwd)
         # wait4 returns the rusage of this child alone (RUSAGE_CHILDREN would be a
         # maximum over every child so far).
         _, status, usage = os.wait4(proc.pid, 0)
@@ -345,8 +352,12 @@ def measure(argv: list[str]) -> Run:
     return Run(seconds, usage.ru_maxrss * 1024, cpu=usage.ru_utime + usage.ru_stime, stdout=stdout)  # Linux: KiB
 
 
-def inspect_run(path: Path, expected_calls: int) -> Run:
-    run = measure([sys.executable, "-m", "perfcheck", "inspect", str(path), "--json"])
+def inspect_run(path: Path, expected_calls: int, checkout: Path | None = None) -> Run:
+    """``perfcheck inspect --json`` of ``path``: this checkout's, or ``checkout``'s (its
+    .venv's interpreter), run from the checkout's root (``python -m`` imports the
+    package of the working directory first)."""
+    python = str(checkout / ".venv" / "bin" / "python") if checkout else sys.executable
+    run = measure([python, "-m", "perfcheck", "inspect", str(path.resolve()), "--json"], cwd=checkout or ROOT)
     document = json.loads(run.stdout)
     calls = sum(k["calls"] for k in document["kernels"])
     if calls != expected_calls:
@@ -413,6 +424,9 @@ def main() -> None:
     parser.add_argument("--sqlite-dispatches", type=int, default=10_000_000,
                         help="dispatches of each SQLite profile (nsys, rocpd; default 10,000,000)")
     parser.add_argument("--only", choices=["trace", "omniperf", "sqlite"], help="run one workload only")
+    parser.add_argument("--before", metavar="CHECKOUT",
+                        help="SQLite cases: also time another checkout's inspect (CHECKOUT/.venv/bin/python -m "
+                             "perfcheck, run from CHECKOUT) on the same files; its JSON must be byte-identical")
     args = parser.parse_args()
 
     if args.workdir:
@@ -452,7 +466,7 @@ def main() -> None:
                     generate_rocpd(path, n, length)
                 print(f"generated {path} ({n:,} dispatches, {path.stat().st_size / GB:.2f} GB) "
                       f"in {time.perf_counter() - t0:.1f} s", flush=True)
-                profile_sqlite(path, kind, n, f"{label} {n:,}", rows)
+                profile_sqlite(path, kind, n, f"{label} {n:,}", rows, args.before)
                 if not args.keep:
                     path.unlink()
         if args.only in (None, "omniperf"):

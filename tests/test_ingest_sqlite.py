@@ -444,3 +444,26 @@ def test_range_bounds_are_looked_up_not_scanned(tmp_path: Path, relative: str, s
         assert next(ranges).exact
         ranges.close()
     assert rows > 500 and steps[0] < 100
+
+
+def test_an_end_before_its_start_sends_its_range_to_the_timestamps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The per-range query checks the start's minimum, not the end's: an end below its
+    start (both at or above zero here) shows as a negative difference, and its range
+    reads the timestamps themselves, as a range with a negative timestamp does. The
+    analysis is the one a frame per dispatch gives (the same negative-duration count)."""
+    path = _copy(H200, tmp_path)
+    _grow_nsys(path, 5)  # 108 dispatches
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET \"end\" = start - 7 WHERE rowid = 30")
+        assert db.execute("SELECT min(start), min(\"end\") FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[1] >= 0
+    with sqlitefile.Reader(path, "the profile", "") as reader:
+        parts = list(sqlitefile.read_ranges(reader, "CUPTI_ACTIVITY_KIND_KERNEL", "", (), key='"demangledName"',
+                                            series=[], config=['"gridX"'], rowid="rowid", size=20,
+                                            spans={"duration": ('"end"', '"start"')}))
+    assert [sorted(p.series) for p in parts] == [["duration"], ['"end"', '"start"'], *[["duration"]] * 4]
+    assert all(p.exact for p in parts)
+    assert int((parts[1].series['"end"'] - parts[1].series['"start"']).min()) == -7
+    monkeypatch.setattr(nsys, "CHUNK_ROWS", 20)
+    grouped, framed = _analyses(path, monkeypatch)
+    _assert_same_analysis(grouped, framed)
+    assert [o.count for o in grouped.oddities if "end timestamp before begin" in o.what] == [1]

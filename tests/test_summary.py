@@ -137,3 +137,30 @@ def test_medians_are_pandas_medians_over_chunks_with_gaps() -> None:
         got = table.loc[kernel, "duration"]
         assert (np.isnan(got) and np.isnan(median)) or got == median, kernel
     assert table["calls"].to_dict() == every.groupby("kernel").size().to_dict()
+
+
+def test_counts_and_extremes_are_pandas_groupby_over_chunks_with_gaps() -> None:
+    """Counts (one bincount), shortest and longest (from the runs sorted for the
+    medians) and sums and means (pandas over the dispatches in file order) are
+    exactly pandas' groupby over the dispatches: kernels spread over chunks, durations
+    left empty, a kernel with none (counted, no extremes), the table in its order."""
+    rng = np.random.default_rng(5)
+    chunks = []
+    for size in (500, 3, 1, 1200):
+        kernel = rng.choice(["p", "q", "r", "s", "t", "u"], size=size)
+        duration = rng.random(size) * 1e-4
+        duration[rng.random(size) < 0.3] = np.nan
+        duration[kernel == "u"] = np.nan
+        chunks.append(pd.DataFrame({"kernel": kernel, "duration": duration}))
+    summary = KernelSummary()
+    for chunk in chunks:
+        summary.add(chunk)
+    table = summary.frame().set_index("kernel")
+    grouped = pd.concat(chunks, ignore_index=True).groupby("kernel")["duration"]
+    expected = pd.DataFrame({"calls": grouped.size(), "duration_mean": grouped.mean(), "duration_min": grouped.min(),
+                             "duration_max": grouped.max(), "duration_total": grouped.sum(min_count=1)})
+    got = table[list(expected.columns)].sort_index()
+    got.index.name = expected.index.name
+    pd.testing.assert_frame_equal(got, expected, check_exact=True, check_index_type=False)
+    assert table.loc["u", "calls"] > 0 and np.isnan(table.loc["u", "duration_min"])
+    assert list(summary.duration_samples()) == [k for k in dict.fromkeys(pd.concat(chunks)["kernel"]) if k != "u"]

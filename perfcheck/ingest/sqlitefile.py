@@ -281,9 +281,9 @@ def read_ranges(reader: Reader, source: str, where: str, params: Sequence[Any], 
     ``series`` the per-row integer columns and ``config`` the others. ``spans``:
     name -> (end, start) columns whose difference per row is wanted instead of the
     two (a duration from its timestamps: one column to concatenate and parse, not
-    two), unless one of the range's is negative (an impossible timestamp, which the
-    caller must see to report): then the range's ``series`` holds the two columns
-    instead. Names are SQL identifiers the caller chose (never taken from the file).
+    two), unless one of the range's timestamps is negative (impossible, which the
+    caller must see to report) or an end comes before its start: then the range's
+    ``series`` holds the two columns instead. Names are SQL identifiers the caller chose (never taken from the file).
 
     It relies on SQLite visiting a rowid range of a table in rowid order, which a
     table and the rocpd views over one (``SELECT *``) give: group_concat has no
@@ -307,9 +307,19 @@ def read_ranges(reader: Reader, source: str, where: str, params: Sequence[Any], 
     # difference of two integers too, and SQLite makes it a real when it overflows).
     types = ", ".join(f"typeof(max({c}))" for c in columns)
     lows = "".join(f", min({c})" for c in bounded)
+    # The query of every range checks no more than it must: each aggregate costs about a
+    # fifteenth of the scan (measured: 0.025 s per million rows of 0.37 s). Not the
+    # kernel column's type: the DISTINCT below returns every value it holds, and a range
+    # with any that is not an integer is read row by row. Not the minimum of a span's
+    # end: an end below zero with a start at or above it leaves the difference negative,
+    # which sends the range to the plain query (an end before its start does too; the
+    # timestamps then give the same durations, dispatch.finish subtracts them).
+    checked = [*series, *bounded]
+    span_starts = list(dict.fromkeys(start for _, start in spans.values()))
     concat = ", ".join([*(f"group_concat({c})" for c in [key, *series]),
                         *(f"group_concat({end} - {start})" for end, start in spans.values())])
-    q_series = f"SELECT count(*), {types}{lows}, {concat} FROM {source} WHERE {filt}{rowid} BETWEEN ? AND ?"
+    checks = "".join([*(f", typeof(max({c}))" for c in checked), *(f", min({c})" for c in span_starts)])
+    q_series = f"SELECT count(*){checks}, {concat} FROM {source} WHERE {filt}{rowid} BETWEEN ? AND ?"
     # A range with a negative timestamp gets the timestamps themselves, for
     # dispatch.finish to empty and report as it does for any reader.
     plain = ", ".join(f"group_concat({c})" for c in columns)
@@ -321,21 +331,29 @@ def read_ranges(reader: Reader, source: str, where: str, params: Sequence[Any], 
         count = int(head[0]) if head else 0
         if not count:
             return None
-        width = len(columns)
-        if any(t not in ("integer", "real") for t in head[1:1 + width]):  # text or blobs
+        held = len(checked)
+        if any(t not in ("integer", "real") for t in head[1:1 + held]):  # text or blobs
             return Range(first, last, exact=False)
-        lowest = head[1 + width:1 + width + len(bounded)]
+        lowest = head[1 + held:1 + held + len(span_starts)]
         if any(not isinstance(v, int) for v in lowest):
             return Range(first, last, exact=False)
         names = [*series, *spans]
-        if any(v < 0 for v in lowest):
-            head = own.one(source, q_plain, [*params, first, last])
-            names = [*series, *bounded]
-            if int(head[0]) != count:  # the file changed between the two reads
-                return Range(first, last, exact=False)
-        arrays = [_parse_integers(text, count) for text in head[1 + width + len(bounded):]]
+        arrays = [_parse_integers(text, count) for text in head[1 + held + len(span_starts):]]
         if any(a is None for a in arrays):
             return Range(first, last, exact=False)
+        differences = arrays[1 + len(series):]
+        if any(v < 0 for v in lowest) or any(len(a) and int(a.min()) < 0 for a in differences):
+            head = own.one(source, q_plain, [*params, first, last])
+            if int(head[0]) != count:  # the file changed between the two reads
+                return Range(first, last, exact=False)
+            width = len(columns)
+            if any(t not in ("integer", "real") for t in head[1:1 + width]) or \
+                    any(not isinstance(v, int) for v in head[1 + width:1 + width + len(bounded)]):
+                return Range(first, last, exact=False)
+            names = [*series, *bounded]
+            arrays = [_parse_integers(text, count) for text in head[1 + width + len(bounded):]]
+            if any(a is None for a in arrays):
+                return Range(first, last, exact=False)
         configs = own.rows(source, q_configs, [*params, first, last])
         if any(not (v is None or (isinstance(v, int) and not isinstance(v, bool))) for row in configs for v in row):
             return Range(first, last, exact=False)
