@@ -22,6 +22,7 @@ view from the history store).
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -34,7 +35,7 @@ import pandas as pd
 
 from perfcheck import __version__
 from perfcheck.atomicfile import write_atomic
-from perfcheck.history.chart import legend_svg, trend_svg, utc_minutes
+from perfcheck.history.chart import Runs, Steps, legend_svg, trend_svg_of, utc_minutes
 from perfcheck.metrics.timeline import is_timeline_name
 from perfcheck.report import mdescape
 from perfcheck.units import format_value
@@ -392,46 +393,122 @@ def _units(series: pd.DataFrame) -> dict[tuple[str, str, str, str], str]:
     return dict(zip(map(tuple, latest[SERIES_KEY].to_numpy().tolist()), latest["unit"].astype(str)))
 
 
-def _runs_table(points: pd.DataFrame, unit: str) -> str:
-    recent = points.iloc[::-1].head(MAX_RUN_ROWS)
-    recent = recent[[c for c in ("time", "commit", "run", "value", "low", "high", "failed", "outside", "outcome")
-                     if c in recent.columns]]  # the columns read: itertuples costs a Series per column
-    rows = []
+@dataclass(frozen=True)
+class _Rows:
+    """Normalised series rows (``_normalised``) as arrays: a chart, a runs table or a
+    kernel's section reads positions of them, no frame per chart (a year of nights of
+    2,000 kernels is tens of thousands of charts, and pandas' fixed costs per frame were
+    most of their time). Rows sorted by series, then time: a series is a run of positions."""
+
+    metric: np.ndarray  # codes into ``metrics``
+    metrics: list[str]
+    unit: list[str]
+    times: np.ndarray  # datetime64[ns], UTC
+    values: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
+    failed: np.ndarray
+    outside: np.ndarray
+    headline: np.ndarray
+    outcome: np.ndarray  # a check's outcome is recorded (judged even without limits)
+    commit: np.ndarray  # object (str)
+    run: np.ndarray  # object (the run's id in the store, or "")
+
+    @staticmethod
+    def of(series: pd.DataFrame) -> "_Rows":
+        outcome = series["outcome"].notna().to_numpy(dtype=bool) if "outcome" in series.columns else \
+            np.zeros(len(series), dtype=bool)
+        codes, names = pd.factorize(series["metric"])
+        return _Rows(codes, [str(m) for m in names], series["unit"].astype(str).tolist(),
+                     series["time"].to_numpy(dtype="datetime64[ns]"), series["value"].to_numpy(dtype=float),
+                     series["low"].to_numpy(dtype=float), series["high"].to_numpy(dtype=float),
+                     series["failed"].to_numpy(dtype=bool), series["outside"].to_numpy(dtype=bool),
+                     series["headline"].to_numpy(dtype=bool), outcome, series["commit"].to_numpy(dtype=object),
+                     series["run"].to_numpy(dtype=object))
+
+    def runs(self, at: np.ndarray) -> Runs:
+        return Runs(self.times[at], self.values[at], self.low[at], self.high[at], self.failed[at],
+                    self.commit[at].tolist())
+
+
+@dataclass(frozen=True)
+class _Changes:
+    """Normalised change rows (``_normalised``) as arrays, the positions of each series'
+    (machine, kernel, metric) in ``at``, oldest first."""
+
+    at: Mapping[tuple[str, str, str], np.ndarray]
+    times: np.ndarray  # datetime64[ns], UTC
+    before: np.ndarray
+    after: np.ndarray
+    change_pct: np.ndarray
+    kind: np.ndarray  # object (str)
+    commit: np.ndarray  # object (str)
+    open: np.ndarray
+
+    @staticmethod
+    def of(changes: pd.DataFrame) -> "_Changes":
+        at = changes.groupby(["machine", "kernel", "metric"], sort=False).indices if len(changes) else {}
+        return _Changes({tuple(map(str, k)): v for k, v in at.items()},  # type: ignore[misc]
+                        changes["time"].to_numpy(dtype="datetime64[ns]"), changes["before"].to_numpy(dtype=float),
+                        changes["after"].to_numpy(dtype=float), changes["change_pct"].to_numpy(dtype=float),
+                        changes["kind"].astype(str).to_numpy(dtype=object), changes["commit"].to_numpy(dtype=object),
+                        changes["open"].to_numpy(dtype=bool))
+
+    def of_series(self, machine: str, kernel: str, metric: str) -> np.ndarray:
+        return self.at.get((machine, kernel, metric), _NONE)
+
+    def steps(self, at: np.ndarray) -> Steps:
+        return Steps(self.times[at], self.before[at], self.after[at], self.change_pct[at],
+                     self.kind[at].tolist(), self.commit[at].tolist())
+
+
+_NONE = np.array([], dtype=np.intp)
+
+
+def _runs_table(rows: _Rows, at: np.ndarray, unit: str) -> str:
+    """The runs of a chart (``at``: its rows, oldest first), the latest MAX_RUN_ROWS, newest first."""
+    recent = at[::-1][:MAX_RUN_ROWS]
+    times = rows.times[recent]
     # _when of each time at numpy's speed (utc_minutes: strftime was a third of the table)
-    whens = [w[:-4] for w in utc_minutes(recent["time"])] if recent["time"].notna().all() else \
-        [_when(t) for t in recent["time"]]
-    for row, when in zip(recent.itertuples(index=False), whens):
-        judged = pd.notna(row.low) or pd.notna(row.high) or isinstance(getattr(row, "outcome", None), str)
-        state = ('<span class="bad">failed</span>' if row.failed else '<span class="bad">outside</span>'
-                 if row.outside else "ok" if judged else "-")
-        rows.append([when, _commit(row.commit), escape(str(row.run)) if row.run != "" else "-",
-                     escape(format_value(row.value, unit)), escape(budget_text(row.low, row.high, unit)), state])
-    more = f" (latest {MAX_RUN_ROWS} of {len(points)})" if len(points) > MAX_RUN_ROWS else ""
+    whens = [w[:-4] for w in utc_minutes(times)] if not np.isnat(times).any() else \
+        [_when(pd.Timestamp(t, tz="UTC")) for t in times]
+    table = []
+    for i, when, value, low, high in zip(recent.tolist(), whens, rows.values[recent].tolist(),
+                                         rows.low[recent].tolist(), rows.high[recent].tolist()):
+        judged = not math.isnan(low) or not math.isnan(high) or bool(rows.outcome[i])
+        state = ('<span class="bad">failed</span>' if rows.failed[i] else '<span class="bad">outside</span>'
+                 if rows.outside[i] else "ok" if judged else "-")
+        run = rows.run[i]
+        table.append([when, _commit(rows.commit[i]), escape(str(run)) if run != "" else "-",
+                      escape(format_value(value, unit)), escape(budget_text(low, high, unit)), state])
+    more = f" (latest {MAX_RUN_ROWS} of {len(at)})" if len(at) > MAX_RUN_ROWS else ""
     return (f"<details><summary>runs{more}</summary>"
-            + _table(["time (UTC)", "commit", "run", "value", "budget", "status"], rows, numeric=(3,))
+            + _table(["time (UTC)", "commit", "run", "value", "budget", "status"], table, numeric=(3,))
             + "</details>")
 
 
-def _chart_figure(points: pd.DataFrame, changes: pd.DataFrame, *, machine: str, kernel: str, metric: str,
-                  runs: bool = True) -> str:
-    """One chart with its caption; ``runs``: and the table of its runs (the charts a
-    person asked about; the others' values are on hover)."""
-    unit = str(points["unit"].iloc[-1])
-    last = points.iloc[-1]
-    status = ('<br><span class="bad">its check failed in the latest run</span>' if last["failed"] else
-              '<br><span class="bad">outside its budget</span>' if last["outside"] else "")
-    open_here = changes[changes["open"]]
+def _chart_figure(rows: _Rows, at: np.ndarray, changes: _Changes, here: np.ndarray, *, machine: str, kernel: str,
+                  metric: str, runs: bool = True) -> str:
+    """One chart with its caption (``at``: its rows, ``here``: its change points);
+    ``runs``: and the table of its runs (the charts a person asked about; the others'
+    values are on hover)."""
+    last = int(at[-1])
+    unit = rows.unit[last]
+    status = ('<br><span class="bad">its check failed in the latest run</span>' if rows.failed[last] else
+              '<br><span class="bad">outside its budget</span>' if rows.outside[last] else "")
+    open_here = here[changes.open[here]]
     if len(open_here):
-        worst = open_here.iloc[-1]
-        status += f'<br><span class="bad">regression {worst["change_pct"]:+.1f}% since {_commit(worst["commit"])}</span>'
-    budget = budget_text(last["low"], last["high"], unit)
+        worst = int(open_here[-1])
+        status += (f'<br><span class="bad">regression {changes.change_pct[worst]:+.1f}% since '
+                   f'{_commit(changes.commit[worst])}</span>')
+    budget = budget_text(rows.low[last], rows.high[last], unit)
     budget = "no budget recorded" if budget == "-" else f"budget {budget}"
-    caption = (f"<h3>{escape(metric)}</h3><span class=sub>latest {escape(format_value(float(last['value']), unit))}"
-               f", {escape(budget)}, {len(points)} runs</span>{status}")
+    caption = (f"<h3>{escape(metric)}</h3><span class=sub>latest {escape(format_value(float(rows.values[last]), unit))}"
+               f", {escape(budget)}, {len(at)} runs</span>{status}")
     label = f"{metric} of {kernel}" + (f" on {machine}" if machine else "") + ", per run"
-    svg = trend_svg(points, changes, unit=unit, label=label)
+    svg = trend_svg_of(rows.runs(at), changes.steps(here), unit=unit, label=label)
     return (f'<figure id="{kernel_anchor(machine, kernel, metric)}"><figcaption>{caption}</figcaption>'
-            f"{svg}{_runs_table(points, unit) if runs else ''}</figure>")
+            f"{svg}{_runs_table(rows, at, unit) if runs else ''}</figure>")
 
 
 def _follows_duration(rows: pd.DataFrame, tolerance: float = 1e-6) -> set[str]:
@@ -453,12 +530,20 @@ def _follows_duration(rows: pd.DataFrame, tolerance: float = 1e-6) -> set[str]:
     return set(follows[follows].index.astype(str))
 
 
-def _unchanged(points: pd.DataFrame, changes: pd.DataFrame) -> bool:
+def _unchanged(values: np.ndarray, outside: np.ndarray, changed: bool) -> bool:
     """The same value in every run (registers, bytes moved, calls of an unchanged build),
     never outside its budget, no change point: a line of text says it, not a chart."""
-    values = points["value"].astype(float)
-    return (values.notna().all() and values.nunique() == 1 and not points["outside"].any()
-            and changes.empty)
+    return bool(not np.isnan(values).any() and (values == values[0]).all() and not outside.any() and not changed)
+
+
+def _metrics(rows: _Rows, at: np.ndarray) -> list[tuple[bool, str, np.ndarray]]:
+    """(headline, metric, its rows) of one kernel's rows ``at`` (sorted by metric, then
+    time), the other metrics first, each part by metric name."""
+    codes = rows.metric[at]
+    starts = [0, *(np.flatnonzero(codes[1:] != codes[:-1]) + 1).tolist()]
+    ends = [*starts[1:], len(at)]
+    found = [(bool(rows.headline[at[a]]), rows.metrics[codes[a]], at[a:b]) for a, b in zip(starts, ends)]
+    return sorted(found, key=lambda g: (g[0], g[1]))
 
 
 # --- pages ----------------------------------------------------------------------------------
@@ -486,74 +571,81 @@ def suite_html(view: HistoryView, suite: str) -> str:
     ]
     # The program's timeline ("@run", "@ranks", "range:NAME") first, under its own
     # heading: it is the run's picture, not one kernel among the others.
-    every = list(mine.groupby(["machine", "kernel"], sort=True))
-    timeline = [g for g in every if is_timeline_name(str(g[0][1]))]
-    kernels = [g for g in every if not is_timeline_name(str(g[0][1]))]
+    mine = mine.reset_index(drop=True)
+    every = [((str(m), str(k)), at) for (m, k), at in mine.groupby(["machine", "kernel"], sort=True).indices.items()]
+    timeline = [g for g in every if is_timeline_name(g[0][1])]
+    kernels = [g for g in every if not is_timeline_name(g[0][1])]
+    rows, changed = _Rows.of(mine), _Changes.of(my_changes)
     legend = [legend_svg()]  # once, under the first heading
     for title, groups in (("Timeline: the run and its ranges", timeline), ("Kernels", kernels)):
         if groups or title == "Kernels" and not timeline:
-            body += [f"<h2>{title}</h2>", *legend, *_sections(groups, my_changes, machines)]
+            derived = {key: _follows_duration(mine.iloc[at]) for key, at in groups}
+            body += [f"<h2>{title}</h2>", *legend, *_sections(rows, groups, changed, machines, derived=derived)]
             legend = []
     body.append("</main>")
     return _page(f"{suite} - {view.title}", body)
 
 
-def _sections(groups: list, my_changes: pd.DataFrame, machines: list[str], *, headings: bool = True,
-              quiet_charts: bool = True) -> list[str]:
-    """A table of contents and one section per (machine, kernel) of ``groups``
-    (``headings``: each under its kernel's name; a kernel's own page has it as its title).
-    ``quiet_charts``: chart the other metrics without a change point or a value outside
-    their budget too; else they are a line each in a table (latest, lowest, highest):
-    a kernel page of a large store, where their charts were most of the time."""
+def _sections(rows: _Rows, groups: "list[tuple[tuple[str, str], np.ndarray]]", changes: _Changes,
+              machines: list[str], *, headings: bool = True,
+              derived: "Mapping[tuple[str, str], set[str]] | None" = None) -> list[str]:
+    """A table of contents and one section per (machine, kernel) of ``groups`` (each
+    with its positions in ``rows``; ``headings``: each under its kernel's name; a
+    kernel's own page has it as its title). ``derived``: per kernel, the metrics in step
+    with its duration (``_follows_duration``), whose quiet charts are left out; the
+    other quiet metrics (no change point, never outside their budget) are charted too.
+    Without it, they are a line each in a table (latest, lowest, highest): a kernel page
+    of a large store, where their charts were most of the time."""
+    quiet_charts = derived is not None
     toc = "".join(
         f'<li><a class="kernel" href="#{kernel_anchor(machine, kernel)}">{escape(kernel)}</a>'
         + (f" ({escape(machine)})" if len(machines) > 1 else "") + "</li>"
         for (machine, kernel), _ in groups
     )
     body = [f'<nav class="toc"><ul>{toc}</ul></nav>']
-    for (machine, kernel), rows in groups:
+    for (machine, kernel), at in groups:
         heading = escape(kernel) + (f' <span class="sub">on {escape(machine)}</span>' if len(machines) > 1 else "")
         figures: dict[bool, list[str]] = {True: [], False: []}
         names: list[str] = []
         steady: list[str] = []  # "vgpr 52": the same in every run, no chart
         quiet: list[list[str]] = []  # without quiet_charts: "hbm_bw, latest, lowest, highest"
         # hbm_bw, flop_rate, ...: the duration chart says it
-        derived = _follows_duration(rows) if quiet_charts else set()
-        mine = my_changes[(my_changes["machine"] == machine) & (my_changes["kernel"] == kernel)]
-        for (headline, metric), points in rows.groupby(["headline", "metric"], sort=True):
-            here = mine[mine["metric"] == metric]
+        follows = derived.get((machine, kernel), set()) if derived is not None else set()
+        for headline, metric, points in _metrics(rows, at):
+            here = changes.of_series(machine, kernel, metric)
+            values, outside = rows.values[points], rows.outside[points]
             if not headline:
-                names.append(str(metric))
-                if _unchanged(points, here):
-                    unit = str(points["unit"].iloc[-1])
-                    value = format_value(float(points["value"].iloc[-1]), unit)
-                    steady.append(f"{escape(str(metric))} {escape(value)}")
+                names.append(metric)
+                if _unchanged(values, outside, len(here) > 0):
+                    value = format_value(float(values[-1]), rows.unit[points[-1]])
+                    steady.append(f"{escape(metric)} {escape(value)}")
                     continue
-                if not quiet_charts and here.empty and not points["outside"].any():
-                    unit = str(points["unit"].iloc[-1])
-                    values = points["value"].astype(float)
-                    quiet.append([escape(str(metric))] + [escape(format_value(float(v), unit))
-                                                          for v in (values.iloc[-1], values.min(), values.max())])
+                if not quiet_charts and not len(here) and not outside.any():
+                    unit = rows.unit[points[-1]]
+                    finite = values[~np.isnan(values)]
+                    low, high = (float(finite.min()), float(finite.max())) if finite.size else (math.nan, math.nan)
+                    quiet.append([escape(metric)] + [escape(format_value(float(v), unit))
+                                                     for v in (values[-1], low, high)])
                     continue
-                if metric in derived and here.empty and not points["outside"].any():
+                if metric in follows and not len(here) and not outside.any():
                     continue  # its own change point or a value out of budget still gets a chart
             # Only the charts a person asked about, or with a change point or a value out
             # of its budget, carry their runs table (the commits): a page of 5 kernels x
             # 30 metrics x 8 runs was 1 MB of tables repeating one another.
-            runs = bool(headline) or not here.empty or bool(points["outside"].any())
-            figures[bool(headline)].append(_chart_figure(points, here, machine=machine, kernel=kernel,
-                                                         metric=str(metric), runs=runs))
+            runs = headline or len(here) > 0 or bool(outside.any())
+            figures[headline].append(_chart_figure(rows, points, changes, here, machine=machine, kernel=kernel,
+                                                   metric=metric, runs=runs))
         section = f'<div class="charts">{"".join(figures[True])}</div>'
         if names:
-            same = (f'<p class="sub">the same in all {rows["time"].nunique()} runs: {", ".join(steady)}</p>'
-                    if steady else "")
+            n_runs = len(np.unique(rows.times[at]))
+            same = f'<p class="sub">the same in all {n_runs} runs: {", ".join(steady)}</p>' if steady else ""
             drawn = "".join(figures[False])
-            shown = [m for m in names if m in derived and kernel_anchor(machine, kernel, m) not in drawn]
+            shown = [m for m in names if m in follows and kernel_anchor(machine, kernel, m) not in drawn]
             if shown:
                 same += (f'<p class="sub">in step with duration (a constant times it or over it, so its chart is '
                          f'the duration chart\'s): {escape(", ".join(shown))}</p>')
             if quiet:
-                same += (f'<p class="sub">no change point, within budget in all {rows["time"].nunique()} runs:</p>'
+                same += (f'<p class="sub">no change point, within budget in all {n_runs} runs:</p>'
                          + _table(["metric", "latest", "lowest", "highest"], quiet, numeric=(1, 2, 3), cls="quiet"))
             section += (f'<details class="more"><summary>{len(names)} more metrics ({escape(", ".join(names))})'
                         f'</summary>{same}<div class="charts">{"".join(figures[False])}</div></details>')
@@ -606,38 +698,49 @@ def index_html(view: HistoryView) -> str:
 # --- the pages of a large store's site (``perfcheck.history.site`` writes them part by part) ---
 
 
-def kernel_groups(view: HistoryView) -> "Iterator[tuple[tuple[str, str], pd.DataFrame, pd.DataFrame]]":
-    """((machine, kernel), its rows, its change points) of each kernel of ``view``, in
-    page order, both frames made ready for ``kernel_html`` (``_normalised``) once for
-    the whole view: per kernel, pandas' fixed costs were most of a page's time."""
+@dataclass(frozen=True)
+class KernelPage:
+    """One kernel's page (``kernel_pages``) and its line on the list of every kernel."""
+
+    machine: str
+    kernel: str
+    html: str
+    metrics: int
+    changes: int  # change points
+    open: int  # open regressions
+
+
+def kernel_pages(view: HistoryView, *, suite: str, back: str) -> "Iterator[KernelPage]":
+    """The page of each kernel of ``view`` (one suite's), in (machine, kernel) order:
+    its charts as a suite page draws them, the quiet metrics in a table; ``back``: its
+    suite's page. Both frames are made ready (``_normalised``) and turned into arrays
+    once for the whole view: per kernel, pandas' fixed costs were most of a page's time."""
     series, changes = _normalised(view)
-    rows_of = series.groupby(["machine", "kernel"], sort=True).indices
-    changes_of = changes.groupby(["machine", "kernel"], sort=False).indices
-    empty = changes.iloc[:0]
-    for (machine, kernel), at in rows_of.items():
-        where = changes_of.get((machine, kernel))
-        yield (str(machine), str(kernel)), series.iloc[at], changes.iloc[where] if where is not None else empty
-
-
-def kernel_html(rows: pd.DataFrame, changes: pd.DataFrame, *, suite: str, machine: str, kernel: str, back: str,
-                title: str) -> str:
-    """One kernel's page (``kernel_groups`` gives its rows and change points): its charts
-    as a suite page draws them; ``back``: its suite's page."""
-    runs = rows["run"].nunique() if (rows["run"] != "").any() else rows["time"].nunique()
-    body = [
-        "<header>",
-        f'<p><a href="index.html">&larr; all suites</a> &middot; <a href="{escape(back)}">suite {escape(suite)}</a></p>',
-        f'<h1 class="kernel">{escape(kernel)}</h1>',
-        f'<p class="meta">suite {escape(suite)}' + (f" on {escape(machine)}" if machine else "")
-        + f"; {runs} runs, {_when(rows['time'].min())} to {_when(rows['time'].max())} UTC</p>",
-        "</header>",
-        "<main>",
-        legend_svg(),
-        # no table of contents; the quiet metrics in a table (a page per kernel of a large store)
-        *_sections([((machine, kernel), rows)], changes, [machine], headings=False, quiet_charts=False)[1:],
-        "</main>",
-    ]
-    return _page(f"{kernel} - {suite} - {title}", body)
+    rows, changed = _Rows.of(series), _Changes.of(changes)
+    is_open = changes["open"].to_numpy(dtype=bool)
+    changes_of = changes.groupby(["machine", "kernel"], sort=False).indices if len(changes) else {}
+    for (machine, kernel), at in series.groupby(["machine", "kernel"], sort=True).indices.items():
+        machine, kernel = str(machine), str(kernel)
+        mine = changes_of.get((machine, kernel), _NONE)
+        runs = set(rows.run[at].tolist())  # run ids (str), "" where the view has none
+        times = rows.times[at]
+        count = len(runs) if runs != {""} else len(np.unique(times))
+        body = [
+            "<header>",
+            f'<p><a href="index.html">&larr; all suites</a> &middot; <a href="{escape(back)}">suite {escape(suite)}</a></p>',
+            f'<h1 class="kernel">{escape(kernel)}</h1>',
+            f'<p class="meta">suite {escape(suite)}' + (f" on {escape(machine)}" if machine else "")
+            + f"; {count} runs, {_when(pd.Timestamp(times.min(), tz='UTC'))} to "
+              f"{_when(pd.Timestamp(times.max(), tz='UTC'))} UTC</p>",
+            "</header>",
+            "<main>",
+            legend_svg(),
+            # no table of contents; the quiet metrics in a table (a page per kernel of a large store)
+            *_sections(rows, [((machine, kernel), at)], changed, [machine], headings=False)[1:],
+            "</main>",
+        ]
+        yield KernelPage(machine, kernel, _page(f"{kernel} - {suite} - {view.title}", body),
+                         len(np.unique(rows.metric[at])), len(mine), int(is_open[mine].sum()))
 
 
 @dataclass(frozen=True)

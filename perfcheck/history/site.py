@@ -183,13 +183,10 @@ class _Writer:
             # the part's kernels made ready for their charts at once, then a page each
             view = board.HistoryView(rows.rename(columns={"run_id": "run"}),
                                      here if here is not None else board.HistoryView(rows).changes, self.title)
-            for (machine, kernel), krows, kchanges in board.kernel_groups(view):
-                self._write(kernel_file(suite, machine, kernel),
-                            board.kernel_html(krows, kchanges, suite=suite, machine=machine, kernel=kernel,
-                                              back=board.suite_file(suite), title=self.title))
+            for page in board.kernel_pages(view, suite=suite, back=board.suite_file(suite)):
+                self._write(kernel_file(suite, page.machine, page.kernel), page.html)
                 self.kernel_pages += 1
-                mine.kernels.append((machine, kernel, krows["metric"].nunique(), len(kchanges),
-                                     int(kchanges["open"].sum())))
+                mine.kernels.append((page.machine, page.kernel, page.metrics, page.changes, page.open))
 
     def link(self, row: object) -> str:
         """Where a row (suite, machine, kernel, metric) is charted."""
