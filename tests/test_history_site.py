@@ -204,3 +204,36 @@ def test_a_folder_that_cannot_be_written_is_one_line(cli, large: Path, tmp_path:
     finally:
         parent.chmod(0o755)
     assert not any(parent.iterdir())
+
+
+def test_the_list_of_every_kernel_is_split_into_pages(large: Path, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A page of every kernel grew with the suite (1.2 MB at 2,000 kernels, ~6 MB at
+    10,000): the list is split, KERNELS_PER_PAGE a page, each page linking to the others,
+    together every kernel once, in (machine, name) order."""
+    monkeypatch.setattr(site_module, "KERNELS_PER_PAGE", 64)
+    with open_store(large, create=False) as store:
+        write_report(store, tmp_path / "site", where={})
+    site = tmp_path / "site"
+    names = [kernels_file("big", i) for i in range(4)]  # 200 kernels: 64 + 64 + 64 + 8
+    assert names[0] == kernels_file("big") and sorted(p.name for p in site.glob("kernels-*")) == sorted(names)
+    listed: list[str] = []
+    for i, name in enumerate(names):
+        text = (site / name).read_text()
+        page = Page(text)
+        links = [a.attrs["href"] for a in page.find("a")]
+        rows = page.find("a", "kernel")
+        assert len(rows) == (64 if i < 3 else 8), name
+        listed += [a.text for a in rows]
+        hrefs = [a.attrs["href"] for a in rows]
+        assert hrefs == [kernel_file("big", "mi300x", a.text) for a in rows]
+        # the other pages linked (above and below the list), this one named
+        assert {h for h in links if h.startswith("kernels-")} == set(names) - {name}, name
+        assert f"kernels {i * 64 + 1:,} to {i * 64 + len(rows):,} of 200" in text and f"page {i + 1} of 4" in text
+        assert "<h1>Kernels of suite big (200)</h1>" in text
+        for href in links:
+            assert (site / href.partition("#")[0]).is_file(), (name, href)
+    assert listed == sorted(kernel(k) for k in range(KERNELS))
+    assert {p.name for p in site.glob("kernel-*")} == {kernel_file("big", "mi300x", k) for k in listed}
+    # the overview's "every kernel" link is the first page
+    assert f'href="{kernels_file("big")}"' in (site / board.suite_file("big")).read_text()

@@ -849,24 +849,37 @@ def overview_html(summary: SuiteSummary, opened: pd.DataFrame, changed: pd.DataF
     return _page(f"{summary.suite} - {title}", body)
 
 
-def kernels_html(summary: SuiteSummary, kernels: pd.DataFrame, *, link: "Callable[[object], str]", title: str) -> str:
-    """Every kernel of a large suite, a line each (``kernels``: ``machine``, ``kernel``,
-    ``metrics``, ``changes``, ``open``), linked to its page."""
+def kernels_html(summary: SuiteSummary, kernels: pd.DataFrame, *, link: "Callable[[object], str]", title: str,
+                 pages: Sequence[str] = (), page: int = 0, first: int = 0, total: int | None = None) -> str:
+    """Kernels of a large suite, a line each (``kernels``: ``machine``, ``kernel``,
+    ``metrics``, ``changes``, ``open``), linked to its page. The list of every kernel is
+    split over ``pages`` (their file names; this one is ``pages[page]``, its first line
+    the ``first``-th of ``total``), so that no page grows with the number of kernels."""
+    total = len(kernels) if total is None else total
     rows = [[f'<a class="kernel" href="{escape(link(r))}">{escape(r.kernel)}</a>', escape(r.machine) or "-",
              str(r.metrics), str(r.changes), f'<span class="bad">{r.open}</span>' if r.open else "0"]
             for r in kernels.itertuples(index=False)]
+    nav = ""
+    if len(pages) > 1:
+        links = " ".join(f'<strong aria-current="page">{i + 1}</strong>' if i == page else
+                         f'<a href="{escape(name)}">{i + 1}</a>' for i, name in enumerate(pages))
+        nav = (f'<nav class="pages"><p>kernels {first + 1:,} to {first + len(kernels):,} of {total:,} '
+               f"(by machine and name), page {page + 1} of {len(pages)}: {links}</p></nav>")
     body = [
         "<header>",
         f'<p><a href="index.html">&larr; all suites</a> &middot; <a href="{escape(suite_file(summary.suite))}">'
         f"suite {escape(summary.suite)}</a></p>",
-        f"<h1>Kernels of suite {escape(summary.suite)} ({len(kernels)})</h1>",
+        f"<h1>Kernels of suite {escape(summary.suite)} ({total})</h1>",
+        nav,
         "</header>",
         "<main>",
         _table(["kernel", "machine", "metrics", "change points", "open regressions"], rows, numeric=(2, 3, 4),
                cls="kernels"),
+        nav,
         "</main>",
     ]
-    return _page(f"kernels of {summary.suite} - {title}", body)
+    return _page(f"kernels of {summary.suite} - {title}" + (f" ({page + 1}/{len(pages)})" if len(pages) > 1 else ""),
+                 [line for line in body if line])
 
 
 def write_site(view: HistoryView, directory: str | Path) -> list[Path]:

@@ -52,6 +52,10 @@ INLINE_VALUES = 10_000
 INLINE_SERIES = 150
 # Rows of each list on an overview page (worst first); the kernel pages have the rest.
 OVERVIEW_ROWS = 100
+# Kernels a page of the list of every kernel holds: ~600 bytes a line with long C++
+# template names, so ~0.3 MB a page (one page of 2,000 kernels was 1.2 MB, and it grew
+# with the suite: 10,000 kernels would be 6 MB).
+KERNELS_PER_PAGE = 500
 # What a site folder may hold: the pages this module writes. A folder with anything
 # else is not replaced (``--html .`` must not remove a checkout).
 _SITE_NAME = re.compile(r"^(index\.html|(suite|kernel|kernels)-[A-Za-z0-9_.-]+\.html)$")
@@ -71,8 +75,11 @@ def kernel_file(suite: str, machine: str, kernel: str) -> str:
         board.kernel_anchor(machine, kernel)[2:] + ".html"
 
 
-def kernels_file(suite: str) -> str:
-    return board.suite_file(suite).replace("suite-", "kernels-", 1)
+def kernels_file(suite: str, page: int = 0) -> str:
+    """``kernels-<suite>.html``: the list of every kernel of a large suite; its ``page``-th
+    page (from 0) after the first is ``kernels-<suite>-<page + 1>.html``."""
+    first = board.suite_file(suite).replace("suite-", "kernels-", 1)
+    return first if page == 0 else f"{first[:-5]}-{page + 1}.html"
 
 
 def digest_inside(directory: str | Path, digest: str | Path | None) -> str | None:
@@ -233,8 +240,13 @@ class _Writer:
                 link=self.link, kernels_page=kernels_file(suite), title=self.title, rows=OVERVIEW_ROWS))
             kernels = pd.DataFrame(mine.kernels, columns=["machine", "kernel", "metrics", "changes", "open"])
             kernels = kernels.sort_values(["machine", "kernel"], kind="stable")
-            self._write(kernels_file(suite), board.kernels_html(summary, kernels, link=self._kernel_link(suite),
-                                                                title=self.title))
+            count = max(1, -(-len(kernels) // KERNELS_PER_PAGE))
+            files = [kernels_file(suite, i) for i in range(count)]
+            for i, name in enumerate(files):
+                first = i * KERNELS_PER_PAGE
+                self._write(name, board.kernels_html(summary, kernels.iloc[first:first + KERNELS_PER_PAGE],
+                                                     link=self._kernel_link(suite), title=self.title, pages=files,
+                                                     page=i, first=first, total=len(kernels)))
         return names
 
     def _kernel_link(self, suite: str):  # noqa: ANN202
