@@ -332,11 +332,11 @@ def trend_svg_of(runs: Runs, steps: Steps = NO_STEPS, *, unit: str, label: str) 
     outside = (np.isfinite(low) & (values < low)) | (np.isfinite(high) & (values > high))
     if runs.failed is not None:  # a check of that run failed on this value (limits not stored)
         outside |= runs.failed
-    drawn = _dotted(values, outside, step)
-    for x, y, when, value, commit, out_of_budget, dot in zip(
-            xs.tolist(), ys.tolist(), utc_minutes(times), values.tolist(), commits, outside.tolist(), drawn.tolist()):
-        if not math.isfinite(y) or not dot:
-            continue
+    # the points drawn only (a year of nights draws a handful: their times formatted alone)
+    dots = np.flatnonzero(_dotted(values, outside, step) & np.isfinite(ys))
+    for x, y, when, value, i, out_of_budget in zip(xs[dots].tolist(), ys[dots].tolist(), utc_minutes(times[dots]),
+                                                   values[dots].tolist(), dots.tolist(), outside[dots].tolist()):
+        commit = commits[i]
         tip = when + (f", commit {commit}" if commit else "") \
             + f": {format_value(value, unit)}" + (" (outside its budget)" if out_of_budget else "")
         fill = REGRESSION if out_of_budget else LINE

@@ -148,6 +148,32 @@ def history_view_of(frame: pd.DataFrame, *, arches: Mapping[str, str] | None = N
 
 def _normalised(view: HistoryView) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Both frames with every optional column present, times as UTC timestamps."""
+    series, changes, _ = _prepared(view)
+    return series, changes
+
+
+@dataclass(frozen=True)
+class PreparedView:
+    """A view's frames made ready once (``prepare``: ``_normalised``, and the position
+    of each series' newest row) for both the digest's facts and the pages of a part."""
+
+    series: pd.DataFrame
+    changes: pd.DataFrame
+    ends: np.ndarray
+    title: str
+
+
+def prepare(view: HistoryView) -> PreparedView:
+    return PreparedView(*_prepared(view), view.title)
+
+
+def _prepared(view: HistoryView) -> tuple[pd.DataFrame, pd.DataFrame, np.ndarray]:
+    """``_normalised``, and the position of each series' newest row (``latest_runs``).
+
+    The series rows are ordered by series, then time, and each series and kernel told
+    apart by integer codes (one factorisation per name column): grouping the rows by
+    their four name columns (arrow strings, whose every row is hashed) made this most
+    of a large report's time beside the charts."""
     missing = [c for c in SERIES_COLUMNS if c not in view.series.columns]
     if missing:
         raise ValueError(f"history series frame lacks columns {missing}")
@@ -158,14 +184,17 @@ def _normalised(view: HistoryView) -> tuple[pd.DataFrame, pd.DataFrame]:
     series["time"] = pd.to_datetime(series["time"], utc=True)
     series["machine"] = series["machine"].fillna("").astype(str)
     series["commit"] = series["commit"].fillna("").astype(str)
-    series = series.sort_values([*SERIES_KEY, "time"], kind="stable").reset_index(drop=True)
-    series["headline"] = _headline(series)
+    order, series_id, kernel_id = _series_order(series)
+    series = series.take(order).reset_index(drop=True)
+    series["headline"] = _headline(series, series_id, kernel_id)
     # outside its budget: beyond the stored limits, or a check of that run failed on
     # it (a store without limits still knows the outcome)
     value, low, high = (series[c].astype(float) for c in ("value", "low", "high"))
     failed = series["outcome"].astype(str).eq("failed") if "outcome" in series.columns else False
     series["failed"] = failed
     series["outside"] = (low.notna() & (value < low)) | (high.notna() & (value > high)) | series["failed"]
+    starts = np.flatnonzero(np.diff(series_id, prepend=-1))
+    ends = np.append(starts[1:] - 1, len(series) - 1) if len(series) else starts
 
     changes = view.changes.copy() if view.changes is not None else pd.DataFrame(columns=CHANGE_COLUMNS)
     missing = [c for c in CHANGE_COLUMNS if c not in changes.columns]
@@ -182,26 +211,52 @@ def _normalised(view: HistoryView) -> tuple[pd.DataFrame, pd.DataFrame]:
         latest = ~changes.duplicated(SERIES_KEY, keep="last")
         changes["open"] = latest & (changes["kind"] == REGRESSION)
     changes["open"] = changes["open"].fillna(False).astype(bool) & (changes["kind"] == REGRESSION)
-    flags = series.drop_duplicates(SERIES_KEY)[[*SERIES_KEY, "headline"]]
+    flags = series.iloc[starts][[*SERIES_KEY, "headline"]]  # each series' first row
     changes = changes.drop(columns=["headline"], errors="ignore").merge(flags, on=SERIES_KEY, how="left")
     changes["headline"] = changes["headline"].fillna(True).astype(bool)
-    return series, changes
+    return series, changes, ends
 
 
-def _headline(series: pd.DataFrame) -> pd.Series:
+def _series_order(series: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The order of ``series.sort_values([*SERIES_KEY, "time"], kind="stable")`` (names
+    by their sorted codes, a missing one last; ties in their order) and, in that order,
+    each row's series and kernel (suite x machine x kernel) as a number from 0."""
+    codes = []
+    for column in SERIES_KEY:
+        code, names = pd.factorize(series[column], sort=True)
+        codes.append(np.where(code < 0, len(names), code))
+    time = series["time"].to_numpy(dtype="datetime64[ns]").view("i8")
+    time = np.where(time == np.iinfo(np.int64).min, np.iinfo(np.int64).max, time)  # NaT last, as pandas sorts it
+    order = np.lexsort((time, *reversed(codes)))
+    ranked = [c[order] for c in codes]
+    n = len(order)
+
+    def numbered(columns: list[np.ndarray]) -> np.ndarray:
+        new = np.zeros(n, dtype=bool)
+        if n:
+            new[0] = True
+            for column in columns:
+                new[1:] |= column[1:] != column[:-1]
+        return np.cumsum(new) - 1
+
+    return order, numbered(ranked), numbered(ranked[:3])
+
+
+def _headline(series: pd.DataFrame, series_id: np.ndarray, kernel_id: np.ndarray) -> pd.Series:
     """Per row: is its series one to show first? A store keeps every metric of every
     kernel (calls, duration_min/mean/max/total, grid size, ...); the ones a person
     asked about are those an expectation checked (an ``outcome`` in some run), and
     ``duration``. Without an ``outcome`` column every series is shown first, and so
-    is every series of a kernel that has none of those."""
+    is every series of a kernel that has none of those. ``series_id``, ``kernel_id``:
+    each row's series and kernel as numbers (``_series_order``)."""
     if "outcome" not in series.columns or series.empty:
         return pd.Series(True, index=series.index)
-    checked = series["outcome"].notna() & (series["outcome"].astype(str) != "")
-    any_checked = checked.groupby([series[c] for c in SERIES_KEY], sort=False).transform("any")
-    headline = any_checked | (series["metric"] == "duration")
+    checked = (series["outcome"].notna() & (series["outcome"].astype(str) != "")).to_numpy(dtype=bool)
+    any_checked = np.bincount(series_id, weights=checked)[series_id] > 0
+    headline = any_checked | (series["metric"] == "duration").to_numpy(dtype=bool)
     # a kernel with none of those (nothing checked, no duration) shows all it has
-    kernel = [series[c] for c in ("suite", "machine", "kernel")]
-    return headline | ~headline.groupby(kernel, sort=False).transform("any")
+    kernel_any = np.bincount(kernel_id, weights=headline)[kernel_id] > 0
+    return pd.Series(headline | ~kernel_any, index=series.index)
 
 
 def open_regressions(view: HistoryView) -> pd.DataFrame:
@@ -389,7 +444,11 @@ def _regressions_table(found: pd.DataFrame, units: Mapping[tuple[str, str, str, 
 
 
 def _units(series: pd.DataFrame) -> dict[tuple[str, str, str, str], str]:
-    latest = series[~series.duplicated(SERIES_KEY, keep="last")]
+    return _units_of(series[~series.duplicated(SERIES_KEY, keep="last")])
+
+
+def _units_of(latest: pd.DataFrame) -> dict[tuple[str, str, str, str], str]:
+    """Each series' unit (``latest``: its newest row, ``latest_runs``)."""
     return dict(zip(map(tuple, latest[SERIES_KEY].to_numpy().tolist()), latest["unit"].astype(str)))
 
 
@@ -473,14 +532,17 @@ def _runs_table(rows: _Rows, at: np.ndarray, unit: str) -> str:
     whens = [w[:-4] for w in utc_minutes(times)] if not np.isnat(times).any() else \
         [_when(pd.Timestamp(t, tz="UTC")) for t in times]
     table = []
+    budgets: dict[tuple[float | None, float | None], str] = {}  # the band is mostly the same run after run
     for i, when, value, low, high in zip(recent.tolist(), whens, rows.values[recent].tolist(),
                                          rows.low[recent].tolist(), rows.high[recent].tolist()):
         judged = not math.isnan(low) or not math.isnan(high) or bool(rows.outcome[i])
         state = ('<span class="bad">failed</span>' if rows.failed[i] else '<span class="bad">outside</span>'
                  if rows.outside[i] else "ok" if judged else "-")
         run = rows.run[i]
+        band = (None if math.isnan(low) else low, None if math.isnan(high) else high)
+        budget = budgets.get(band) or budgets.setdefault(band, escape(budget_text(low, high, unit)))
         table.append([when, _commit(rows.commit[i]), escape(str(run)) if run != "" else "-",
-                      escape(format_value(value, unit)), escape(budget_text(low, high, unit)), state])
+                      escape(format_value(value, unit)), budget, state])
     more = f" (latest {MAX_RUN_ROWS} of {len(at)})" if len(at) > MAX_RUN_ROWS else ""
     return (f"<details><summary>runs{more}</summary>"
             + _table(["time (UTC)", "commit", "run", "value", "budget", "status"], table, numeric=(3,))
@@ -710,12 +772,16 @@ class KernelPage:
     open: int  # open regressions
 
 
-def kernel_pages(view: HistoryView, *, suite: str, back: str) -> "Iterator[KernelPage]":
-    """The page of each kernel of ``view`` (one suite's), in (machine, kernel) order:
+def kernel_pages(view: PreparedView, *, suite: str, back: str) -> "Iterator[KernelPage]":
+    """The page of each kernel of suite ``suite`` in ``view``, in (machine, kernel) order:
     its charts as a suite page draws them, the quiet metrics in a table; ``back``: its
-    suite's page. Both frames are made ready (``_normalised``) and turned into arrays
-    once for the whole view: per kernel, pandas' fixed costs were most of a page's time."""
-    series, changes = _normalised(view)
+    suite's page. The frames are made ready once for a part (``prepare``) and turned
+    into arrays once: per kernel, pandas' fixed costs were most of a page's time."""
+    series, changes = view.series, view.changes
+    if len(series) and not (series["suite"].iloc[0] == suite and series["suite"].iloc[-1] == suite):
+        series = series[series["suite"] == suite].reset_index(drop=True)  # the rows are ordered by suite first
+    if len(changes) and not (changes["suite"] == suite).all():
+        changes = changes[changes["suite"] == suite].reset_index(drop=True)
     rows, changed = _Rows.of(series), _Changes.of(changes)
     is_open = changes["open"].to_numpy(dtype=bool)
     changes_of = changes.groupby(["machine", "kernel"], sort=False).indices if len(changes) else {}
@@ -920,9 +986,14 @@ class DigestFacts:
 
     @staticmethod
     def of(view: HistoryView) -> "DigestFacts":
-        series, changes = _normalised(view)
+        return DigestFacts.of_prepared(prepare(view))
+
+    @staticmethod
+    def of_prepared(prepared: PreparedView) -> "DigestFacts":
+        series, changes, ends = prepared.series, prepared.changes, prepared.ends
         runs = series["run"] if (series["run"] != "").any() else series["time"]
-        return DigestFacts(changes[changes["open"] & ~changes["member"]], latest_runs(series), _units(series),
+        latest = series.iloc[ends].copy()  # latest_runs(series), the rows already ordered
+        return DigestFacts(changes[changes["open"] & ~changes["member"]], latest, _units_of(latest),
                            frozenset(runs.unique()))
 
     @staticmethod

@@ -168,12 +168,12 @@ class _Writer:
         # inside the hidden folder: renamed into place whole, so no temp file per page
         (self.folder / name).write_text(text, encoding="utf-8")
 
-    def part(self, part: pd.DataFrame, records: list[dict[str, object]]) -> None:
-        self._pages(part, records)
-        self.series += part.groupby(["machine", "suite", "kernel", "metric"], sort=False).ngroups
+    def part(self, part: pd.DataFrame, records: list[dict[str, object]], prepared: "board.PreparedView") -> None:
+        self._pages(part, records, prepared)
+        self.series += len(prepared.ends)  # a row per series
         self.progress.update(self.series)
 
-    def _pages(self, part: pd.DataFrame, records: list[dict[str, object]]) -> None:
+    def _pages(self, part: pd.DataFrame, records: list[dict[str, object]], prepared: "board.PreparedView") -> None:
         changes = board.history_view(part.iloc[:0], records).changes if records else None
         for suite, rows in part.groupby("suite", sort=False):
             suite = str(suite)
@@ -187,10 +187,9 @@ class _Writer:
             if suite in self.inline:
                 mine.frames.append(rows)
                 continue
-            # the part's kernels made ready for their charts at once, then a page each
-            view = board.HistoryView(rows.rename(columns={"run_id": "run"}),
-                                     here if here is not None else board.HistoryView(rows).changes, self.title)
-            for page in board.kernel_pages(view, suite=suite, back=board.suite_file(suite)):
+            # the part's kernels made ready for their charts at once (with the digest's
+            # facts of the part), then a page each
+            for page in board.kernel_pages(prepared, suite=suite, back=board.suite_file(suite)):
                 self._write(kernel_file(suite, page.machine, page.kernel), page.html)
                 self.kernel_pages += 1
                 mine.kernels.append((page.machine, page.kernel, page.metrics, page.changes, page.open))
