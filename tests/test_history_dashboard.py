@@ -350,3 +350,47 @@ def test_a_long_series_draws_its_line_and_only_the_points_that_matter() -> None:
     assert page.find("path", "series")[0].attrs["d"].count("M") == 3  # the line, broken at each gap
     short = Page(trend_svg(frame.iloc[:120], unit="s", label="d"))
     assert len(short.find("circle", "run")) == 120  # room for every point
+
+
+def test_series_are_ordered_and_told_apart_as_sorting_and_grouping_by_name_do() -> None:
+    """``_series_order`` (integer codes, one factorisation a name column) gives the rows
+    the order of ``sort_values([suite, machine, kernel, metric, time], kind="stable")``
+    and each row's series and kernel as ``groupby(...).ngroup()`` of the sorted rows."""
+    from perfcheck.history.dashboard import SERIES_KEY, _series_order
+
+    rng = np.random.default_rng(5)
+    n = 3_000
+    names = ["k<a, 2>", "k<a, 10>", "Ünïcode", "z", "A", "k"]
+    frame = pd.DataFrame({
+        "suite": rng.choice(["nightly", "Nightly", "b"], n), "machine": rng.choice(["", "mi300x", "h100"], n),
+        "kernel": rng.choice(names, n), "metric": rng.choice(["duration", "duration_max", "hbm_bw"], n),
+        # few distinct times: many ties, which keep their order
+        "time": pd.to_datetime(rng.integers(0, 5, n) * 86400.0, unit="s", utc=True),
+        "value": np.arange(n, dtype=float)})
+    order, series_id, kernel_id = _series_order(frame)
+    expected = frame.sort_values([*SERIES_KEY, "time"], kind="stable")
+    assert order.tolist() == expected.index.tolist()
+    ordered = expected.reset_index(drop=True)
+    assert series_id.tolist() == ordered.groupby(SERIES_KEY, sort=False).ngroup().tolist()
+    assert kernel_id.tolist() == ordered.groupby(["suite", "machine", "kernel"], sort=False).ngroup().tolist()
+
+
+def test_the_headline_series_as_grouping_by_name_finds_them() -> None:
+    """A series is shown first when an expectation checked it in some run or it is the
+    duration; a kernel with none shows all its series first."""
+    from perfcheck.history.dashboard import _normalised
+
+    rows = []
+    for kernel, metrics in (("checked", {"occupancy": "passed", "hbm_bw": None, "calls": None}),
+                            ("timed", {"duration": None, "vgpr": None}),
+                            ("neither", {"calls": None, "grid": None})):
+        for night in range(3):
+            for metric, outcome in metrics.items():
+                rows.append({"suite": "s", "machine": "m", "kernel": kernel, "metric": metric, "unit": "count",
+                             "time": pd.Timestamp(1.79e9 + night * 86400, unit="s", tz="UTC"), "value": 1.0,
+                             "outcome": outcome if night == 1 else None})
+    series, _ = _normalised(HistoryView(pd.DataFrame(rows).sample(frac=1.0, random_state=1)))
+    shown = series.drop_duplicates(["kernel", "metric"]).set_index(["kernel", "metric"])["headline"].to_dict()
+    assert shown == {("checked", "calls"): False, ("checked", "hbm_bw"): False, ("checked", "occupancy"): True,
+                     ("neither", "calls"): True, ("neither", "grid"): True,
+                     ("timed", "duration"): True, ("timed", "vgpr"): False}

@@ -237,3 +237,25 @@ def test_the_list_of_every_kernel_is_split_into_pages(large: Path, tmp_path: Pat
     assert {p.name for p in site.glob("kernel-*")} == {kernel_file("big", "mi300x", k) for k in listed}
     # the overview's "every kernel" link is the first page
     assert f'href="{kernels_file("big")}"' in (site / board.suite_file("big")).read_text()
+
+
+def test_a_kernel_page_shows_the_stored_values(large: Path, written: Path) -> None:
+    """The numbers on a kernel page are the store's: each chart's runs table (newest
+    first, with their commits) and its caption's latest value."""
+    from html import unescape
+
+    from perfcheck.units import format_value
+
+    name = kernel(30)
+    text = (written / kernel_file("big", "mi300x", name)).read_text()
+    with open_store(large, create=False) as store:
+        frame = store.series(kernel=name)
+    for metric in ("duration", "occupancy"):
+        stored = frame[frame["metric"] == metric].sort_values("time")
+        unit = str(stored["unit"].iloc[-1])
+        figure = text.split(f'id="{board.kernel_anchor("mi300x", name, metric)}"')[1].split("</figure>")[0]
+        shown = [unescape(v) for v in re.findall(r'data-label="value">([^<]*)<', figure)]
+        assert shown == [format_value(v, unit) for v in stored["value"].tolist()[::-1]], metric
+        assert f"latest {format_value(float(stored['value'].iloc[-1]), unit)}," in unescape(figure)
+        commits = re.findall(r'data-label="commit"><code>([0-9a-f]+)</code>', figure)
+        assert commits == [c[:12] for c in stored["commit"].tolist()[::-1]]
