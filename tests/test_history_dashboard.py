@@ -394,3 +394,28 @@ def test_the_headline_series_as_grouping_by_name_finds_them() -> None:
     assert shown == {("checked", "calls"): False, ("checked", "hbm_bw"): False, ("checked", "occupancy"): True,
                      ("neither", "calls"): True, ("neither", "grid"): True,
                      ("timed", "duration"): True, ("timed", "vgpr"): False}
+
+
+def test_a_kernel_page_tables_its_quiet_metrics() -> None:
+    """On a kernel's own page (a large store's site) a metric nobody checks, without a
+    change point and never outside its budget, is a line of its latest, lowest and
+    highest value (a missing value skipped), not a chart; a constant one is a word."""
+    from perfcheck.history.dashboard import kernel_pages, prepare
+
+    times = pd.date_range("2026-11-01 02:00", periods=8, freq="D", tz="UTC")
+    bandwidth = [9.1e11, 9.4e11, np.nan, 8.7e11, 9.0e11, 9.3e11, 8.9e11, 9.2e11]
+    frame = pd.concat([
+        pd.DataFrame({"metric": "duration", "unit": "s", "value": 2e-3, "outcome": "passed"}, index=range(8)),
+        pd.DataFrame({"metric": "hbm_bw", "unit": "B/s", "value": bandwidth, "outcome": None}, index=range(8)),
+        pd.DataFrame({"metric": "vgpr", "unit": "count", "value": 52.0, "outcome": None}, index=range(8)),
+    ]).assign(suite="s", machine="m", kernel=STENCIL, run=[f"r{i}" for i in range(8)] * 3,
+              time=list(times) * 3)
+    pages = list(kernel_pages(prepare(HistoryView(frame)), suite="s", back=suite_file("s")))
+    assert [(p.machine, p.kernel, p.metrics, p.changes, p.open) for p in pages] == [("m", STENCIL, 3, 0, 0)]
+    text = pages[0].html
+    page = Page(text)
+    assert len(page.find("svg", "trend")) == 1  # duration only
+    row = re.search(r">hbm_bw</td>(.*?)</tr>", text.split("<table class=quiet>")[1])
+    assert row and re.findall(r'data-label="[a-z]+">([^<]*)<', row[1]) == ["920 GB/s", "870 GB/s", "940 GB/s"]
+    assert "the same in all 8 runs: vgpr 52" in text
+    assert "8 runs, 2026-11-01 02:00 to 2026-11-08 02:00 UTC" in text
