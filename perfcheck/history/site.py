@@ -11,13 +11,14 @@ The site:
   one gets an overview that lists only what moved (open regressions, the series with
   change points, values outside their budget, each list the worst ``OVERVIEW_ROWS``)
   and a page per kernel (``kernel_file``) with that kernel's charts, plus a list of
-  every kernel (``kernels_file``). The overview stays a few hundred KB however many
-  series the suite has.
+  every kernel (``kernels_file``, ``KERNELS_PER_PAGE`` a page). The overview and each
+  page of the list stay a few hundred KB however many series the suite has.
 
 Memory: one part of the store (``HistoryStore.batches``) at a time, plus the small
 suites' values and a line per kernel and per change point. One read of the store
-(``scan.ReportPass``), then the kernels whose findings a page shows read again for
-their diagnosis. The site is built in a hidden folder beside the target and renamed
+(``scan.ReportPass``), each part made ready once for the digest's facts and its kernel
+pages (``dashboard.prepare``; the pages drawn from its arrays, no frame per chart),
+then the kernels whose findings a page shows read again for their diagnosis. The site is built in a hidden folder beside the target and renamed
 onto it when complete (``atomicfile.publish_directory``): a reader or a killed run
 never sees half a site.
 """
