@@ -174,6 +174,8 @@ def _path(xs: np.ndarray, ys: np.ndarray) -> str:
         return ""
     # A missing value (NaN, a counter not collected that night) breaks the line
     # instead of joining its neighbours: M starts a new piece after each gap.
+    if keep.all():  # no gap: one piece (a year of nights is 365 points a chart)
+        return "M" + " L".join([f"{x:.1f},{y:.1f}" for x, y in zip(xs.tolist(), ys.tolist())])
     parts: list[str] = []
     pen_down = False
     for x, y, ok in zip(xs.tolist(), ys.tolist(), keep.tolist()):

@@ -365,9 +365,10 @@ def _table(header: list[str], rows: list[list[str]], numeric: Iterable[int] = ()
     # data-label: on a narrow screen each row becomes a card of "label: value"
     # lines (CSS below), so a long kernel name does not squeeze every column.
     labels = [escape(re.sub(r"<[^>]+>", "", h), quote=True) for h in header]
+    # each column's opening tag once: a large site writes millions of cells
+    opening = [f'<td{" class=num" if i in numeric else ""} data-label="{label}">' for i, label in enumerate(labels)]
     body = "".join(
-        "<tr>" + "".join(f'<td{" class=num" if i in numeric else ""} data-label="{labels[i]}">{cell}</td>'
-                         for i, cell in enumerate(row)) + "</tr>"
+        "<tr>" + "".join(f"{tag}{cell}</td>" for tag, cell in zip(opening, row)) + "</tr>"
         for row in rows
     )
     return f'<div class="scroll"><table{f" class={cls}" if cls else ""}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
