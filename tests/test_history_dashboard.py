@@ -419,3 +419,22 @@ def test_a_kernel_page_tables_its_quiet_metrics() -> None:
     assert row and re.findall(r'data-label="[a-z]+">([^<]*)<', row[1]) == ["920 GB/s", "870 GB/s", "940 GB/s"]
     assert "the same in all 8 runs: vgpr 52" in text
     assert "8 runs, 2026-11-01 02:00 to 2026-11-08 02:00 UTC" in text
+
+
+def test_a_budget_band_is_drawn_from_its_corners() -> None:
+    """A year of nights under one limit drew the band through 730 points; the points in
+    the middle of a level stretch are left out: the same shape, from its corners."""
+    runs = 365
+    high = np.where(np.arange(runs) < 200, 1.5e-3, 2e-3)  # the limit raised at run 200
+    frame = pd.DataFrame({"time": pd.date_range("2026-01-01 02:00", periods=runs, freq="D", tz="UTC"),
+                          "value": np.linspace(0.6e-3, 1.8e-3, runs), "high": high, "low": np.nan})
+    band = Page(trend_svg(frame, unit="s", label="d")).find("polygon", "band")[0].attrs["points"].split()
+    points = [tuple(map(float, p.split(","))) for p in band]
+    top, bottom = points[:4], points[4:]
+    # the upper edge: the frame's left side, the last run under 1.5 ms, the first under 2 ms, the right side
+    assert len(points) == 6 and len({y for _, y in top}) == 2 and len({y for _, y in bottom}) == 1
+    assert top[0][1] == top[1][1] > top[2][1] == top[3][1]  # higher limit, higher on the chart (smaller y)
+    xs = [x for x, _ in top]
+    assert xs == sorted(xs) and xs[0] == 80.0 and xs[-1] == 506.0
+    step = (506.0 - 80.0) / runs
+    assert xs[1] == pytest.approx(80.0 + 199.5 * step, abs=0.05) and xs[2] == pytest.approx(80.0 + 200.5 * step, abs=0.05)

@@ -168,6 +168,17 @@ def utc_minutes(times: "pd.Series | np.ndarray") -> list[str]:
     return [f"{text[:10]} {text[11:]} UTC" for text in np.datetime_as_string(minutes, unit="m").tolist()]
 
 
+def _corners(xs: np.ndarray, ys: np.ndarray) -> tuple[list[float], list[float]]:
+    """The points of an edge of the budget band without those in the middle of a level
+    stretch (the same y as both neighbours): the same shape, drawn from a few points where
+    the limits stay put (a year of nights drew 730 points a band, a quarter of a page)."""
+    if len(ys) < 3:
+        return xs.tolist(), ys.tolist()
+    middle = (ys[1:-1] == ys[:-2]) & (ys[1:-1] == ys[2:])
+    keep = np.concatenate([[True], ~middle, [True]])
+    return xs[keep].tolist(), ys[keep].tolist()
+
+
 def _path(xs: np.ndarray, ys: np.ndarray) -> str:
     keep = np.isfinite(ys)
     if not keep.any():
@@ -298,8 +309,8 @@ def trend_svg_of(runs: Runs, steps: Steps = NO_STEPS, *, unit: str, label: str) 
         bx = np.concatenate([[_LEFT], xs, [_LEFT + plot_w]])
         top, bottom = np.concatenate([top[:1], top, top[-1:]]), np.concatenate([bottom[:1], bottom, bottom[-1:]])
         keep = np.concatenate([bounded[:1], bounded, bounded[-1:]])
-        poly = [f"{x:.1f},{y:.1f}" for x, y in zip(bx[keep], top[keep])]
-        poly += [f"{x:.1f},{y:.1f}" for x, y in zip(bx[keep][::-1], bottom[keep][::-1])]
+        poly = [f"{x:.1f},{y:.1f}" for x, y in zip(*_corners(bx[keep], top[keep]))]
+        poly += [f"{x:.1f},{y:.1f}" for x, y in zip(*_corners(bx[keep][::-1], bottom[keep][::-1]))]
         out.append(f'<polygon class="band" points="{" ".join(poly)}" fill="{BAND}" fill-opacity="0.12" '
                    f'stroke="{BAND}" stroke-opacity="0.5" stroke-dasharray="3 3"><title>budget</title></polygon>')
 
