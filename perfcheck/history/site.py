@@ -18,9 +18,9 @@ Memory: one part of the store (``HistoryStore.batches``) at a time, plus the sma
 suites' values and a line per kernel and per change point. One read of the store
 (``scan.ReportPass``), each part made ready once for the digest's facts and its kernel
 pages (``dashboard.prepare``; the pages drawn from its arrays, no frame per chart),
-then the kernels whose findings a page shows read again for their diagnosis. The site is built in a hidden folder beside the target and renamed
-onto it when complete (``atomicfile.publish_directory``): a reader or a killed run
-never sees half a site.
+then the kernels whose findings a page shows read again for their diagnosis. The
+site is built in a hidden folder beside the target and renamed onto it when complete
+(``atomicfile.publish_directory``): a reader or a killed run never sees half a site.
 """
 
 from __future__ import annotations
