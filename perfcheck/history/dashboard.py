@@ -182,7 +182,7 @@ def _prepared(view: HistoryView) -> tuple[pd.DataFrame, pd.DataFrame, np.ndarray
         if name not in series.columns:
             series[name] = default
     series["time"] = pd.to_datetime(series["time"], utc=True)
-    series["machine"] = series["machine"].fillna("").astype(str)
+    series["machine"] = series["machine"].astype(object).fillna("").astype(str)  # a Categorical takes no new ""
     series["commit"] = series["commit"].fillna("").astype(str)
     order, series_id, kernel_id = _series_order(series)
     series = series.take(order).reset_index(drop=True)
@@ -526,7 +526,7 @@ class _Changes:
 
     @staticmethod
     def of(changes: pd.DataFrame) -> "_Changes":
-        at = changes.groupby(["machine", "kernel", "metric"], sort=False).indices if len(changes) else {}
+        at = changes.groupby(["machine", "kernel", "metric"], sort=False, observed=True).indices if len(changes) else {}
         return _Changes({tuple(map(str, k)): v for k, v in at.items()},  # type: ignore[misc]
                         changes["time"].to_numpy(dtype="datetime64[ns]"), changes["before"].to_numpy(dtype=float),
                         changes["after"].to_numpy(dtype=float), changes["change_pct"].to_numpy(dtype=float),
@@ -597,7 +597,7 @@ def _follows_duration(rows: pd.DataFrame, tolerance: float = 1e-6) -> set[str]:
     """Metrics of one kernel that are a constant times its duration or a constant over
     it in every run (bandwidths and rates of fixed bytes and FLOPs, percentages of a
     fixed peak): their charts would repeat the duration chart's shape."""
-    table = rows.pivot_table(index="time", columns="metric", values="value", aggfunc="last")
+    table = rows.pivot_table(index="time", columns="metric", values="value", aggfunc="last", observed=True)
     if "duration" not in table.columns or len(table) < 2:
         return set()
     duration = table["duration"].astype(float)
@@ -654,7 +654,8 @@ def suite_html(view: HistoryView, suite: str) -> str:
     # The program's timeline ("@run", "@ranks", "range:NAME") first, under its own
     # heading: it is the run's picture, not one kernel among the others.
     mine = mine.reset_index(drop=True)
-    every = [((str(m), str(k)), at) for (m, k), at in mine.groupby(["machine", "kernel"], sort=True).indices.items()]
+    every = [((str(m), str(k)), at)
+             for (m, k), at in mine.groupby(["machine", "kernel"], sort=True, observed=True).indices.items()]
     timeline = [g for g in every if is_timeline_name(g[0][1])]
     kernels = [g for g in every if not is_timeline_name(g[0][1])]
     rows, changed = _Rows.of(mine), _Changes.of(my_changes)
@@ -743,7 +744,7 @@ def index_html(view: HistoryView) -> str:
     runs = series["run"].nunique() if (series["run"] != "").any() else series["time"].nunique()
     newest = series.loc[series["time"].idxmax()] if len(series) else None
     rows = []
-    for suite, mine in series.groupby("suite", sort=True):
+    for suite, mine in series.groupby("suite", sort=True, observed=True):
         last = latest[latest["suite"] == suite]
         n_open = int(((found["suite"] == suite) & found["headline"]).sum())
         n_out = int(last["outside"].sum())
@@ -804,8 +805,8 @@ def kernel_pages(view: PreparedView, *, suite: str, back: str) -> "Iterator[Kern
         changes = changes[changes["suite"] == suite].reset_index(drop=True)
     rows, changed = _Rows.of(series), _Changes.of(changes)
     is_open = changes["open"].to_numpy(dtype=bool)
-    changes_of = changes.groupby(["machine", "kernel"], sort=False).indices if len(changes) else {}
-    for (machine, kernel), at in series.groupby(["machine", "kernel"], sort=True).indices.items():
+    changes_of = changes.groupby(["machine", "kernel"], sort=False, observed=True).indices if len(changes) else {}
+    for (machine, kernel), at in series.groupby(["machine", "kernel"], sort=True, observed=True).indices.items():
         machine, kernel = str(machine), str(kernel)
         mine = changes_of.get((machine, kernel), _NONE)
         runs = set(rows.run[at].tolist())  # run ids (str), "" where the view has none
@@ -849,7 +850,7 @@ def summaries(facts: "DigestFacts", runs: Mapping[str, int], firsts: Mapping[str
     its number of runs and the time of its oldest."""
     latest = facts.latest
     out = []
-    for suite, mine in latest.groupby("suite", sort=True):
+    for suite, mine in latest.groupby("suite", sort=True, observed=True):
         newest = mine.loc[mine["time"].idxmax()]
         kernels = mine.loc[~mine["kernel"].astype(str).map(is_timeline_name), ["machine", "kernel"]].drop_duplicates()
         out.append(SuiteSummary(str(suite), int(runs.get(str(suite), 0)), firsts[str(suite)], mine["time"].max(),
