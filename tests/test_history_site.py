@@ -259,3 +259,30 @@ def test_a_kernel_page_shows_the_stored_values(large: Path, written: Path) -> No
         assert f"latest {format_value(float(stored['value'].iloc[-1]), unit)}," in unescape(figure)
         commits = re.findall(r'data-label="commit"><code>([0-9a-f]+)</code>', figure)
         assert commits == [c[:12] for c in stored["commit"].tolist()[::-1]]
+
+
+def test_kernel_pages_of_names_as_categoricals(large: Path) -> None:
+    """The read path may give a part's names as Categoricals: the same kernel pages and
+    digest facts as of text (no pandas warning about unobserved categories)."""
+    import warnings
+
+    import pandas as pd
+
+    from perfcheck.history import detect
+
+    with open_store(large, create=False) as store:
+        frame = store.series()
+    points = detect(frame)
+    coded = frame.copy()
+    for column in ("machine", "suite", "kernel", "metric", "run_id"):
+        coded[column] = coded[column].astype(pd.CategoricalDtype(sorted(coded[column].unique())))
+
+    def made(part: pd.DataFrame) -> tuple[list[str], str]:
+        prepared = board.prepare(board.history_view(part, points))
+        facts = board.DigestFacts.of_prepared(prepared)
+        return ([p.html for p in board.kernel_pages(prepared, suite="big", back=board.suite_file("big"))],
+                board.digest_text(facts, title="t"))
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        assert made(coded) == made(frame)
