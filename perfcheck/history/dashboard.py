@@ -553,15 +553,17 @@ def _runs_table(rows: _Rows, at: np.ndarray, unit: str) -> str:
         [_when(pd.Timestamp(t, tz="UTC")) for t in times]
     table = []
     budgets: dict[tuple[float | None, float | None], str] = {}  # the band is mostly the same run after run
-    for i, when, value, low, high in zip(recent.tolist(), whens, rows.values[recent].tolist(),
-                                         rows.low[recent].tolist(), rows.high[recent].tolist()):
-        judged = not math.isnan(low) or not math.isnan(high) or bool(rows.outcome[i])
-        state = ('<span class="bad">failed</span>' if rows.failed[i] else '<span class="bad">outside</span>'
-                 if rows.outside[i] else "ok" if judged else "-")
-        run = rows.run[i]
+    # the table's columns taken at once, then a row each (the cells are text)
+    for when, value, low, high, outcome, failed, outside, commit, run in zip(
+            whens, rows.values[recent].tolist(), rows.low[recent].tolist(), rows.high[recent].tolist(),
+            rows.outcome[recent].tolist(), rows.failed[recent].tolist(), rows.outside[recent].tolist(),
+            rows.commit[recent].tolist(), rows.run[recent].tolist()):
+        judged = not math.isnan(low) or not math.isnan(high) or outcome
+        state = ('<span class="bad">failed</span>' if failed else '<span class="bad">outside</span>'
+                 if outside else "ok" if judged else "-")
         band = (None if math.isnan(low) else low, None if math.isnan(high) else high)
         budget = budgets.get(band) or budgets.setdefault(band, escape(budget_text(low, high, unit)))
-        table.append([when, _commit(rows.commit[i]), escape(str(run)) if run != "" else "-",
+        table.append([when, _commit(commit), escape(str(run)) if run != "" else "-",
                       escape(format_value(value, unit)), budget, state])
     more = f" (latest {MAX_RUN_ROWS} of {len(at)})" if len(at) > MAX_RUN_ROWS else ""
     return (f"<details><summary>runs{more}</summary>"
