@@ -93,13 +93,16 @@ def test_the_browser_check_sees_console_errors(tmp_path: Path, browser: Chromium
 
 @pytest.fixture(scope="module")
 def large_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A site of 2,000 series (perfcheck.history.site): an overview per suite, a page per kernel."""
+    """A site of 2,000 series (perfcheck.history.site): an overview per suite, a page per
+    kernel, the list of every kernel on pages of 64."""
     from test_history_site import fill_large
 
+    from perfcheck.history import site
     from perfcheck.history.site import write_report
 
     root = tmp_path_factory.mktemp("large")
-    with open_store(fill_large(root / "history.sqlite"), create=False) as store:
+    with open_store(fill_large(root / "history.sqlite"), create=False) as store, pytest.MonkeyPatch.context() as patch:
+        patch.setattr(site, "KERNELS_PER_PAGE", 64)
         write_report(store, root / "site", where={})
     return root / "site"
 
@@ -112,7 +115,8 @@ def test_the_pages_of_a_large_store_render(large_site: Path, browser: Chromium, 
     from perfcheck.history.site import kernel_file, kernels_file
 
     keep = os.environ.get("PERFCHECK_SCREENSHOTS")
-    for name in ("index.html", suite_file("big"), kernels_file("big"), kernel_file("big", "mi300x", kernel(30))):
+    for name in ("index.html", suite_file("big"), kernels_file("big"), kernels_file("big", 3),
+                 kernel_file("big", "mi300x", kernel(30))):
         loaded = browser.load((large_site / name).as_uri(), width=width)
         assert loaded.errors == [], (name, loaded.errors)
         assert not loaded.overflows, f"{name} is {loaded.scroll_width}px wide in a {loaded.inner_width}px window"
@@ -124,4 +128,4 @@ def test_the_pages_of_a_large_store_render(large_site: Path, browser: Chromium, 
             assert _share_of(pixels, REGRESSION) > 0.0002, name  # the open regressions, in red
         if keep:
             Path(keep).mkdir(parents=True, exist_ok=True)
-            (Path(keep) / f"large-{name.split('-')[0].split('.')[0]}-{width}.png").write_bytes(loaded.png)
+            (Path(keep) / f"large-{name.rsplit('.', 1)[0]}-{width}.png").write_bytes(loaded.png)

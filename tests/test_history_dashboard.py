@@ -350,3 +350,91 @@ def test_a_long_series_draws_its_line_and_only_the_points_that_matter() -> None:
     assert page.find("path", "series")[0].attrs["d"].count("M") == 3  # the line, broken at each gap
     short = Page(trend_svg(frame.iloc[:120], unit="s", label="d"))
     assert len(short.find("circle", "run")) == 120  # room for every point
+
+
+def test_series_are_ordered_and_told_apart_as_sorting_and_grouping_by_name_do() -> None:
+    """``_series_order`` (integer codes, one factorisation a name column) gives the rows
+    the order of ``sort_values([suite, machine, kernel, metric, time], kind="stable")``
+    and each row's series and kernel as ``groupby(...).ngroup()`` of the sorted rows."""
+    from perfcheck.history.dashboard import SERIES_KEY, _series_order
+
+    rng = np.random.default_rng(5)
+    n = 3_000
+    names = ["k<a, 2>", "k<a, 10>", "Ünïcode", "z", "A", "k"]
+    frame = pd.DataFrame({
+        "suite": rng.choice(["nightly", "Nightly", "b"], n), "machine": rng.choice(["", "mi300x", "h100"], n),
+        "kernel": rng.choice(names, n), "metric": rng.choice(["duration", "duration_max", "hbm_bw"], n),
+        # few distinct times: many ties, which keep their order
+        "time": pd.to_datetime(rng.integers(0, 5, n) * 86400.0, unit="s", utc=True),
+        "value": np.arange(n, dtype=float)})
+    order, series_id, kernel_id = _series_order(frame)
+    expected = frame.sort_values([*SERIES_KEY, "time"], kind="stable")
+    assert order.tolist() == expected.index.tolist()
+    ordered = expected.reset_index(drop=True)
+    assert series_id.tolist() == ordered.groupby(SERIES_KEY, sort=False).ngroup().tolist()
+    assert kernel_id.tolist() == ordered.groupby(["suite", "machine", "kernel"], sort=False).ngroup().tolist()
+
+
+def test_the_headline_series_as_grouping_by_name_finds_them() -> None:
+    """A series is shown first when an expectation checked it in some run or it is the
+    duration; a kernel with none shows all its series first."""
+    from perfcheck.history.dashboard import _normalised
+
+    rows = []
+    for kernel, metrics in (("checked", {"occupancy": "passed", "hbm_bw": None, "calls": None}),
+                            ("timed", {"duration": None, "vgpr": None}),
+                            ("neither", {"calls": None, "grid": None})):
+        for night in range(3):
+            for metric, outcome in metrics.items():
+                rows.append({"suite": "s", "machine": "m", "kernel": kernel, "metric": metric, "unit": "count",
+                             "time": pd.Timestamp(1.79e9 + night * 86400, unit="s", tz="UTC"), "value": 1.0,
+                             "outcome": outcome if night == 1 else None})
+    series, _ = _normalised(HistoryView(pd.DataFrame(rows).sample(frac=1.0, random_state=1)))
+    shown = series.drop_duplicates(["kernel", "metric"]).set_index(["kernel", "metric"])["headline"].to_dict()
+    assert shown == {("checked", "calls"): False, ("checked", "hbm_bw"): False, ("checked", "occupancy"): True,
+                     ("neither", "calls"): True, ("neither", "grid"): True,
+                     ("timed", "duration"): True, ("timed", "vgpr"): False}
+
+
+def test_a_kernel_page_tables_its_quiet_metrics() -> None:
+    """On a kernel's own page (a large store's site) a metric nobody checks, without a
+    change point and never outside its budget, is a line of its latest, lowest and
+    highest value (a missing value skipped), not a chart; a constant one is a word."""
+    from perfcheck.history.dashboard import kernel_pages, prepare
+
+    times = pd.date_range("2026-11-01 02:00", periods=8, freq="D", tz="UTC")
+    bandwidth = [9.1e11, 9.4e11, np.nan, 8.7e11, 9.0e11, 9.3e11, 8.9e11, 9.2e11]
+    frame = pd.concat([
+        pd.DataFrame({"metric": "duration", "unit": "s", "value": 2e-3, "outcome": "passed"}, index=range(8)),
+        pd.DataFrame({"metric": "hbm_bw", "unit": "B/s", "value": bandwidth, "outcome": None}, index=range(8)),
+        pd.DataFrame({"metric": "vgpr", "unit": "count", "value": 52.0, "outcome": None}, index=range(8)),
+    ]).assign(suite="s", machine="m", kernel=STENCIL, run=[f"r{i}" for i in range(8)] * 3,
+              time=list(times) * 3)
+    pages = list(kernel_pages(prepare(HistoryView(frame)), suite="s", back=suite_file("s")))
+    assert [(p.machine, p.kernel, p.metrics, p.changes, p.open) for p in pages] == [("m", STENCIL, 3, 0, 0)]
+    text = pages[0].html
+    page = Page(text)
+    assert len(page.find("svg", "trend")) == 1  # duration only
+    row = re.search(r">hbm_bw</td>(.*?)</tr>", text.split("<table class=quiet>")[1])
+    assert row and re.findall(r'data-label="[a-z]+">([^<]*)<', row[1]) == ["920 GB/s", "870 GB/s", "940 GB/s"]
+    assert "the same in all 8 runs: vgpr 52" in text
+    assert "8 runs, 2026-11-01 02:00 to 2026-11-08 02:00 UTC" in text
+
+
+def test_a_budget_band_is_drawn_from_its_corners() -> None:
+    """A year of nights under one limit drew the band through 730 points; the points in
+    the middle of a level stretch are left out: the same shape, from its corners."""
+    runs = 365
+    high = np.where(np.arange(runs) < 200, 1.5e-3, 2e-3)  # the limit raised at run 200
+    frame = pd.DataFrame({"time": pd.date_range("2026-01-01 02:00", periods=runs, freq="D", tz="UTC"),
+                          "value": np.linspace(0.6e-3, 1.8e-3, runs), "high": high, "low": np.nan})
+    band = Page(trend_svg(frame, unit="s", label="d")).find("polygon", "band")[0].attrs["points"].split()
+    points = [tuple(map(float, p.split(","))) for p in band]
+    top, bottom = points[:4], points[4:]
+    # the upper edge: the frame's left side, the last run under 1.5 ms, the first under 2 ms, the right side
+    assert len(points) == 6 and len({y for _, y in top}) == 2 and len({y for _, y in bottom}) == 1
+    assert top[0][1] == top[1][1] > top[2][1] == top[3][1]  # higher limit, higher on the chart (smaller y)
+    xs = [x for x, _ in top]
+    assert xs == sorted(xs) and xs[0] == 80.0 and xs[-1] == 506.0
+    step = (506.0 - 80.0) / runs
+    assert xs[1] == pytest.approx(80.0 + 199.5 * step, abs=0.05) and xs[2] == pytest.approx(80.0 + 200.5 * step, abs=0.05)

@@ -204,3 +204,85 @@ def test_a_folder_that_cannot_be_written_is_one_line(cli, large: Path, tmp_path:
     finally:
         parent.chmod(0o755)
     assert not any(parent.iterdir())
+
+
+def test_the_list_of_every_kernel_is_split_into_pages(large: Path, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A page of every kernel grew with the suite (1.2 MB at 2,000 kernels, ~6 MB at
+    10,000): the list is split, KERNELS_PER_PAGE a page, each page linking to the others,
+    together every kernel once, in (machine, name) order."""
+    monkeypatch.setattr(site_module, "KERNELS_PER_PAGE", 64)
+    with open_store(large, create=False) as store:
+        write_report(store, tmp_path / "site", where={})
+    site = tmp_path / "site"
+    names = [kernels_file("big", i) for i in range(4)]  # 200 kernels: 64 + 64 + 64 + 8
+    assert names[0] == kernels_file("big") and sorted(p.name for p in site.glob("kernels-*")) == sorted(names)
+    listed: list[str] = []
+    for i, name in enumerate(names):
+        text = (site / name).read_text()
+        page = Page(text)
+        links = [a.attrs["href"] for a in page.find("a")]
+        rows = page.find("a", "kernel")
+        assert len(rows) == (64 if i < 3 else 8), name
+        listed += [a.text for a in rows]
+        hrefs = [a.attrs["href"] for a in rows]
+        assert hrefs == [kernel_file("big", "mi300x", a.text) for a in rows]
+        # the other pages linked (above and below the list), this one named
+        assert {h for h in links if h.startswith("kernels-")} == set(names) - {name}, name
+        assert f"kernels {i * 64 + 1:,} to {i * 64 + len(rows):,} of 200" in text and f"page {i + 1} of 4" in text
+        assert "<h1>Kernels of suite big (200)</h1>" in text
+        for href in links:
+            assert (site / href.partition("#")[0]).is_file(), (name, href)
+    assert listed == sorted(kernel(k) for k in range(KERNELS))
+    assert {p.name for p in site.glob("kernel-*")} == {kernel_file("big", "mi300x", k) for k in listed}
+    # the overview's "every kernel" link is the first page
+    assert f'href="{kernels_file("big")}"' in (site / board.suite_file("big")).read_text()
+
+
+def test_a_kernel_page_shows_the_stored_values(large: Path, written: Path) -> None:
+    """The numbers on a kernel page are the store's: each chart's runs table (newest
+    first, with their commits) and its caption's latest value."""
+    from html import unescape
+
+    from perfcheck.units import format_value
+
+    name = kernel(30)
+    text = (written / kernel_file("big", "mi300x", name)).read_text()
+    with open_store(large, create=False) as store:
+        frame = store.series(kernel=name)
+    for metric in ("duration", "occupancy"):
+        stored = frame[frame["metric"] == metric].sort_values("time")
+        unit = str(stored["unit"].iloc[-1])
+        figure = text.split(f'id="{board.kernel_anchor("mi300x", name, metric)}"')[1].split("</figure>")[0]
+        shown = [unescape(v) for v in re.findall(r'data-label="value">([^<]*)<', figure)]
+        assert shown == [format_value(v, unit) for v in stored["value"].tolist()[::-1]], metric
+        assert f"latest {format_value(float(stored['value'].iloc[-1]), unit)}," in unescape(figure)
+        commits = re.findall(r'data-label="commit"><code>([0-9a-f]+)</code>', figure)
+        assert commits == [c[:12] for c in stored["commit"].tolist()[::-1]]
+
+
+def test_kernel_pages_of_names_as_categoricals(large: Path) -> None:
+    """The read path may give a part's names as Categoricals: the same kernel pages and
+    digest facts as of text (no pandas warning about unobserved categories)."""
+    import warnings
+
+    import pandas as pd
+
+    from perfcheck.history import detect
+
+    with open_store(large, create=False) as store:
+        frame = store.series()
+    points = detect(frame)
+    coded = frame.copy()
+    for column in ("machine", "suite", "kernel", "metric", "run_id"):
+        coded[column] = coded[column].astype(pd.CategoricalDtype(sorted(coded[column].unique())))
+
+    def made(part: pd.DataFrame) -> tuple[list[str], str]:
+        prepared = board.prepare(board.history_view(part, points))
+        facts = board.DigestFacts.of_prepared(prepared)
+        return ([p.html for p in board.kernel_pages(prepared, suite="big", back=board.suite_file("big"))],
+                board.digest_text(facts, title="t"))
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        assert made(coded) == made(frame)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from html import escape
 
 import numpy as np
@@ -106,22 +107,36 @@ def run_ticks(times: pd.Series, count: int = 5, *, room: float | None = None) ->
     and minutes within a day, seconds within minutes. ``room``: viewBox units per run;
     labels are then kept at least their own width apart, so none overlaps its
     neighbour (8 runs leave 53 units per run for a 70-unit "Nov 26 06:42")."""
+    return _run_ticks(_nanoseconds(times), count, room=room)
+
+
+def _nanoseconds(times: "pd.Series | Sequence[object]") -> np.ndarray:
+    """UTC times as numpy ``datetime64[ns]`` (naive, UTC), the charts' time arrays."""
+    return np.asarray(pd.Series(pd.to_datetime(times, utc=True)).to_numpy(dtype="datetime64[ns]"))
+
+
+def _strftime(time: np.datetime64, fmt: str) -> str:
+    return pd.Timestamp(time).strftime(fmt)
+
+
+def _run_ticks(times: np.ndarray, count: int = 5, *, room: float | None = None) -> list[tuple[int, str]]:
+    """``run_ticks`` of ``datetime64[ns]`` times (UTC)."""
     n = len(times)
     if not n:
         return []
-    span = times.iloc[-1] - times.iloc[0]
-    fmt = "%b %d" if span >= pd.Timedelta(days=2) else "%b %d %H:%M" if span >= pd.Timedelta(hours=2) \
-        else "%H:%M" if span >= pd.Timedelta(minutes=10) else "%H:%M:%S"
+    span = times[-1] - times[0]
+    fmt = "%b %d" if span >= np.timedelta64(2, "D") else "%b %d %H:%M" if span >= np.timedelta64(2, "h") \
+        else "%H:%M" if span >= np.timedelta64(10, "m") else "%H:%M:%S"
     picks = sorted({int(i) for i in np.linspace(0, n - 1, min(count, n)).round()})
     if room is not None and n > 1:
-        width = len(times.iloc[0].strftime(fmt)) * FONT * _CHAR_EM + _LABEL_GAP
+        width = len(_strftime(times[0], fmt)) * FONT * _CHAR_EM + _LABEL_GAP
         gap = max(1, math.ceil(width / room))  # runs between two labels
         wanted = max(1, math.ceil((n - 1) / max(count - 1, 1)))
         gap = max(gap, wanted)
         picks = list(range(0, n, gap))
         if picks[-1] != n - 1:  # the latest run is always labelled; its neighbour gives way
             picks = [*(picks[:-1] if n - 1 - picks[-1] < gap else picks), n - 1]
-    return [(i, times.iloc[i].strftime(fmt)) for i in picks]
+    return [(i, _strftime(times[i], fmt)) for i in picks]
 
 
 # Below this many viewBox units per run (more than ~140 runs in a chart) the points
@@ -144,12 +159,24 @@ def _dotted(values: np.ndarray, outside: np.ndarray, step: float) -> np.ndarray:
     return keep
 
 
-def utc_minutes(times: pd.Series) -> list[str]:
-    """"2026-01-06 02:13 UTC" for each of ``times`` (UTC timestamps): what
-    ``strftime("%Y-%m-%d %H:%M UTC")`` gives, at numpy's speed (strftime was 40% of a
-    chart of a year of nightly runs)."""
-    minutes = np.asarray(times.to_numpy(dtype="datetime64[ns]")).astype("datetime64[m]")
+def utc_minutes(times: "pd.Series | np.ndarray") -> list[str]:
+    """"2026-01-06 02:13 UTC" for each of ``times`` (UTC timestamps, or ``datetime64[ns]``
+    in UTC): what ``strftime("%Y-%m-%d %H:%M UTC")`` gives, at numpy's speed (strftime was
+    40% of a chart of a year of nightly runs)."""
+    stamps = times if isinstance(times, np.ndarray) else times.to_numpy(dtype="datetime64[ns]")
+    minutes = np.asarray(stamps).astype("datetime64[m]")
     return [f"{text[:10]} {text[11:]} UTC" for text in np.datetime_as_string(minutes, unit="m").tolist()]
+
+
+def _corners(xs: np.ndarray, ys: np.ndarray) -> tuple[list[float], list[float]]:
+    """The points of an edge of the budget band without those in the middle of a level
+    stretch (the same y as both neighbours): the same shape, drawn from a few points where
+    the limits stay put (a year of nights drew 730 points a band, a quarter of a page)."""
+    if len(ys) < 3:
+        return xs.tolist(), ys.tolist()
+    middle = (ys[1:-1] == ys[:-2]) & (ys[1:-1] == ys[2:])
+    keep = np.concatenate([[True], ~middle, [True]])
+    return xs[keep].tolist(), ys[keep].tolist()
 
 
 def _path(xs: np.ndarray, ys: np.ndarray) -> str:
@@ -158,6 +185,8 @@ def _path(xs: np.ndarray, ys: np.ndarray) -> str:
         return ""
     # A missing value (NaN, a counter not collected that night) breaks the line
     # instead of joining its neighbours: M starts a new piece after each gap.
+    if keep.all():  # no gap: one piece (a year of nights is 365 points a chart)
+        return "M" + " L".join([f"{x:.1f},{y:.1f}" for x, y in zip(xs.tolist(), ys.tolist())])
     parts: list[str] = []
     pen_down = False
     for x, y, ok in zip(xs.tolist(), ys.tolist(), keep.tolist()):
@@ -167,6 +196,38 @@ def _path(xs: np.ndarray, ys: np.ndarray) -> str:
         parts.append(f"{'L' if pen_down else 'M'}{x:.1f},{y:.1f}")
         pen_down = True
     return " ".join(parts)
+
+
+@dataclass(frozen=True)
+class Runs:
+    """A chart's runs as arrays, oldest first: ``times`` (``datetime64[ns]``, UTC),
+    ``values`` (base units), ``low``/``high`` (the budget band, NaN where unbounded),
+    ``failed`` (a check failed on that run's value), ``commits``. A large dashboard
+    draws thousands of charts: slices of one part's arrays, no frame per chart."""
+
+    times: np.ndarray
+    values: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
+    failed: np.ndarray | None
+    commits: Sequence[str]
+
+
+@dataclass(frozen=True)
+class Steps:
+    """A chart's change points as arrays, oldest first: ``times`` (``datetime64[ns]``,
+    UTC, the first run after the shift), ``before``/``after`` (levels), ``change_pct``,
+    ``kinds`` ("regression" or "improvement"), ``commits``."""
+
+    times: np.ndarray
+    before: np.ndarray
+    after: np.ndarray
+    change_pct: np.ndarray
+    kinds: Sequence[str]
+    commits: Sequence[object]
+
+
+NO_STEPS = Steps(np.array([], dtype="datetime64[ns]"), np.array([]), np.array([]), np.array([]), (), ())
 
 
 def trend_svg(
@@ -186,18 +247,31 @@ def trend_svg(
     chart for screen readers ("duration of stencil_kernel").
     """
     points = points.sort_values("time", kind="stable").reset_index(drop=True)
-    changes = changes if changes is not None else pd.DataFrame(columns=["time", "before", "after", "change_pct", "kind"])
-    times = pd.to_datetime(points["time"], utc=True)
-    values = points["value"].to_numpy(dtype=float)
-    low = points["low"].to_numpy(dtype=float) if "low" in points else np.full(len(points), np.nan)
-    high = points["high"].to_numpy(dtype=float) if "high" in points else np.full(len(points), np.nan)
-    commits = points["commit"].fillna("").astype(str).tolist() if "commit" in points else [""] * len(points)
+    n = len(points)
+    runs = Runs(_nanoseconds(points["time"]), points["value"].to_numpy(dtype=float),
+                points["low"].to_numpy(dtype=float) if "low" in points else np.full(n, np.nan),
+                points["high"].to_numpy(dtype=float) if "high" in points else np.full(n, np.nan),
+                points["failed"].fillna(False).to_numpy(dtype=bool) if "failed" in points else None,
+                points["commit"].fillna("").astype(str).tolist() if "commit" in points else [""] * n)
+    steps = NO_STEPS
+    if changes is not None and len(changes):
+        steps = Steps(_nanoseconds(changes["time"]), changes["before"].to_numpy(dtype=float),
+                      changes["after"].to_numpy(dtype=float), changes["change_pct"].to_numpy(dtype=float),
+                      changes["kind"].tolist(),
+                      changes["commit"].tolist() if "commit" in changes.columns else [""] * len(changes))
+    return trend_svg_of(runs, steps, unit=unit, label=label)
+
+
+def trend_svg_of(runs: Runs, steps: Steps = NO_STEPS, *, unit: str, label: str) -> str:
+    """``trend_svg`` of arrays (see ``Runs`` and ``Steps``)."""
+    times, values, low, high, commits = runs.times, runs.values, runs.low, runs.high, runs.commits
+    n = len(values)
 
     y0, y1, notes = _value_range(values, low, high)
     plot_w, plot_h = WIDTH - _LEFT - _RIGHT, HEIGHT - _TOP - _BOTTOM
     # Runs are spaced evenly, in order: nightly runs skip weekends and CI runs come
     # in bursts, and a time axis would crowd the bursts and stretch the gaps.
-    step = plot_w / len(points) if len(points) else plot_w
+    step = plot_w / n if n else plot_w
 
     def x_of(positions: np.ndarray) -> np.ndarray:
         return _LEFT + (np.asarray(positions, dtype=float) + 0.5) * step
@@ -205,7 +279,7 @@ def trend_svg(
     def y_of(v: np.ndarray) -> np.ndarray:
         return _TOP + (1.0 - (np.asarray(v, dtype=float) - y0) / (y1 - y0)) * plot_h
 
-    xs, ys = x_of(np.arange(len(points))), y_of(values)
+    xs, ys = x_of(np.arange(n)), y_of(values)
     out: list[str] = [
         f'<svg class="trend" viewBox="0 0 {WIDTH} {HEIGHT}" width="100%" role="img" '
         f'aria-label="{escape(label)}" xmlns="http://www.w3.org/2000/svg" '
@@ -219,7 +293,7 @@ def trend_svg(
             out.append(f'<line x1="{_LEFT}" x2="{_LEFT + plot_w}" y1="{y:.1f}" y2="{y:.1f}" stroke="{GRID}"/>')
             out.append(f'<text x="{_LEFT - 6}" y="{y + 4:.1f}" text-anchor="end" fill="{TEXT}">'
                        f"{escape(format_value(float(tick), unit))}</text>")
-    for position, text in run_ticks(times.reset_index(drop=True), room=step):
+    for position, text in _run_ticks(times, room=step):
         x = float(x_of(np.array([position]))[0])
         out.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{_TOP + plot_h}" y2="{_TOP + plot_h + 4}" stroke="{TEXT}"/>')
         out.append(f'<text x="{x:.1f}" y="{_TOP + plot_h + 17}" text-anchor="middle" fill="{TEXT}">{escape(text)}</text>')
@@ -228,45 +302,38 @@ def trend_svg(
     # budget band: a polygon along the runs, upper edge forward, lower edge back;
     # an unbounded side is the plot's edge. Runs without any limit leave a gap.
     bounded = np.isfinite(low) | np.isfinite(high)
-    if bounded.any() and len(points):
+    if bounded.any() and n:
         top = np.clip(np.where(np.isfinite(high), y_of(high), _TOP), _TOP, _TOP + plot_h)
         bottom = np.clip(np.where(np.isfinite(low), y_of(low), _TOP + plot_h), _TOP, _TOP + plot_h)
         # each run's limits hold over its own slot: the band starts and ends at the frame
         bx = np.concatenate([[_LEFT], xs, [_LEFT + plot_w]])
         top, bottom = np.concatenate([top[:1], top, top[-1:]]), np.concatenate([bottom[:1], bottom, bottom[-1:]])
         keep = np.concatenate([bounded[:1], bounded, bounded[-1:]])
-        poly = [f"{x:.1f},{y:.1f}" for x, y in zip(bx[keep], top[keep])]
-        poly += [f"{x:.1f},{y:.1f}" for x, y in zip(bx[keep][::-1], bottom[keep][::-1])]
+        poly = [f"{x:.1f},{y:.1f}" for x, y in zip(*_corners(bx[keep], top[keep]))]
+        poly += [f"{x:.1f},{y:.1f}" for x, y in zip(*_corners(bx[keep][::-1], bottom[keep][::-1]))]
         out.append(f'<polygon class="band" points="{" ".join(poly)}" fill="{BAND}" fill-opacity="0.12" '
                    f'stroke="{BAND}" stroke-opacity="0.5" stroke-dasharray="3 3"><title>budget</title></polygon>')
 
     # change points: where the shift began, the level before and after
-    change_times = pd.to_datetime(changes["time"], utc=True) if len(changes) else pd.Series([], dtype="datetime64[ns, UTC]")
     # a change point sits between the last run at the old level and the first at the new
-    first_new = (np.searchsorted(pd.DatetimeIndex(times).as_unit("ns").asi8,
-                                 pd.DatetimeIndex(change_times).as_unit("ns").asi8)
-                 if len(changes) else np.array([], dtype=int))
-    cxs = x_of(first_new - 0.5) if len(changes) else np.array([])
+    first_new = np.searchsorted(times.view("i8"), steps.times.view("i8"))
+    cxs = x_of(first_new - 0.5)
     edges = np.concatenate([[_LEFT], cxs, [_LEFT + plot_w]])
-    # a handful per chart, not a frame loop; the columns read only (a dashboard's change
-    # frame has twenty, and itertuples makes a Series of each)
-    drawn = changes[[c for c in ("time", "before", "after", "change_pct", "kind", "commit") if c in changes.columns]] \
-        if len(changes) else changes
-    for i, row in enumerate(drawn.itertuples(index=False) if len(changes) else ()):
-        color = REGRESSION if row.kind == "regression" else IMPROVEMENT
+    for i, (kind, before, after, pct, commit) in enumerate(zip(
+            steps.kinds, steps.before.tolist(), steps.after.tolist(), steps.change_pct.tolist(), steps.commits)):
+        color = REGRESSION if kind == "regression" else IMPROVEMENT
         x = float(cxs[i])
-        before, after = float(row.before), float(row.after)
-        commit = getattr(row, "commit", "") or ""
-        tip = (f"{row.kind} at {pd.Timestamp(row.time).strftime('%Y-%m-%d %H:%M UTC')}"
+        commit = commit or ""
+        tip = (f"{kind} at {_strftime(steps.times[i], '%Y-%m-%d %H:%M UTC')}"
                + (f", commit {commit}" if commit else "")
                + f": {format_value(before, unit)} -> {format_value(after, unit)}"
-               + (f" ({float(row.change_pct):+.1f}%)" if pd.notna(row.change_pct) else ""))
+               + (f" ({pct:+.1f}%)" if not math.isnan(pct) else ""))
         for y_level, a, b in ((before, edges[i], x), (after, x, edges[i + 2])):
             if math.isfinite(y_level):
                 yl = float(y_of(np.array([y_level]))[0])
                 out.append(f'<line class="level" x1="{a:.1f}" x2="{b:.1f}" y1="{yl:.1f}" y2="{yl:.1f}" '
                            f'stroke="{color}" stroke-opacity="0.45" stroke-width="2"/>')
-        out.append(f'<g class="change {escape(str(row.kind))}"><title>{escape(tip)}</title>'
+        out.append(f'<g class="change {escape(str(kind))}"><title>{escape(tip)}</title>'
                    f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{_TOP}" y2="{_TOP + plot_h}" stroke="{color}" '
                    f'stroke-width="1.5" stroke-dasharray="5 3"/>'
                    f'<path d="M{x - 6:.1f},{_TOP} L{x + 6:.1f},{_TOP} L{x:.1f},{_TOP + 9} Z" fill="{color}"/></g>')
@@ -276,13 +343,13 @@ def trend_svg(
     if line:
         out.append(f'<path class="series" d="{line}" fill="none" stroke="{LINE}" stroke-width="1.8"/>')
     outside = (np.isfinite(low) & (values < low)) | (np.isfinite(high) & (values > high))
-    if "failed" in points:  # a check of that run failed on this value (limits not stored)
-        outside |= points["failed"].fillna(False).to_numpy(dtype=bool)
-    drawn = _dotted(values, outside, step)
-    for x, y, when, value, commit, out_of_budget, dot in zip(
-            xs.tolist(), ys.tolist(), utc_minutes(times), values.tolist(), commits, outside.tolist(), drawn.tolist()):
-        if not math.isfinite(y) or not dot:
-            continue
+    if runs.failed is not None:  # a check of that run failed on this value (limits not stored)
+        outside |= runs.failed
+    # the points drawn only (a year of nights draws a handful: their times formatted alone)
+    dots = np.flatnonzero(_dotted(values, outside, step) & np.isfinite(ys))
+    for x, y, when, value, i, out_of_budget in zip(xs[dots].tolist(), ys[dots].tolist(), utc_minutes(times[dots]),
+                                                   values[dots].tolist(), dots.tolist(), outside[dots].tolist()):
+        commit = commits[i]
         tip = when + (f", commit {commit}" if commit else "") \
             + f": {format_value(value, unit)}" + (" (outside its budget)" if out_of_budget else "")
         fill = REGRESSION if out_of_budget else LINE

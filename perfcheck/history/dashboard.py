@@ -22,6 +22,7 @@ view from the history store).
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -34,7 +35,7 @@ import pandas as pd
 
 from perfcheck import __version__
 from perfcheck.atomicfile import write_atomic
-from perfcheck.history.chart import legend_svg, trend_svg, utc_minutes
+from perfcheck.history.chart import Runs, Steps, legend_svg, trend_svg_of, utc_minutes
 from perfcheck.metrics.timeline import is_timeline_name
 from perfcheck.report import mdescape
 from perfcheck.units import format_value
@@ -147,6 +148,32 @@ def history_view_of(frame: pd.DataFrame, *, arches: Mapping[str, str] | None = N
 
 def _normalised(view: HistoryView) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Both frames with every optional column present, times as UTC timestamps."""
+    series, changes, _ = _prepared(view)
+    return series, changes
+
+
+@dataclass(frozen=True)
+class PreparedView:
+    """A view's frames made ready once (``prepare``: ``_normalised``, and the position
+    of each series' newest row) for both the digest's facts and the pages of a part."""
+
+    series: pd.DataFrame
+    changes: pd.DataFrame
+    ends: np.ndarray
+    title: str
+
+
+def prepare(view: HistoryView) -> PreparedView:
+    return PreparedView(*_prepared(view), view.title)
+
+
+def _prepared(view: HistoryView) -> tuple[pd.DataFrame, pd.DataFrame, np.ndarray]:
+    """``_normalised``, and the position of each series' newest row (``latest_runs``).
+
+    The series rows are ordered by series, then time, and each series and kernel told
+    apart by integer codes (one factorisation per name column): grouping the rows by
+    their four name columns (arrow strings, whose every row is hashed) made this most
+    of a large report's time beside the charts."""
     missing = [c for c in SERIES_COLUMNS if c not in view.series.columns]
     if missing:
         raise ValueError(f"history series frame lacks columns {missing}")
@@ -155,16 +182,19 @@ def _normalised(view: HistoryView) -> tuple[pd.DataFrame, pd.DataFrame]:
         if name not in series.columns:
             series[name] = default
     series["time"] = pd.to_datetime(series["time"], utc=True)
-    series["machine"] = series["machine"].fillna("").astype(str)
+    series["machine"] = series["machine"].astype(object).fillna("").astype(str)  # a Categorical takes no new ""
     series["commit"] = series["commit"].fillna("").astype(str)
-    series = series.sort_values([*SERIES_KEY, "time"], kind="stable").reset_index(drop=True)
-    series["headline"] = _headline(series)
+    order, series_id, kernel_id = _series_order(series)
+    series = series.take(order).reset_index(drop=True)
+    series["headline"] = _headline(series, series_id, kernel_id)
     # outside its budget: beyond the stored limits, or a check of that run failed on
     # it (a store without limits still knows the outcome)
     value, low, high = (series[c].astype(float) for c in ("value", "low", "high"))
     failed = series["outcome"].astype(str).eq("failed") if "outcome" in series.columns else False
     series["failed"] = failed
     series["outside"] = (low.notna() & (value < low)) | (high.notna() & (value > high)) | series["failed"]
+    starts = np.flatnonzero(np.diff(series_id, prepend=-1))
+    ends = np.append(starts[1:] - 1, len(series) - 1) if len(series) else starts
 
     changes = view.changes.copy() if view.changes is not None else pd.DataFrame(columns=CHANGE_COLUMNS)
     missing = [c for c in CHANGE_COLUMNS if c not in changes.columns]
@@ -181,26 +211,52 @@ def _normalised(view: HistoryView) -> tuple[pd.DataFrame, pd.DataFrame]:
         latest = ~changes.duplicated(SERIES_KEY, keep="last")
         changes["open"] = latest & (changes["kind"] == REGRESSION)
     changes["open"] = changes["open"].fillna(False).astype(bool) & (changes["kind"] == REGRESSION)
-    flags = series.drop_duplicates(SERIES_KEY)[[*SERIES_KEY, "headline"]]
+    flags = series.iloc[starts][[*SERIES_KEY, "headline"]]  # each series' first row
     changes = changes.drop(columns=["headline"], errors="ignore").merge(flags, on=SERIES_KEY, how="left")
     changes["headline"] = changes["headline"].fillna(True).astype(bool)
-    return series, changes
+    return series, changes, ends
 
 
-def _headline(series: pd.DataFrame) -> pd.Series:
+def _series_order(series: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The order of ``series.sort_values([*SERIES_KEY, "time"], kind="stable")`` (names
+    by their sorted codes, a missing one last; ties in their order) and, in that order,
+    each row's series and kernel (suite x machine x kernel) as a number from 0."""
+    codes = []
+    for column in SERIES_KEY:
+        code, names = pd.factorize(series[column], sort=True)
+        codes.append(np.where(code < 0, len(names), code))
+    time = series["time"].to_numpy(dtype="datetime64[ns]").view("i8")
+    time = np.where(time == np.iinfo(np.int64).min, np.iinfo(np.int64).max, time)  # NaT last, as pandas sorts it
+    order = np.lexsort((time, *reversed(codes)))
+    ranked = [c[order] for c in codes]
+    n = len(order)
+
+    def numbered(columns: list[np.ndarray]) -> np.ndarray:
+        new = np.zeros(n, dtype=bool)
+        if n:
+            new[0] = True
+            for column in columns:
+                new[1:] |= column[1:] != column[:-1]
+        return np.cumsum(new) - 1
+
+    return order, numbered(ranked), numbered(ranked[:3])
+
+
+def _headline(series: pd.DataFrame, series_id: np.ndarray, kernel_id: np.ndarray) -> pd.Series:
     """Per row: is its series one to show first? A store keeps every metric of every
     kernel (calls, duration_min/mean/max/total, grid size, ...); the ones a person
     asked about are those an expectation checked (an ``outcome`` in some run), and
     ``duration``. Without an ``outcome`` column every series is shown first, and so
-    is every series of a kernel that has none of those."""
+    is every series of a kernel that has none of those. ``series_id``, ``kernel_id``:
+    each row's series and kernel as numbers (``_series_order``)."""
     if "outcome" not in series.columns or series.empty:
         return pd.Series(True, index=series.index)
-    checked = series["outcome"].notna() & (series["outcome"].astype(str) != "")
-    any_checked = checked.groupby([series[c] for c in SERIES_KEY], sort=False).transform("any")
-    headline = any_checked | (series["metric"] == "duration")
+    checked = (series["outcome"].notna() & (series["outcome"].astype(str) != "")).to_numpy(dtype=bool)
+    any_checked = np.bincount(series_id, weights=checked)[series_id] > 0
+    headline = any_checked | (series["metric"] == "duration").to_numpy(dtype=bool)
     # a kernel with none of those (nothing checked, no duration) shows all it has
-    kernel = [series[c] for c in ("suite", "machine", "kernel")]
-    return headline | ~headline.groupby(kernel, sort=False).transform("any")
+    kernel_any = np.bincount(kernel_id, weights=headline)[kernel_id] > 0
+    return pd.Series(headline | ~kernel_any, index=series.index)
 
 
 def open_regressions(view: HistoryView) -> pd.DataFrame:
@@ -309,9 +365,10 @@ def _table(header: list[str], rows: list[list[str]], numeric: Iterable[int] = ()
     # data-label: on a narrow screen each row becomes a card of "label: value"
     # lines (CSS below), so a long kernel name does not squeeze every column.
     labels = [escape(re.sub(r"<[^>]+>", "", h), quote=True) for h in header]
+    # each column's opening tag once: a large site writes millions of cells
+    opening = [f'<td{" class=num" if i in numeric else ""} data-label="{label}">' for i, label in enumerate(labels)]
     body = "".join(
-        "<tr>" + "".join(f'<td{" class=num" if i in numeric else ""} data-label="{labels[i]}">{cell}</td>'
-                         for i, cell in enumerate(row)) + "</tr>"
+        "<tr>" + "".join(f"{tag}{cell}</td>" for tag, cell in zip(opening, row)) + "</tr>"
         for row in rows
     )
     return f'<div class="scroll"><table{f" class={cls}" if cls else ""}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
@@ -388,57 +445,161 @@ def _regressions_table(found: pd.DataFrame, units: Mapping[tuple[str, str, str, 
 
 
 def _units(series: pd.DataFrame) -> dict[tuple[str, str, str, str], str]:
-    latest = series[~series.duplicated(SERIES_KEY, keep="last")]
+    return _units_of(series[~series.duplicated(SERIES_KEY, keep="last")])
+
+
+def _units_of(latest: pd.DataFrame) -> dict[tuple[str, str, str, str], str]:
+    """Each series' unit (``latest``: its newest row, ``latest_runs``)."""
     return dict(zip(map(tuple, latest[SERIES_KEY].to_numpy().tolist()), latest["unit"].astype(str)))
 
 
-def _runs_table(points: pd.DataFrame, unit: str) -> str:
-    recent = points.iloc[::-1].head(MAX_RUN_ROWS)
-    recent = recent[[c for c in ("time", "commit", "run", "value", "low", "high", "failed", "outside", "outcome")
-                     if c in recent.columns]]  # the columns read: itertuples costs a Series per column
-    rows = []
+@dataclass(frozen=True)
+class _Rows:
+    """Normalised series rows (``_normalised``) as arrays: a chart, a runs table or a
+    kernel's section reads positions of them, no frame per chart (a year of nights of
+    2,000 kernels is tens of thousands of charts, and pandas' fixed costs per frame were
+    most of their time). Rows sorted by series, then time: a series is a run of positions."""
+
+    metric: np.ndarray  # codes into ``metrics``
+    metrics: list[str]
+    unit: "_Coded"
+    times: np.ndarray  # datetime64[ns], UTC
+    values: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
+    failed: np.ndarray
+    outside: np.ndarray
+    headline: np.ndarray
+    outcome: np.ndarray  # a check's outcome is recorded (judged even without limits)
+    commit: "_Coded"
+    run: "_Coded"  # the run's id in the store, or ""
+
+    @staticmethod
+    def of(series: pd.DataFrame) -> "_Rows":
+        outcome = series["outcome"].notna().to_numpy(dtype=bool) if "outcome" in series.columns else \
+            np.zeros(len(series), dtype=bool)
+        codes, names = pd.factorize(series["metric"])
+        return _Rows(codes, [str(m) for m in names], _Coded.of(series["unit"], str),
+                     series["time"].to_numpy(dtype="datetime64[ns]"), series["value"].to_numpy(dtype=float),
+                     series["low"].to_numpy(dtype=float), series["high"].to_numpy(dtype=float),
+                     series["failed"].to_numpy(dtype=bool), series["outside"].to_numpy(dtype=bool),
+                     series["headline"].to_numpy(dtype=bool), outcome, _Coded.of(series["commit"]),
+                     _Coded.of(series["run"]))
+
+    def runs(self, at: np.ndarray) -> Runs:
+        return Runs(self.times[at], self.values[at], self.low[at], self.high[at], self.failed[at],
+                    self.commit[at].tolist())
+
+
+@dataclass(frozen=True)
+class _Coded:
+    """A column of few distinct values (units, commits, run ids) as codes into them:
+    ``coded[i]`` and ``coded[positions]`` as of the column's values. Factorising an
+    arrow string column is a third of the time of making it Python objects."""
+
+    codes: np.ndarray
+    names: np.ndarray  # object
+
+    @staticmethod
+    def of(column: pd.Series, kind: "Callable[[object], object] | None" = None) -> "_Coded":
+        codes, names = pd.factorize(column, use_na_sentinel=False)
+        values = [kind(v) for v in names] if kind is not None else list(names)
+        return _Coded(codes, np.array(values + [None], dtype=object)[:-1])  # [None]: never a 2-d array
+
+    def __getitem__(self, at: "int | np.ndarray") -> object:
+        return self.names[self.codes[at]]
+
+
+@dataclass(frozen=True)
+class _Changes:
+    """Normalised change rows (``_normalised``) as arrays, the positions of each series'
+    (machine, kernel, metric) in ``at``, oldest first."""
+
+    at: Mapping[tuple[str, str, str], np.ndarray]
+    times: np.ndarray  # datetime64[ns], UTC
+    before: np.ndarray
+    after: np.ndarray
+    change_pct: np.ndarray
+    kind: np.ndarray  # object (str)
+    commit: np.ndarray  # object (str)
+    open: np.ndarray
+
+    @staticmethod
+    def of(changes: pd.DataFrame) -> "_Changes":
+        at = changes.groupby(["machine", "kernel", "metric"], sort=False, observed=True).indices if len(changes) else {}
+        return _Changes({tuple(map(str, k)): v for k, v in at.items()},  # type: ignore[misc]
+                        changes["time"].to_numpy(dtype="datetime64[ns]"), changes["before"].to_numpy(dtype=float),
+                        changes["after"].to_numpy(dtype=float), changes["change_pct"].to_numpy(dtype=float),
+                        changes["kind"].astype(str).to_numpy(dtype=object), changes["commit"].to_numpy(dtype=object),
+                        changes["open"].to_numpy(dtype=bool))
+
+    def of_series(self, machine: str, kernel: str, metric: str) -> np.ndarray:
+        return self.at.get((machine, kernel, metric), _NONE)
+
+    def steps(self, at: np.ndarray) -> Steps:
+        return Steps(self.times[at], self.before[at], self.after[at], self.change_pct[at],
+                     self.kind[at].tolist(), self.commit[at].tolist())
+
+
+_NONE = np.array([], dtype=np.intp)
+
+
+def _runs_table(rows: _Rows, at: np.ndarray, unit: str) -> str:
+    """The runs of a chart (``at``: its rows, oldest first), the latest MAX_RUN_ROWS, newest first."""
+    recent = at[::-1][:MAX_RUN_ROWS]
+    times = rows.times[recent]
     # _when of each time at numpy's speed (utc_minutes: strftime was a third of the table)
-    whens = [w[:-4] for w in utc_minutes(recent["time"])] if recent["time"].notna().all() else \
-        [_when(t) for t in recent["time"]]
-    for row, when in zip(recent.itertuples(index=False), whens):
-        judged = pd.notna(row.low) or pd.notna(row.high) or isinstance(getattr(row, "outcome", None), str)
-        state = ('<span class="bad">failed</span>' if row.failed else '<span class="bad">outside</span>'
-                 if row.outside else "ok" if judged else "-")
-        rows.append([when, _commit(row.commit), escape(str(row.run)) if row.run != "" else "-",
-                     escape(format_value(row.value, unit)), escape(budget_text(row.low, row.high, unit)), state])
-    more = f" (latest {MAX_RUN_ROWS} of {len(points)})" if len(points) > MAX_RUN_ROWS else ""
+    whens = [w[:-4] for w in utc_minutes(times)] if not np.isnat(times).any() else \
+        [_when(pd.Timestamp(t, tz="UTC")) for t in times]
+    table = []
+    budgets: dict[tuple[float | None, float | None], str] = {}  # the band is mostly the same run after run
+    # the table's columns taken at once, then a row each (the cells are text)
+    for when, value, low, high, outcome, failed, outside, commit, run in zip(
+            whens, rows.values[recent].tolist(), rows.low[recent].tolist(), rows.high[recent].tolist(),
+            rows.outcome[recent].tolist(), rows.failed[recent].tolist(), rows.outside[recent].tolist(),
+            rows.commit[recent].tolist(), rows.run[recent].tolist()):
+        judged = not math.isnan(low) or not math.isnan(high) or outcome
+        state = ('<span class="bad">failed</span>' if failed else '<span class="bad">outside</span>'
+                 if outside else "ok" if judged else "-")
+        band = (None if math.isnan(low) else low, None if math.isnan(high) else high)
+        budget = budgets.get(band) or budgets.setdefault(band, escape(budget_text(low, high, unit)))
+        table.append([when, _commit(commit), escape(str(run)) if run != "" else "-",
+                      escape(format_value(value, unit)), budget, state])
+    more = f" (latest {MAX_RUN_ROWS} of {len(at)})" if len(at) > MAX_RUN_ROWS else ""
     return (f"<details><summary>runs{more}</summary>"
-            + _table(["time (UTC)", "commit", "run", "value", "budget", "status"], rows, numeric=(3,))
+            + _table(["time (UTC)", "commit", "run", "value", "budget", "status"], table, numeric=(3,))
             + "</details>")
 
 
-def _chart_figure(points: pd.DataFrame, changes: pd.DataFrame, *, machine: str, kernel: str, metric: str,
-                  runs: bool = True) -> str:
-    """One chart with its caption; ``runs``: and the table of its runs (the charts a
-    person asked about; the others' values are on hover)."""
-    unit = str(points["unit"].iloc[-1])
-    last = points.iloc[-1]
-    status = ('<br><span class="bad">its check failed in the latest run</span>' if last["failed"] else
-              '<br><span class="bad">outside its budget</span>' if last["outside"] else "")
-    open_here = changes[changes["open"]]
+def _chart_figure(rows: _Rows, at: np.ndarray, changes: _Changes, here: np.ndarray, *, machine: str, kernel: str,
+                  metric: str, runs: bool = True) -> str:
+    """One chart with its caption (``at``: its rows, ``here``: its change points);
+    ``runs``: and the table of its runs (the charts a person asked about; the others'
+    values are on hover)."""
+    last = int(at[-1])
+    unit = rows.unit[last]
+    status = ('<br><span class="bad">its check failed in the latest run</span>' if rows.failed[last] else
+              '<br><span class="bad">outside its budget</span>' if rows.outside[last] else "")
+    open_here = here[changes.open[here]]
     if len(open_here):
-        worst = open_here.iloc[-1]
-        status += f'<br><span class="bad">regression {worst["change_pct"]:+.1f}% since {_commit(worst["commit"])}</span>'
-    budget = budget_text(last["low"], last["high"], unit)
+        worst = int(open_here[-1])
+        status += (f'<br><span class="bad">regression {changes.change_pct[worst]:+.1f}% since '
+                   f'{_commit(changes.commit[worst])}</span>')
+    budget = budget_text(rows.low[last], rows.high[last], unit)
     budget = "no budget recorded" if budget == "-" else f"budget {budget}"
-    caption = (f"<h3>{escape(metric)}</h3><span class=sub>latest {escape(format_value(float(last['value']), unit))}"
-               f", {escape(budget)}, {len(points)} runs</span>{status}")
+    caption = (f"<h3>{escape(metric)}</h3><span class=sub>latest {escape(format_value(float(rows.values[last]), unit))}"
+               f", {escape(budget)}, {len(at)} runs</span>{status}")
     label = f"{metric} of {kernel}" + (f" on {machine}" if machine else "") + ", per run"
-    svg = trend_svg(points, changes, unit=unit, label=label)
+    svg = trend_svg_of(rows.runs(at), changes.steps(here), unit=unit, label=label)
     return (f'<figure id="{kernel_anchor(machine, kernel, metric)}"><figcaption>{caption}</figcaption>'
-            f"{svg}{_runs_table(points, unit) if runs else ''}</figure>")
+            f"{svg}{_runs_table(rows, at, unit) if runs else ''}</figure>")
 
 
 def _follows_duration(rows: pd.DataFrame, tolerance: float = 1e-6) -> set[str]:
     """Metrics of one kernel that are a constant times its duration or a constant over
     it in every run (bandwidths and rates of fixed bytes and FLOPs, percentages of a
     fixed peak): their charts would repeat the duration chart's shape."""
-    table = rows.pivot_table(index="time", columns="metric", values="value", aggfunc="last")
+    table = rows.pivot_table(index="time", columns="metric", values="value", aggfunc="last", observed=True)
     if "duration" not in table.columns or len(table) < 2:
         return set()
     duration = table["duration"].astype(float)
@@ -453,12 +614,20 @@ def _follows_duration(rows: pd.DataFrame, tolerance: float = 1e-6) -> set[str]:
     return set(follows[follows].index.astype(str))
 
 
-def _unchanged(points: pd.DataFrame, changes: pd.DataFrame) -> bool:
+def _unchanged(values: np.ndarray, outside: np.ndarray, changed: bool) -> bool:
     """The same value in every run (registers, bytes moved, calls of an unchanged build),
     never outside its budget, no change point: a line of text says it, not a chart."""
-    values = points["value"].astype(float)
-    return (values.notna().all() and values.nunique() == 1 and not points["outside"].any()
-            and changes.empty)
+    return bool(not np.isnan(values).any() and (values == values[0]).all() and not outside.any() and not changed)
+
+
+def _metrics(rows: _Rows, at: np.ndarray) -> list[tuple[bool, str, np.ndarray]]:
+    """(headline, metric, its rows) of one kernel's rows ``at`` (sorted by metric, then
+    time), the other metrics first, each part by metric name."""
+    codes = rows.metric[at]
+    starts = [0, *(np.flatnonzero(codes[1:] != codes[:-1]) + 1).tolist()]
+    ends = [*starts[1:], len(at)]
+    found = [(bool(rows.headline[at[a]]), rows.metrics[codes[a]], at[a:b]) for a, b in zip(starts, ends)]
+    return sorted(found, key=lambda g: (g[0], g[1]))
 
 
 # --- pages ----------------------------------------------------------------------------------
@@ -486,74 +655,82 @@ def suite_html(view: HistoryView, suite: str) -> str:
     ]
     # The program's timeline ("@run", "@ranks", "range:NAME") first, under its own
     # heading: it is the run's picture, not one kernel among the others.
-    every = list(mine.groupby(["machine", "kernel"], sort=True))
-    timeline = [g for g in every if is_timeline_name(str(g[0][1]))]
-    kernels = [g for g in every if not is_timeline_name(str(g[0][1]))]
+    mine = mine.reset_index(drop=True)
+    every = [((str(m), str(k)), at)
+             for (m, k), at in mine.groupby(["machine", "kernel"], sort=True, observed=True).indices.items()]
+    timeline = [g for g in every if is_timeline_name(g[0][1])]
+    kernels = [g for g in every if not is_timeline_name(g[0][1])]
+    rows, changed = _Rows.of(mine), _Changes.of(my_changes)
     legend = [legend_svg()]  # once, under the first heading
     for title, groups in (("Timeline: the run and its ranges", timeline), ("Kernels", kernels)):
         if groups or title == "Kernels" and not timeline:
-            body += [f"<h2>{title}</h2>", *legend, *_sections(groups, my_changes, machines)]
+            derived = {key: _follows_duration(mine.iloc[at]) for key, at in groups}
+            body += [f"<h2>{title}</h2>", *legend, *_sections(rows, groups, changed, machines, derived=derived)]
             legend = []
     body.append("</main>")
     return _page(f"{suite} - {view.title}", body)
 
 
-def _sections(groups: list, my_changes: pd.DataFrame, machines: list[str], *, headings: bool = True,
-              quiet_charts: bool = True) -> list[str]:
-    """A table of contents and one section per (machine, kernel) of ``groups``
-    (``headings``: each under its kernel's name; a kernel's own page has it as its title).
-    ``quiet_charts``: chart the other metrics without a change point or a value outside
-    their budget too; else they are a line each in a table (latest, lowest, highest):
-    a kernel page of a large store, where their charts were most of the time."""
+def _sections(rows: _Rows, groups: "list[tuple[tuple[str, str], np.ndarray]]", changes: _Changes,
+              machines: list[str], *, headings: bool = True,
+              derived: "Mapping[tuple[str, str], set[str]] | None" = None) -> list[str]:
+    """A table of contents and one section per (machine, kernel) of ``groups`` (each
+    with its positions in ``rows``; ``headings``: each under its kernel's name; a
+    kernel's own page has it as its title). ``derived``: per kernel, the metrics in step
+    with its duration (``_follows_duration``), whose quiet charts are left out; the
+    other quiet metrics (no change point, never outside their budget) are charted too.
+    Without it, they are a line each in a table (latest, lowest, highest): a kernel page
+    of a large store, where their charts were most of the time."""
+    quiet_charts = derived is not None
     toc = "".join(
         f'<li><a class="kernel" href="#{kernel_anchor(machine, kernel)}">{escape(kernel)}</a>'
         + (f" ({escape(machine)})" if len(machines) > 1 else "") + "</li>"
         for (machine, kernel), _ in groups
     )
     body = [f'<nav class="toc"><ul>{toc}</ul></nav>']
-    for (machine, kernel), rows in groups:
+    for (machine, kernel), at in groups:
         heading = escape(kernel) + (f' <span class="sub">on {escape(machine)}</span>' if len(machines) > 1 else "")
         figures: dict[bool, list[str]] = {True: [], False: []}
         names: list[str] = []
         steady: list[str] = []  # "vgpr 52": the same in every run, no chart
         quiet: list[list[str]] = []  # without quiet_charts: "hbm_bw, latest, lowest, highest"
         # hbm_bw, flop_rate, ...: the duration chart says it
-        derived = _follows_duration(rows) if quiet_charts else set()
-        mine = my_changes[(my_changes["machine"] == machine) & (my_changes["kernel"] == kernel)]
-        for (headline, metric), points in rows.groupby(["headline", "metric"], sort=True):
-            here = mine[mine["metric"] == metric]
+        follows = derived.get((machine, kernel), set()) if derived is not None else set()
+        for headline, metric, points in _metrics(rows, at):
+            here = changes.of_series(machine, kernel, metric)
+            values, outside = rows.values[points], rows.outside[points]
             if not headline:
-                names.append(str(metric))
-                if _unchanged(points, here):
-                    unit = str(points["unit"].iloc[-1])
-                    value = format_value(float(points["value"].iloc[-1]), unit)
-                    steady.append(f"{escape(str(metric))} {escape(value)}")
+                names.append(metric)
+                if _unchanged(values, outside, len(here) > 0):
+                    value = format_value(float(values[-1]), rows.unit[points[-1]])
+                    steady.append(f"{escape(metric)} {escape(value)}")
                     continue
-                if not quiet_charts and here.empty and not points["outside"].any():
-                    unit = str(points["unit"].iloc[-1])
-                    values = points["value"].astype(float)
-                    quiet.append([escape(str(metric))] + [escape(format_value(float(v), unit))
-                                                          for v in (values.iloc[-1], values.min(), values.max())])
+                if not quiet_charts and not len(here) and not outside.any():
+                    unit = rows.unit[points[-1]]
+                    finite = values[~np.isnan(values)]
+                    low, high = (float(finite.min()), float(finite.max())) if finite.size else (math.nan, math.nan)
+                    quiet.append([escape(metric)] + [escape(format_value(float(v), unit))
+                                                     for v in (values[-1], low, high)])
                     continue
-                if metric in derived and here.empty and not points["outside"].any():
+                if metric in follows and not len(here) and not outside.any():
                     continue  # its own change point or a value out of budget still gets a chart
             # Only the charts a person asked about, or with a change point or a value out
             # of its budget, carry their runs table (the commits): a page of 5 kernels x
             # 30 metrics x 8 runs was 1 MB of tables repeating one another.
-            runs = bool(headline) or not here.empty or bool(points["outside"].any())
-            figures[bool(headline)].append(_chart_figure(points, here, machine=machine, kernel=kernel,
-                                                         metric=str(metric), runs=runs))
+            runs = headline or len(here) > 0 or bool(outside.any())
+            figures[headline].append(_chart_figure(rows, points, changes, here, machine=machine, kernel=kernel,
+                                                   metric=metric, runs=runs))
         section = f'<div class="charts">{"".join(figures[True])}</div>'
         if names:
-            same = (f'<p class="sub">the same in all {rows["time"].nunique()} runs: {", ".join(steady)}</p>'
-                    if steady else "")
+            n_runs = len(np.unique(rows.times[at]))
+            same = f'<p class="sub">the same in all {n_runs} runs: {", ".join(steady)}</p>' if steady else ""
             drawn = "".join(figures[False])
-            shown = [m for m in names if m in derived and kernel_anchor(machine, kernel, m) not in drawn]
+            shown = [m for m in names if m in follows and kernel_anchor(machine, kernel, m) not in drawn]
             if shown:
                 same += (f'<p class="sub">in step with duration (a constant times it or over it, so its chart is '
                          f'the duration chart\'s): {escape(", ".join(shown))}</p>')
             if quiet:
-                same += (f'<p class="sub">no change point, within budget in all {rows["time"].nunique()} runs:</p>'
+                same += (f'<p class="sub">no change point, within budget in all {n_runs} runs:</p>'
                          + _table(["metric", "latest", "lowest", "highest"], quiet, numeric=(1, 2, 3), cls="quiet"))
             section += (f'<details class="more"><summary>{len(names)} more metrics ({escape(", ".join(names))})'
                         f'</summary>{same}<div class="charts">{"".join(figures[False])}</div></details>')
@@ -569,7 +746,7 @@ def index_html(view: HistoryView) -> str:
     runs = series["run"].nunique() if (series["run"] != "").any() else series["time"].nunique()
     newest = series.loc[series["time"].idxmax()] if len(series) else None
     rows = []
-    for suite, mine in series.groupby("suite", sort=True):
+    for suite, mine in series.groupby("suite", sort=True, observed=True):
         last = latest[latest["suite"] == suite]
         n_open = int(((found["suite"] == suite) & found["headline"]).sum())
         n_out = int(last["outside"].sum())
@@ -606,38 +783,53 @@ def index_html(view: HistoryView) -> str:
 # --- the pages of a large store's site (``perfcheck.history.site`` writes them part by part) ---
 
 
-def kernel_groups(view: HistoryView) -> "Iterator[tuple[tuple[str, str], pd.DataFrame, pd.DataFrame]]":
-    """((machine, kernel), its rows, its change points) of each kernel of ``view``, in
-    page order, both frames made ready for ``kernel_html`` (``_normalised``) once for
-    the whole view: per kernel, pandas' fixed costs were most of a page's time."""
-    series, changes = _normalised(view)
-    rows_of = series.groupby(["machine", "kernel"], sort=True).indices
-    changes_of = changes.groupby(["machine", "kernel"], sort=False).indices
-    empty = changes.iloc[:0]
-    for (machine, kernel), at in rows_of.items():
-        where = changes_of.get((machine, kernel))
-        yield (str(machine), str(kernel)), series.iloc[at], changes.iloc[where] if where is not None else empty
+@dataclass(frozen=True)
+class KernelPage:
+    """One kernel's page (``kernel_pages``) and its line on the list of every kernel."""
+
+    machine: str
+    kernel: str
+    html: str
+    metrics: int
+    changes: int  # change points
+    open: int  # open regressions
 
 
-def kernel_html(rows: pd.DataFrame, changes: pd.DataFrame, *, suite: str, machine: str, kernel: str, back: str,
-                title: str) -> str:
-    """One kernel's page (``kernel_groups`` gives its rows and change points): its charts
-    as a suite page draws them; ``back``: its suite's page."""
-    runs = rows["run"].nunique() if (rows["run"] != "").any() else rows["time"].nunique()
-    body = [
-        "<header>",
-        f'<p><a href="index.html">&larr; all suites</a> &middot; <a href="{escape(back)}">suite {escape(suite)}</a></p>',
-        f'<h1 class="kernel">{escape(kernel)}</h1>',
-        f'<p class="meta">suite {escape(suite)}' + (f" on {escape(machine)}" if machine else "")
-        + f"; {runs} runs, {_when(rows['time'].min())} to {_when(rows['time'].max())} UTC</p>",
-        "</header>",
-        "<main>",
-        legend_svg(),
-        # no table of contents; the quiet metrics in a table (a page per kernel of a large store)
-        *_sections([((machine, kernel), rows)], changes, [machine], headings=False, quiet_charts=False)[1:],
-        "</main>",
-    ]
-    return _page(f"{kernel} - {suite} - {title}", body)
+def kernel_pages(view: PreparedView, *, suite: str, back: str) -> "Iterator[KernelPage]":
+    """The page of each kernel of suite ``suite`` in ``view``, in (machine, kernel) order:
+    its charts as a suite page draws them, the quiet metrics in a table; ``back``: its
+    suite's page. The frames are made ready once for a part (``prepare``) and turned
+    into arrays once: per kernel, pandas' fixed costs were most of a page's time."""
+    series, changes = view.series, view.changes
+    if len(series) and not (series["suite"].iloc[0] == suite and series["suite"].iloc[-1] == suite):
+        series = series[series["suite"] == suite].reset_index(drop=True)  # the rows are ordered by suite first
+    if len(changes) and not (changes["suite"] == suite).all():
+        changes = changes[changes["suite"] == suite].reset_index(drop=True)
+    rows, changed = _Rows.of(series), _Changes.of(changes)
+    is_open = changes["open"].to_numpy(dtype=bool)
+    changes_of = changes.groupby(["machine", "kernel"], sort=False, observed=True).indices if len(changes) else {}
+    for (machine, kernel), at in series.groupby(["machine", "kernel"], sort=True, observed=True).indices.items():
+        machine, kernel = str(machine), str(kernel)
+        mine = changes_of.get((machine, kernel), _NONE)
+        runs = set(rows.run[at].tolist())  # run ids (str), "" where the view has none
+        times = rows.times[at]
+        count = len(runs) if runs != {""} else len(np.unique(times))
+        body = [
+            "<header>",
+            f'<p><a href="index.html">&larr; all suites</a> &middot; <a href="{escape(back)}">suite {escape(suite)}</a></p>',
+            f'<h1 class="kernel">{escape(kernel)}</h1>',
+            f'<p class="meta">suite {escape(suite)}' + (f" on {escape(machine)}" if machine else "")
+            + f"; {count} runs, {_when(pd.Timestamp(times.min(), tz='UTC'))} to "
+              f"{_when(pd.Timestamp(times.max(), tz='UTC'))} UTC</p>",
+            "</header>",
+            "<main>",
+            legend_svg(),
+            # no table of contents; the quiet metrics in a table (a page per kernel of a large store)
+            *_sections(rows, [((machine, kernel), at)], changed, [machine], headings=False)[1:],
+            "</main>",
+        ]
+        yield KernelPage(machine, kernel, _page(f"{kernel} - {suite} - {view.title}", body),
+                         len(np.unique(rows.metric[at])), len(mine), int(is_open[mine].sum()))
 
 
 @dataclass(frozen=True)
@@ -660,7 +852,7 @@ def summaries(facts: "DigestFacts", runs: Mapping[str, int], firsts: Mapping[str
     its number of runs and the time of its oldest."""
     latest = facts.latest
     out = []
-    for suite, mine in latest.groupby("suite", sort=True):
+    for suite, mine in latest.groupby("suite", sort=True, observed=True):
         newest = mine.loc[mine["time"].idxmax()]
         kernels = mine.loc[~mine["kernel"].astype(str).map(is_timeline_name), ["machine", "kernel"]].drop_duplicates()
         out.append(SuiteSummary(str(suite), int(runs.get(str(suite), 0)), firsts[str(suite)], mine["time"].max(),
@@ -746,24 +938,37 @@ def overview_html(summary: SuiteSummary, opened: pd.DataFrame, changed: pd.DataF
     return _page(f"{summary.suite} - {title}", body)
 
 
-def kernels_html(summary: SuiteSummary, kernels: pd.DataFrame, *, link: "Callable[[object], str]", title: str) -> str:
-    """Every kernel of a large suite, a line each (``kernels``: ``machine``, ``kernel``,
-    ``metrics``, ``changes``, ``open``), linked to its page."""
+def kernels_html(summary: SuiteSummary, kernels: pd.DataFrame, *, link: "Callable[[object], str]", title: str,
+                 pages: Sequence[str] = (), page: int = 0, first: int = 0, total: int | None = None) -> str:
+    """Kernels of a large suite, a line each (``kernels``: ``machine``, ``kernel``,
+    ``metrics``, ``changes``, ``open``), linked to its page. The list of every kernel is
+    split over ``pages`` (their file names; this one is ``pages[page]``, its first line
+    the ``first``-th of ``total``), so that no page grows with the number of kernels."""
+    total = len(kernels) if total is None else total
     rows = [[f'<a class="kernel" href="{escape(link(r))}">{escape(r.kernel)}</a>', escape(r.machine) or "-",
              str(r.metrics), str(r.changes), f'<span class="bad">{r.open}</span>' if r.open else "0"]
             for r in kernels.itertuples(index=False)]
+    nav = ""
+    if len(pages) > 1:
+        links = " ".join(f'<strong aria-current="page">{i + 1}</strong>' if i == page else
+                         f'<a href="{escape(name)}">{i + 1}</a>' for i, name in enumerate(pages))
+        nav = (f'<nav class="pages"><p>kernels {first + 1:,} to {first + len(kernels):,} of {total:,} '
+               f"(by machine and name), page {page + 1} of {len(pages)}: {links}</p></nav>")
     body = [
         "<header>",
         f'<p><a href="index.html">&larr; all suites</a> &middot; <a href="{escape(suite_file(summary.suite))}">'
         f"suite {escape(summary.suite)}</a></p>",
-        f"<h1>Kernels of suite {escape(summary.suite)} ({len(kernels)})</h1>",
+        f"<h1>Kernels of suite {escape(summary.suite)} ({total})</h1>",
+        nav,
         "</header>",
         "<main>",
         _table(["kernel", "machine", "metrics", "change points", "open regressions"], rows, numeric=(2, 3, 4),
                cls="kernels"),
+        nav,
         "</main>",
     ]
-    return _page(f"kernels of {summary.suite} - {title}", body)
+    return _page(f"kernels of {summary.suite} - {title}" + (f" ({page + 1}/{len(pages)})" if len(pages) > 1 else ""),
+                 [line for line in body if line])
 
 
 def write_site(view: HistoryView, directory: str | Path) -> list[Path]:
@@ -804,9 +1009,14 @@ class DigestFacts:
 
     @staticmethod
     def of(view: HistoryView) -> "DigestFacts":
-        series, changes = _normalised(view)
+        return DigestFacts.of_prepared(prepare(view))
+
+    @staticmethod
+    def of_prepared(prepared: PreparedView) -> "DigestFacts":
+        series, changes, ends = prepared.series, prepared.changes, prepared.ends
         runs = series["run"] if (series["run"] != "").any() else series["time"]
-        return DigestFacts(changes[changes["open"] & ~changes["member"]], latest_runs(series), _units(series),
+        latest = series.iloc[ends].copy()  # latest_runs(series), the rows already ordered
+        return DigestFacts(changes[changes["open"] & ~changes["member"]], latest, _units_of(latest),
                            frozenset(runs.unique()))
 
     @staticmethod

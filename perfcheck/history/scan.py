@@ -33,7 +33,7 @@ from perfcheck.history.store import BATCH_ROWS, concat_batches
 if TYPE_CHECKING:
     import pandas as pd
 
-    from perfcheck.history.dashboard import DigestFacts
+    from perfcheck.history.dashboard import DigestFacts, PreparedView
     from perfcheck.history.accepted import Acceptance
     from perfcheck.diagnosis import Diagnosis
     from perfcheck.history.backend import HistoryStore
@@ -424,20 +424,22 @@ def digest(store: "HistoryStore", *, suites: Sequence[str] | None = None, machin
 
 
 def digest_facts(report: ReportPass, *, title: str = "perfcheck history",
-                 each: "Callable[[pd.DataFrame, list[dict[str, object]]], None] | None" = None) -> "DigestFacts":
+                 each: "Callable[[pd.DataFrame, list[dict[str, object]], PreparedView], None] | None" = None,
+                 ) -> "DigestFacts":
     """The digest's facts of the store ``report`` reads (see ``digest``); ``each``: also
-    called with every part and its change points' records (``records``; the HTML
-    report writes its pages)."""
+    called with every part, its change points' records (``records``) and its view made
+    ready (``dashboard.prepare``, once for both; the HTML report writes its pages)."""
     from dataclasses import replace
 
-    from perfcheck.history.dashboard import DigestFacts, history_view, shown_in_digest
+    from perfcheck.history.dashboard import DigestFacts, history_view, prepare, shown_in_digest
 
     facts = []
     for part, points in report.parts():
         records = report.records(points)
-        facts.append(DigestFacts.of(history_view(part, records, title=title)))
+        prepared = prepare(history_view(part, records, title=title))
+        facts.append(DigestFacts.of_prepared(prepared))
         if each is not None:
-            each(part, records)
+            each(part, records, prepared)
     joined = DigestFacts.joined(facts)
     if not len(joined.open):
         return joined

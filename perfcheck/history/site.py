@@ -11,15 +11,16 @@ The site:
   one gets an overview that lists only what moved (open regressions, the series with
   change points, values outside their budget, each list the worst ``OVERVIEW_ROWS``)
   and a page per kernel (``kernel_file``) with that kernel's charts, plus a list of
-  every kernel (``kernels_file``). The overview stays a few hundred KB however many
-  series the suite has.
+  every kernel (``kernels_file``, ``KERNELS_PER_PAGE`` a page). The overview and each
+  page of the list stay a few hundred KB however many series the suite has.
 
 Memory: one part of the store (``HistoryStore.batches``) at a time, plus the small
 suites' values and a line per kernel and per change point. One read of the store
-(``scan.ReportPass``), then the kernels whose findings a page shows read again for
-their diagnosis. The site is built in a hidden folder beside the target and renamed
-onto it when complete (``atomicfile.publish_directory``): a reader or a killed run
-never sees half a site.
+(``scan.ReportPass``), each part made ready once for the digest's facts and its kernel
+pages (``dashboard.prepare``; the pages drawn from its arrays, no frame per chart),
+then the kernels whose findings a page shows read again for their diagnosis. The
+site is built in a hidden folder beside the target and renamed onto it when complete
+(``atomicfile.publish_directory``): a reader or a killed run never sees half a site.
 """
 
 from __future__ import annotations
@@ -52,6 +53,10 @@ INLINE_VALUES = 10_000
 INLINE_SERIES = 150
 # Rows of each list on an overview page (worst first); the kernel pages have the rest.
 OVERVIEW_ROWS = 100
+# Kernels a page of the list of every kernel holds: ~600 bytes a line with long C++
+# template names, so ~0.3 MB a page (one page of 2,000 kernels was 1.2 MB, and it grew
+# with the suite: 10,000 kernels would be 6 MB).
+KERNELS_PER_PAGE = 500
 # What a site folder may hold: the pages this module writes. A folder with anything
 # else is not replaced (``--html .`` must not remove a checkout).
 _SITE_NAME = re.compile(r"^(index\.html|(suite|kernel|kernels)-[A-Za-z0-9_.-]+\.html)$")
@@ -71,8 +76,11 @@ def kernel_file(suite: str, machine: str, kernel: str) -> str:
         board.kernel_anchor(machine, kernel)[2:] + ".html"
 
 
-def kernels_file(suite: str) -> str:
-    return board.suite_file(suite).replace("suite-", "kernels-", 1)
+def kernels_file(suite: str, page: int = 0) -> str:
+    """``kernels-<suite>.html``: the list of every kernel of a large suite; its ``page``-th
+    page (from 0) after the first is ``kernels-<suite>-<page + 1>.html``."""
+    first = board.suite_file(suite).replace("suite-", "kernels-", 1)
+    return first if page == 0 else f"{first[:-5]}-{page + 1}.html"
 
 
 def digest_inside(directory: str | Path, digest: str | Path | None) -> str | None:
@@ -161,12 +169,12 @@ class _Writer:
         # inside the hidden folder: renamed into place whole, so no temp file per page
         (self.folder / name).write_text(text, encoding="utf-8")
 
-    def part(self, part: pd.DataFrame, records: list[dict[str, object]]) -> None:
-        self._pages(part, records)
-        self.series += part.groupby(["machine", "suite", "kernel", "metric"], sort=False).ngroups
+    def part(self, part: pd.DataFrame, records: list[dict[str, object]], prepared: "board.PreparedView") -> None:
+        self._pages(part, records, prepared)
+        self.series += len(prepared.ends)  # a row per series
         self.progress.update(self.series)
 
-    def _pages(self, part: pd.DataFrame, records: list[dict[str, object]]) -> None:
+    def _pages(self, part: pd.DataFrame, records: list[dict[str, object]], prepared: "board.PreparedView") -> None:
         changes = board.history_view(part.iloc[:0], records).changes if records else None
         for suite, rows in part.groupby("suite", sort=False):
             suite = str(suite)
@@ -180,16 +188,12 @@ class _Writer:
             if suite in self.inline:
                 mine.frames.append(rows)
                 continue
-            # the part's kernels made ready for their charts at once, then a page each
-            view = board.HistoryView(rows.rename(columns={"run_id": "run"}),
-                                     here if here is not None else board.HistoryView(rows).changes, self.title)
-            for (machine, kernel), krows, kchanges in board.kernel_groups(view):
-                self._write(kernel_file(suite, machine, kernel),
-                            board.kernel_html(krows, kchanges, suite=suite, machine=machine, kernel=kernel,
-                                              back=board.suite_file(suite), title=self.title))
+            # the part's kernels made ready for their charts at once (with the digest's
+            # facts of the part), then a page each
+            for page in board.kernel_pages(prepared, suite=suite, back=board.suite_file(suite)):
+                self._write(kernel_file(suite, page.machine, page.kernel), page.html)
                 self.kernel_pages += 1
-                mine.kernels.append((machine, kernel, krows["metric"].nunique(), len(kchanges),
-                                     int(kchanges["open"].sum())))
+                mine.kernels.append((page.machine, page.kernel, page.metrics, page.changes, page.open))
 
     def link(self, row: object) -> str:
         """Where a row (suite, machine, kernel, metric) is charted."""
@@ -236,8 +240,13 @@ class _Writer:
                 link=self.link, kernels_page=kernels_file(suite), title=self.title, rows=OVERVIEW_ROWS))
             kernels = pd.DataFrame(mine.kernels, columns=["machine", "kernel", "metrics", "changes", "open"])
             kernels = kernels.sort_values(["machine", "kernel"], kind="stable")
-            self._write(kernels_file(suite), board.kernels_html(summary, kernels, link=self._kernel_link(suite),
-                                                                title=self.title))
+            count = max(1, -(-len(kernels) // KERNELS_PER_PAGE))
+            files = [kernels_file(suite, i) for i in range(count)]
+            for i, name in enumerate(files):
+                first = i * KERNELS_PER_PAGE
+                self._write(name, board.kernels_html(summary, kernels.iloc[first:first + KERNELS_PER_PAGE],
+                                                     link=self._kernel_link(suite), title=self.title, pages=files,
+                                                     page=i, first=first, total=len(kernels)))
         return names
 
     def _kernel_link(self, suite: str):  # noqa: ANN202
