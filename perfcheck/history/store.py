@@ -57,6 +57,7 @@ from perfcheck.history.backend import (  # noqa: F401 (the read path's names, im
     series_batches,
     values_sql,
 )
+from perfcheck.history.latest import LEAN_COLUMNS, LatestValues, latest_values
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -641,6 +642,20 @@ class Store(SeriesReader):
         of None: every metric of that kernel) of one machine x suite, as ``series`` gives
         them (SERIES_COLUMNS, series order): what the gate judges a run on, read from the
         series' own index ranges, however many other series and nights the store holds."""
+        keys, runs, read = self._latest_parts(machine, suite, pairs, last, VALUE_COLUMNS)
+        return concat_batches(series_batches(keys, runs, read, last=last, clean=self._clean))
+
+    def latest_values(self, *, machine: str, suite: str, pairs: Sequence[tuple[str, str | None]],
+                      last: int) -> LatestValues:
+        """``latest``'s values, runs and names as arrays (``perfcheck.history.latest``):
+        the gate's read, without a frame of every column."""
+        keys, runs, read = self._latest_parts(machine, suite, pairs, last, LEAN_COLUMNS)
+        return latest_values(keys, runs, read, last=last, max_ids=MAX_IDS, clean=self._clean)
+
+    def _latest_parts(self, machine: str, suite: str, pairs: Sequence[tuple[str, str | None]], last: int,
+                      columns: Sequence[str]):  # noqa: ANN202 (keys, runs, read: series_batches' arguments)
+        """The named series' keys (series order), the runs table and a reader of the
+        ``columns`` (the first of VALUE_COLUMNS) of each series' latest ``last`` runs."""
         wanted = sorted(set(pairs), key=lambda pair: (pair[0], pair[1] or ""))
         keys: list[tuple[object, ...]] = []
         for at in range(0, len(wanted), MAX_IDS):
@@ -655,18 +670,20 @@ class Store(SeriesReader):
         keys = sorted(set(keys), key=lambda key: key[1:])  # the order of series (text sorts as SQLite's BINARY)
         runs = self._rows("SELECT run, run_id, time, commit_sha, branch, ci_job, ci_url FROM runs")
         by_number = runs_in_order(runs)
+        width = len(columns)
 
         def read(ids: list[int]) -> list[tuple[object, ...]]:
             if by_number:  # each series' last ``last`` rows of its primary key range
-                columns = ", ".join(f"v.{c}" for c in VALUE_COLUMNS)
+                chosen = ", ".join(f"v.{c}" for c in columns)
                 return self._rows(
-                    f"WITH ids(id) AS (VALUES {', '.join(['(?)'] * len(ids))}) SELECT {columns} FROM ids "
+                    f"WITH ids(id) AS (VALUES {', '.join(['(?)'] * len(ids))}) SELECT {chosen} FROM ids "
                     "CROSS JOIN results v ON v.series_id = ids.id AND v.run >= coalesce((SELECT x.run FROM results x "
                     "WHERE x.series_id = ids.id ORDER BY x.run DESC LIMIT 1 OFFSET ?), -9223372036854775808)",
                     [*ids, max(0, last - 1)])
-            return self._rows(values_sql(f"v.series_id IN ({', '.join('?' * len(ids))})", last, "?", ""), [*ids, last])
+            rows = self._rows(values_sql(f"v.series_id IN ({', '.join('?' * len(ids))})", last, "?", ""), [*ids, last])
+            return rows if width == len(VALUE_COLUMNS) else [row[:width] for row in rows]
 
-        return concat_batches(series_batches(keys, runs, read, last=last, clean=self._clean))
+        return keys, runs, read
 
     def _integers(self, values: "pd.Series") -> "pd.Series":
         import pandas as pd
