@@ -17,11 +17,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from perfcheck.errors import InputError
 
 if TYPE_CHECKING:
+    import numpy as np
     import pandas as pd
 
 LEAN_COLUMNS = ("series_id", "run", "value")  # the first three of backend.VALUE_COLUMNS
@@ -35,11 +34,11 @@ class LatestValues:
 
     kernels: tuple[str, ...]
     metrics: tuple[str, ...]
-    starts: np.ndarray  # int64, one more than the series
-    values: np.ndarray  # float64 (base units); NaN: missing or not finite
-    runs: np.ndarray  # int64 positions in the run columns below
+    starts: "np.ndarray"  # int64, one more than the series
+    values: "np.ndarray"  # float64 (base units); NaN: missing or not finite
+    runs: "np.ndarray"  # int64 positions in the run columns below
     run_ids: tuple[str, ...]
-    times: np.ndarray  # float64 Unix seconds (UTC)
+    times: "np.ndarray"  # float64 Unix seconds (UTC)
     commits: tuple[str | None, ...]
 
     def __len__(self) -> int:
@@ -50,6 +49,8 @@ class LatestValues:
 
 
 def empty() -> LatestValues:
+    import numpy as np
+
     none = np.zeros(0, dtype="int64")
     return LatestValues((), (), np.zeros(1, dtype="int64"), np.zeros(0, dtype="float64"), none, (), np.zeros(0), ())
 
@@ -63,6 +64,8 @@ def latest_values(keys: Sequence[Sequence[object]], runs: Sequence[Sequence[obje
     ``max_ids`` a query; each series' latest ``last`` runs or more). ``clean``: the
     store's check of a part's number columns, which raises the store's one-line error
     for a value or time that is not a number (SQLite's columns take any type)."""
+    import numpy as np  # here: storing a run (the store module imports this one) needs no numpy
+
     if not keys or not runs:
         return empty()
     ids = [key[0] for key in keys]
