@@ -347,17 +347,16 @@ class PostgresStore(SeriesReader):
         """The id of each series key, making the ones not stored yet (in key order)."""
         ids: dict[tuple[str, str, str, str], int] = {}
         for machine, suite in sorted({key[:2] for key in keys}):
-            cursor.execute("SELECT series_id, machine, suite, kernel, metric FROM series WHERE machine = %s AND suite = %s",
-                           (machine, suite))
-            ids.update(((m, su, k, me), i) for i, m, su, k, me in cursor.fetchall())
+            cursor.execute("SELECT series_id, kernel, metric FROM series WHERE machine = %s AND suite = %s", (machine, suite))
+            ids.update(((machine, suite, k, me), i) for i, k, me in cursor.fetchall())
         missing = [key for key in keys if key not in ids]
         if missing:
             cursor.executemany("INSERT INTO series (machine, suite, kernel, metric) VALUES (%s, %s, %s, %s) "
                                "ON CONFLICT DO NOTHING", missing)
             for machine, suite in sorted({key[:2] for key in missing}):
-                cursor.execute("SELECT series_id, machine, suite, kernel, metric FROM series "
-                               "WHERE machine = %s AND suite = %s", (machine, suite))
-                ids.update(((m, su, k, me), i) for i, m, su, k, me in cursor.fetchall())
+                cursor.execute("SELECT series_id, kernel, metric FROM series WHERE machine = %s AND suite = %s",
+                               (machine, suite))
+                ids.update(((machine, suite, k, me), i) for i, k, me in cursor.fetchall())
         return ids
 
     def _same_run(self, run: RunRecord, rows: dict[tuple[str, str, str, str], tuple[object, ...]]) -> bool:
