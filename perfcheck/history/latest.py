@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from perfcheck.errors import InputError
 
@@ -57,13 +57,14 @@ def empty() -> LatestValues:
 
 def latest_values(keys: Sequence[Sequence[object]], runs: Sequence[Sequence[object]],
                   read: "Callable[[list[int]], list[tuple[object, ...]]]", *, last: int, max_ids: int,
-                  clean: "Callable[[pd.DataFrame], None] | None" = None) -> LatestValues:
+                  where: object, clean: "Callable[[pd.DataFrame], None] | None" = None) -> LatestValues:
     """The LatestValues of the series ``keys`` (series_id, machine, suite, kernel,
     metric; in series order), from the ``runs`` table's rows (run, run_id, time,
     commit, ...) and ``read`` (the LEAN_COLUMNS rows of some series ids, at most
     ``max_ids`` a query; each series' latest ``last`` runs or more). ``clean``: the
     store's check of a part's number columns, which raises the store's one-line error
-    for a value or time that is not a number (SQLite's columns take any type)."""
+    for a value or time that is not a number (SQLite's columns take any type);
+    ``where``: the store's path or masked URL, for an error ``clean`` does not raise."""
     import numpy as np  # here: storing a run (the store module imports this one) needs no numpy
 
     if not keys or not runs:
@@ -74,16 +75,14 @@ def latest_values(keys: Sequence[Sequence[object]], runs: Sequence[Sequence[obje
         rows.extend(read(ids[at:at + max_ids]))
     if not rows:
         return empty()
-    series_ids, run_numbers, raw_values = zip(*(row[:3] for row in rows))
-    numbers = [run[0] for run in runs]
+    row_series, row_runs, row_values = zip(*(row[:3] for row in rows))
     try:
-        values = np.asarray(raw_values, dtype="float64")
-        position_of = np.asarray(series_ids, dtype="int64")
-        run_of = np.asarray(run_numbers, dtype="int64")
-        run_numbers_sorted = np.asarray(numbers, dtype="int64")
+        values = np.asarray(row_values, dtype="float64")
+        row_ids = np.asarray(row_series, dtype="int64")
+        row_numbers = np.asarray(row_runs, dtype="int64")
+        numbers = np.asarray([run[0] for run in runs], dtype="int64")  # the runs table's, in its order
     except (TypeError, ValueError, OverflowError):
-        _damaged(rows, runs, clean)
-        raise  # a store without ``clean`` (typed columns) cannot get here
+        _damaged(rows, runs, clean, where)
     from perfcheck.history.store import MAX_TIME, MIN_TIME
 
     # a run's time that is not a possible one is an error only where a value uses it
@@ -92,16 +91,16 @@ def latest_values(keys: Sequence[Sequence[object]], runs: Sequence[Sequence[obje
     # a value of a run or series not listed is no value of it)
     by_id = np.argsort(np.asarray(ids, dtype="int64"), kind="stable")
     sorted_ids = np.asarray(ids, dtype="int64")[by_id]
-    at = np.clip(np.searchsorted(sorted_ids, position_of), 0, len(ids) - 1)
-    series = np.where(sorted_ids[at] == position_of, by_id[at], -1)
-    by_number = np.argsort(run_numbers_sorted, kind="stable")
-    in_runs = np.clip(np.searchsorted(run_numbers_sorted[by_number], run_of), 0, len(numbers) - 1)
-    run = np.where(run_numbers_sorted[by_number][in_runs] == run_of, by_number[in_runs], -1)
+    at = np.clip(np.searchsorted(sorted_ids, row_ids), 0, len(ids) - 1)
+    series = np.where(sorted_ids[at] == row_ids, by_id[at], -1)  # position in ``keys``
+    by_number = np.argsort(numbers, kind="stable")
+    at = np.clip(np.searchsorted(numbers[by_number], row_numbers), 0, len(numbers) - 1)
+    run = np.where(numbers[by_number][at] == row_numbers, by_number[at], -1)  # position in ``runs``
     kept = (series >= 0) & (run >= 0)
     series, run, values = series[kept], run[kept], values[kept]
     used = np.unique(run)
     if len(used) and not np.all((times[used] >= MIN_TIME) & (times[used] <= MAX_TIME)):  # NaN: False
-        _damaged([row for row, keep in zip(rows, kept) if keep], runs, clean)
+        _damaged([row for row, keep in zip(rows, kept) if keep], runs, clean, where)
     # runs by time, then run id (as ``latest`` orders them), each series' last ``last``
     run_ids = [str(r[1]) for r in runs]
     rank = np.empty(len(runs), dtype="int64")
@@ -135,7 +134,7 @@ def _seconds(value: object) -> float:
 
 
 def _damaged(rows: Sequence[tuple[object, ...]], runs: Sequence[Sequence[object]],
-             clean: "Callable[[pd.DataFrame], None] | None") -> None:
+             clean: "Callable[[pd.DataFrame], None] | None", where: object) -> NoReturn:
     """Raise the store's own error for rows whose value, or whose run's time, is not a
     number (or not a possible time): the frame its ``clean`` checks, made only then."""
     import pandas as pd
@@ -149,4 +148,5 @@ def _damaged(rows: Sequence[tuple[object, ...]], runs: Sequence[Sequence[object]
     })
     if clean is not None:
         clean(frame)
-    raise InputError("history store", "holds a value or run time that is not a number")
+    raise InputError(where, "the history store is damaged (a value or a run's time is not a number)",  # type: ignore[arg-type]
+                     hint="restore it from a copy, or name a new file for --history")

@@ -418,7 +418,7 @@ class PostgresStore(SeriesReader):
                       last: int) -> LatestValues:
         """As ``Store.latest_values``: ``latest`` as arrays, only the values read."""
         keys, runs, read = self._latest_parts(machine, suite, pairs, last, LEAN_COLUMNS)
-        return latest_values(keys, runs, read, last=last, max_ids=MAX_IDS)
+        return latest_values(keys, runs, read, last=last, max_ids=MAX_IDS, where=self.path)
 
     def _latest_parts(self, machine: str, suite: str, pairs: Sequence[tuple[str, str | None]], last: int,
                       columns: Sequence[str]):  # noqa: ANN202 (as Store._latest_parts)

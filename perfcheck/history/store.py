@@ -660,7 +660,7 @@ class Store(SeriesReader):
         """``latest``'s values, runs and names as arrays (``perfcheck.history.latest``):
         the gate's read, without a frame of every column."""
         keys, runs, read = self._latest_parts(machine, suite, pairs, last, LEAN_COLUMNS)
-        return latest_values(keys, runs, read, last=last, max_ids=MAX_IDS, clean=self._clean)
+        return latest_values(keys, runs, read, last=last, max_ids=MAX_IDS, where=self.path, clean=self._clean)
 
     def _latest_parts(self, machine: str, suite: str, pairs: Sequence[tuple[str, str | None]], last: int,
                       columns: Sequence[str]):  # noqa: ANN202 (keys, runs, read: series_batches' arguments)
