@@ -61,8 +61,8 @@ def _settled(path: Path) -> None:
 def _malformed(path: Path) -> None:
     with closing(sqlite3.connect(path)) as db, db:
         db.execute("PRAGMA journal_mode = DELETE")
+        page = int(db.execute("PRAGMA page_size").fetchone()[0])  # a new store's are 1 KB
     data = bytearray(path.read_bytes())
-    page = 4096
     for start in range(3 * page, len(data), page):  # the b-tree pages past the schema
         data[start + 8:start + 200] = b"\xff" * 192
     path.write_bytes(bytes(data))

@@ -266,6 +266,7 @@ def test_the_gate_reads_only_the_series_it_judges(history_at, monkeypatch: pytes
 
     from perfcheck.history import gate
     from perfcheck.history import store as store_module
+    from perfcheck.history.latest import LatestValues
 
     machine = "mi100_gfx908_rocprofv3"
     with open_store(history_at) as store:
@@ -302,6 +303,9 @@ def test_the_gate_reads_only_the_series_it_judges(history_at, monkeypatch: pytes
                 out = attr(*args, **kwargs)
                 if isinstance(out, pd.DataFrame):
                     return seen(out)
+                if isinstance(out, LatestValues):  # the gate's lean read: names once per series
+                    fetched.update(zip(out.kernels, out.metrics))
+                    return out
                 return (seen(part) for part in out) if isinstance(out, Iterator) else out
             return call
 
@@ -311,6 +315,63 @@ def test_the_gate_reads_only_the_series_it_judges(history_at, monkeypatch: pytes
     assert sorted(refs) == [("A", "duration"), ("B", "occupancy")] and all(r.usable for r in refs.values())
     assert refs[("A", "duration")].value == pytest.approx(1.01e-3, rel=0.011)
     assert fetched == {("A", "duration"), ("B", "occupancy")}
+
+
+@pytest.mark.parametrize("order", ["appended", "backlog"])
+def test_latest_values_are_the_values_of_latest(store_at, order: str) -> None:  # noqa: ANN001 (both backends)
+    # The gate's lean read gives the rows ``latest`` gives, in its order: each series'
+    # last N runs by time then run id (ties, runs imported out of order, a series with
+    # fewer runs), missing and non-finite values as NaN, the runs' ids, times and commits.
+    import pandas as pd
+
+    machine = "m"
+    nights = list(range(9)) if order == "appended" else [4, 8, 0, 3, 7, 1, 2, 5, 6]
+    with open_store(store_at()) as store:
+        for i in nights:
+            rows = [Result(machine, "s", "k1", "duration", [1.0 + i, None, float("inf")][i % 3] if i < 6 else 1.0 + i, "s"),
+                    Result(machine, "s", "k1", "occupancy", 50.0 + i, "%"),
+                    Result(machine, "other", "k1", "duration", 9.0, "s")]
+            if i % 2:
+                rows.append(Result(machine, "s", "k2", "duration", 2.0 + i, "s"))
+            store.add(RunRecord(f"r{i}", T0 + (i // 2) * 86400.0, commit=f"c{i}" if i % 4 else None), rows)
+        pairs = [("k1", "duration"), ("k1", "occupancy"), ("k2", "duration"), ("nope", "duration")]
+        for last in (1, 4, 30):
+            frame = store.latest(machine=machine, suite="s", pairs=pairs, last=last)
+            got = store.latest_values(machine=machine, suite="s", pairs=pairs, last=last)
+            spans = [got.span(i) for i in range(len(got))]
+            assert [(got.kernels[i], got.metrics[i]) for i in range(len(got))] == \
+                list(dict.fromkeys(zip(frame["kernel"], frame["metric"])))
+            assert [b - a for a, b in spans] == frame.groupby(["kernel", "metric"], sort=False).size().tolist()
+            np.testing.assert_array_equal(got.values, frame["value"].to_numpy(dtype="float64"))
+            assert [got.run_ids[r] for r in got.runs] == frame["run_id"].tolist()
+            stamps = pd.to_datetime(got.times[got.runs], unit="s", utc=True)
+            assert list(stamps) == frame["time"].tolist()
+            assert [got.commits[r] for r in got.runs] == [c if isinstance(c, str) else None for c in frame["commit"]]
+        assert np.isnan(got.values[:6]).sum() == 4  # None and inf in nights 1, 2, 4, 5
+        assert not len(store.latest_values(machine=machine, suite="s", pairs=[("nope", "duration")], last=5))
+
+
+def test_latest_values_say_a_damaged_value_in_one_line(tmp_path: Path) -> None:
+    # SQLite's REAL column takes text: a value the gate judges that is not a number is
+    # the store's one-line error (as the full read says), not a crash or a silent NaN.
+    import sqlite3
+
+    from perfcheck.errors import InputError
+
+    path = tmp_path / "h.sqlite"
+    with open_store(path) as store:
+        for i in range(6):
+            store.add(RunRecord(f"r{i}", T0 + i * 86400.0), [Result("m", "s", "k", "duration", 1.0, "s")])
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE results SET value = 'garbage' WHERE run = 3")
+    with open_store(path) as store, pytest.raises(InputError, match="column 'value' holds 'garbage'") as caught:
+        store.latest_values(machine="m", suite="s", pairs=[("k", "duration")], last=30)
+    assert "\n" not in str(caught.value)
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE results SET value = 1.0")
+        db.execute("UPDATE runs SET time = 1e12 WHERE run = 2")  # past 2200
+    with open_store(path) as store, pytest.raises(InputError, match="outside 1970-2200"):
+        store.latest_values(machine="m", suite="s", pairs=[("k", "duration")], last=30)
 
 
 def test_the_gates_median_is_numpys_to_the_bit() -> None:

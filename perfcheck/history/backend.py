@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, ClassVar, Protocol
 if TYPE_CHECKING:
     import pandas as pd
 
+    from perfcheck.history.latest import LatestValues
     from perfcheck.history.store import AddResult, Machine, Result, RunRecord
     from perfcheck.storeurl import StoreURL
 
@@ -65,6 +66,9 @@ class HistoryStore(Protocol):
 
     def latest(self, *, machine: str, suite: str, pairs: Sequence[tuple[str, str | None]],
                last: int) -> "pd.DataFrame": ...  # the latest runs of the (kernel, metric) series named: the gate's
+
+    def latest_values(self, *, machine: str, suite: str, pairs: Sequence[tuple[str, str | None]],
+                      last: int) -> "LatestValues": ...  # ``latest`` as arrays (perfcheck.history.latest)
 
     def add(self, run: "RunRecord", results: Iterable["Result"], machines: Iterable["Machine"] = ()) -> "AddResult": ...
 

@@ -236,49 +236,48 @@ def references(store_path: "str | Path | StoreURL", machine: str, suite: str, wa
         return {}
 
     entries = accepted.read(accepted_path) if accepted_path is not None else []
-    with open_store(store_path, create=False, read_only=read_only) as store:
-        frame = store.latest(machine=machine, suite=suite, pairs=sorted(set(wanted)), last=SERIES_RUNS)
     out: dict[tuple[str, str], Reference] = {}
-    if not len(frame):
-        return out
-    import pandas as pd
-
-    # one series after the other (the frame is in series order): slices, not a pandas
-    # group per series, whose overhead was most of the gate's time with 2,000 series;
-    # names by their codes (a Python string per row of a long kernel name: 30 MB)
-    kernel_codes, kernel_names = pd.factorize(frame["kernel"])
-    metric_codes, metric_names = pd.factorize(frame["metric"])
-    values = frame["value"].to_numpy(dtype="float64")
-    cuts = np.flatnonzero((np.diff(kernel_codes) != 0) | (np.diff(metric_codes) != 0)) + 1
-    spans = list(zip([0, *cuts.tolist()], [*cuts.tolist(), len(frame)]))
-    # detect's change points are where split_points splits (searched for every judged
-    # series at once: split_points_many, the same answer): the few series with one go
-    # to detect together (one frame), the others have none
-    splits = split_points_many([values[start:end] for start, end in spans])
-    changed = [span for span, found in zip(spans, splits) if found]
-    points: dict[tuple[str, str], list["ChangePoint"]] = {}
-    if changed:
-        # slices, not a row index: taking rows from the text columns copied them whole
-        # (30 MB of kernel names for a dozen series)
-        for point in detect(pd.concat([frame.iloc[start:end] for start, end in changed], ignore_index=True)):
-            points.setdefault((point.kernel, point.metric), []).append(point)
-    for start, end in spans:
+    with open_store(store_path, create=False, read_only=read_only) as store:
+        # values only (perfcheck.history.latest): the frame of every column ``latest``
+        # gives was most of the gate's time; that frame is read for the few series
+        # with a change point, which ``detect`` describes
+        found = store.latest_values(machine=machine, suite=suite, pairs=sorted(set(wanted)), last=SERIES_RUNS)
+        if not len(found):
+            return out
+        values = found.values
+        spans = [found.span(i) for i in range(len(found))]
+        # detect's change points are where split_points splits (searched for every judged
+        # series at once: split_points_many, the same answer): the few series with one go
+        # to detect together (one frame), the others have none
+        splits = split_points_many([values[start:end] for start, end in spans])
+        changed = sorted({(found.kernels[i], found.metrics[i]) for i, split in enumerate(splits) if split})
+        points: dict[tuple[str, str], list["ChangePoint"]] = {}
+        if changed:
+            for point in detect(store.latest(machine=machine, suite=suite, pairs=changed, last=SERIES_RUNS)):
+                points.setdefault((point.kernel, point.metric), []).append(point)
+    starts: list[tuple[tuple[str, str], Reference, int]] = []
+    for i, (start, end) in enumerate(spans):
         series = values[start:end]
-        kernel, metric = str(kernel_names[kernel_codes[start]]), str(metric_names[metric_codes[start]])
-        found = points.get((kernel, metric), [])
-        run_ids = frame["run_id"].iloc[start:end].tolist() if found else []  # read only with change points
-        level = lifecycle.level(found, series, entries, run_ids)
-        ref = replace(reference(series, stretch=(level.start, level.end)),
-                      open=level.open.point if level.open is not None else None)
+        kernel, metric = found.kernels[i], found.metrics[i]
+        at = points.get((kernel, metric), [])
+        run_ids = [found.run_ids[r] for r in found.runs[start:end].tolist()] if at else []  # only with change points
+        level = lifecycle.level(at, series, entries, run_ids)
+        ref = reference(series, stretch=(level.start, level.end))
+        if level.open is not None:  # (``replace`` for each of 2,000 series cost more than the median)
+            ref = replace(ref, open=level.open.point)
         if ref.usable and ref.since_index > 0:
-            row = frame.iloc[start + ref.since_index]
-            stamp = row["time"]
-            # A run stored without a commit reads back as NaN (pandas' missing value),
-            # which is truthy: only a non-empty string is a commit.
-            commit = row["commit"]
-            ref = replace(ref, since_run=str(row["run_id"]), since_commit=commit if isinstance(commit, str) and commit else None,
-                          since_time=float(stamp.timestamp()) if hasattr(stamp, "timestamp") else float(stamp))
+            starts.append(((kernel, metric), ref, int(found.runs[start + ref.since_index])))
         out[(kernel, metric)] = ref
+    if starts:
+        import pandas as pd
+
+        # the time as a value of ``latest``'s frame holds it (a UTC timestamp, to the
+        # nanosecond), so the reference's start is the same to the bit
+        stamps = pd.to_datetime(found.times[[run for _, _, run in starts]], unit="s", utc=True)
+        for (key, ref, run), stamp in zip(starts, stamps):
+            commit = found.commits[run]
+            out[key] = replace(ref, since_run=found.run_ids[run], since_commit=commit or None,
+                               since_time=float(stamp.timestamp()))
     return out
 
 

@@ -32,7 +32,8 @@ from typing import TYPE_CHECKING, Any
 
 from perfcheck.documents import json_loads
 from perfcheck.errors import InputError, UsageError
-from perfcheck.history.backend import VALUE_COLUMNS, SeriesReader, concat_batches, series_batches, values_sql
+from perfcheck.history.backend import MAX_IDS, VALUE_COLUMNS, SeriesReader, concat_batches, series_batches, values_sql
+from perfcheck.history.latest import LEAN_COLUMNS, LatestValues, latest_values
 from perfcheck.history.store import (
     AddResult,
     Machine,
@@ -346,17 +347,16 @@ class PostgresStore(SeriesReader):
         """The id of each series key, making the ones not stored yet (in key order)."""
         ids: dict[tuple[str, str, str, str], int] = {}
         for machine, suite in sorted({key[:2] for key in keys}):
-            cursor.execute("SELECT series_id, machine, suite, kernel, metric FROM series WHERE machine = %s AND suite = %s",
-                           (machine, suite))
-            ids.update(((m, su, k, me), i) for i, m, su, k, me in cursor.fetchall())
+            cursor.execute("SELECT series_id, kernel, metric FROM series WHERE machine = %s AND suite = %s", (machine, suite))
+            ids.update(((machine, suite, k, me), i) for i, k, me in cursor.fetchall())
         missing = [key for key in keys if key not in ids]
         if missing:
             cursor.executemany("INSERT INTO series (machine, suite, kernel, metric) VALUES (%s, %s, %s, %s) "
                                "ON CONFLICT DO NOTHING", missing)
             for machine, suite in sorted({key[:2] for key in missing}):
-                cursor.execute("SELECT series_id, machine, suite, kernel, metric FROM series "
-                               "WHERE machine = %s AND suite = %s", (machine, suite))
-                ids.update(((m, su, k, me), i) for i, m, su, k, me in cursor.fetchall())
+                cursor.execute("SELECT series_id, kernel, metric FROM series WHERE machine = %s AND suite = %s",
+                               (machine, suite))
+                ids.update(((machine, suite, k, me), i) for i, k, me in cursor.fetchall())
         return ids
 
     def _same_run(self, run: RunRecord, rows: dict[tuple[str, str, str, str], tuple[object, ...]]) -> bool:
@@ -411,6 +411,17 @@ class PostgresStore(SeriesReader):
 
     def latest(self, *, machine: str, suite: str, pairs: Sequence[tuple[str, str | None]], last: int) -> "pd.DataFrame":
         """As ``Store.latest``: the latest ``last`` runs of the series ``pairs`` names."""
+        keys, runs, read = self._latest_parts(machine, suite, pairs, last, VALUE_COLUMNS)
+        return concat_batches(series_batches(keys, runs, read, last=last))
+
+    def latest_values(self, *, machine: str, suite: str, pairs: Sequence[tuple[str, str | None]],
+                      last: int) -> LatestValues:
+        """As ``Store.latest_values``: ``latest`` as arrays, only the values read."""
+        keys, runs, read = self._latest_parts(machine, suite, pairs, last, LEAN_COLUMNS)
+        return latest_values(keys, runs, read, last=last, max_ids=MAX_IDS, where=self.path)
+
+    def _latest_parts(self, machine: str, suite: str, pairs: Sequence[tuple[str, str | None]], last: int,
+                      columns: Sequence[str]):  # noqa: ANN202 (as Store._latest_parts)
         wanted = sorted(set(pairs), key=lambda pair: (pair[0], pair[1] or ""))
         keys = self._rows(
             "SELECT DISTINCT s.series_id, s.machine, s.suite, s.kernel, s.metric "
@@ -420,15 +431,17 @@ class PostgresStore(SeriesReader):
         keys = sorted(keys, key=lambda key: key[1:])  # series order: Python sorts text by code point, as COLLATE "C"
         runs = self._rows("SELECT run, run_id, time, commit_sha, branch, ci_job, ci_url FROM runs")
         by_number = runs_in_order(runs)
+        width = len(columns)
 
         def read(ids: list[int]) -> list[tuple[object, ...]]:
             if by_number:  # each series' last ``last`` rows of its primary key range
-                return self._rows(f"SELECT {', '.join(f'v.{c}' for c in VALUE_COLUMNS)} FROM unnest(%s::bigint[]) AS ids(id) "
+                return self._rows(f"SELECT {', '.join(f'v.{c}' for c in columns)} FROM unnest(%s::bigint[]) AS ids(id) "
                                   "CROSS JOIN LATERAL (SELECT * FROM results x WHERE x.series_id = ids.id "
                                   "ORDER BY x.run DESC LIMIT %s) AS v", [ids, last])
-            return self._rows(values_sql("v.series_id = ANY(%s)", last, "%s", ' COLLATE "C"'), [ids, last])
+            rows = self._rows(values_sql("v.series_id = ANY(%s)", last, "%s", ' COLLATE "C"'), [ids, last])
+            return rows if width == len(VALUE_COLUMNS) else [row[:width] for row in rows]
 
-        return concat_batches(series_batches(keys, runs, read, last=last))
+        return keys, runs, read
 
     def _any(self, column: str, values: Sequence[object]) -> tuple[str, list[object]]:
         """One array parameter, however many values (no bound-variable limit to stay under)."""

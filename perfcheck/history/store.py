@@ -57,6 +57,7 @@ from perfcheck.history.backend import (  # noqa: F401 (the read path's names, im
     series_batches,
     values_sql,
 )
+from perfcheck.history.latest import LEAN_COLUMNS, LatestValues, latest_values
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -68,6 +69,7 @@ if TYPE_CHECKING:
 # rocprof database given by mistake is refused instead of being written into.
 APPLICATION_ID = 0x70636B68
 BUSY_TIMEOUT_S = 60.0  # a writer waits this long for another one (imports of many files)
+PAGE_SIZE = 1024  # bytes per page of a new store (see ``Store._prepare``)
 
 MIGRATIONS: tuple[str, ...] = (
     # 0 -> 1
@@ -350,6 +352,15 @@ class Store(SeriesReader):
                 self._migrate_refused()
             self._check_schema()
             return
+        if int(db.execute("PRAGMA page_count").fetchone()[0]) == 0:
+            # a new store: small pages (set before WAL fixes the size). A night's run puts
+            # one value at the end of each series' key range, i.e. on one leaf page per
+            # series, so a commit of 32,000 values writes (and its checkpoint copies)
+            # 33,000-41,000 pages however small the values: 166 MB of WAL at SQLite's
+            # default 4 KB, 34 MB at 1 KB (measured at 365 nights, docs/history-scale.md).
+            # Reading costs the same (a full scan of a year: equal CPU time). Existing
+            # stores keep theirs (changing it rewrites the whole file: VACUUM).
+            db.execute(f"PRAGMA page_size = {PAGE_SIZE}")
         mode = self._retry(lambda: db.execute("PRAGMA journal_mode = WAL").fetchone()[0])
         if str(mode).lower() != "wal":  # e.g. a file system without shared memory: still correct, less concurrent
             db.execute("PRAGMA journal_mode = DELETE")
@@ -512,9 +523,9 @@ class Store(SeriesReader):
 
         def known(pairs: Iterable[tuple[str, str]]) -> None:
             for machine, suite in sorted(set(pairs)):
-                ids.update(((m, su, k, me), i) for i, m, su, k, me in self._db.execute(
-                    "SELECT series_id, machine, suite, kernel, metric FROM series WHERE machine = ? AND suite = ?",
-                    (machine, suite)))
+                # the names it asked for are the keys' first two: not read back 32,000 times
+                ids.update(((machine, suite, k, me), i) for i, k, me in self._db.execute(
+                    "SELECT series_id, kernel, metric FROM series WHERE machine = ? AND suite = ?", (machine, suite)))
 
         known(key[:2] for key in keys)
         missing = [key for key in keys if key not in ids]
@@ -641,6 +652,20 @@ class Store(SeriesReader):
         of None: every metric of that kernel) of one machine x suite, as ``series`` gives
         them (SERIES_COLUMNS, series order): what the gate judges a run on, read from the
         series' own index ranges, however many other series and nights the store holds."""
+        keys, runs, read = self._latest_parts(machine, suite, pairs, last, VALUE_COLUMNS)
+        return concat_batches(series_batches(keys, runs, read, last=last, clean=self._clean))
+
+    def latest_values(self, *, machine: str, suite: str, pairs: Sequence[tuple[str, str | None]],
+                      last: int) -> LatestValues:
+        """``latest``'s values, runs and names as arrays (``perfcheck.history.latest``):
+        the gate's read, without a frame of every column."""
+        keys, runs, read = self._latest_parts(machine, suite, pairs, last, LEAN_COLUMNS)
+        return latest_values(keys, runs, read, last=last, max_ids=MAX_IDS, where=self.path, clean=self._clean)
+
+    def _latest_parts(self, machine: str, suite: str, pairs: Sequence[tuple[str, str | None]], last: int,
+                      columns: Sequence[str]):  # noqa: ANN202 (keys, runs, read: series_batches' arguments)
+        """The named series' keys (series order), the runs table and a reader of the
+        ``columns`` (the first of VALUE_COLUMNS) of each series' latest ``last`` runs."""
         wanted = sorted(set(pairs), key=lambda pair: (pair[0], pair[1] or ""))
         keys: list[tuple[object, ...]] = []
         for at in range(0, len(wanted), MAX_IDS):
@@ -655,18 +680,20 @@ class Store(SeriesReader):
         keys = sorted(set(keys), key=lambda key: key[1:])  # the order of series (text sorts as SQLite's BINARY)
         runs = self._rows("SELECT run, run_id, time, commit_sha, branch, ci_job, ci_url FROM runs")
         by_number = runs_in_order(runs)
+        width = len(columns)
 
         def read(ids: list[int]) -> list[tuple[object, ...]]:
             if by_number:  # each series' last ``last`` rows of its primary key range
-                columns = ", ".join(f"v.{c}" for c in VALUE_COLUMNS)
+                chosen = ", ".join(f"v.{c}" for c in columns)
                 return self._rows(
-                    f"WITH ids(id) AS (VALUES {', '.join(['(?)'] * len(ids))}) SELECT {columns} FROM ids "
+                    f"WITH ids(id) AS (VALUES {', '.join(['(?)'] * len(ids))}) SELECT {chosen} FROM ids "
                     "CROSS JOIN results v ON v.series_id = ids.id AND v.run >= coalesce((SELECT x.run FROM results x "
                     "WHERE x.series_id = ids.id ORDER BY x.run DESC LIMIT 1 OFFSET ?), -9223372036854775808)",
                     [*ids, max(0, last - 1)])
-            return self._rows(values_sql(f"v.series_id IN ({', '.join('?' * len(ids))})", last, "?", ""), [*ids, last])
+            rows = self._rows(values_sql(f"v.series_id IN ({', '.join('?' * len(ids))})", last, "?", ""), [*ids, last])
+            return rows if width == len(VALUE_COLUMNS) else [row[:width] for row in rows]
 
-        return concat_batches(series_batches(keys, runs, read, last=last, clean=self._clean))
+        return keys, runs, read
 
     def _integers(self, values: "pd.Series") -> "pd.Series":
         import pandas as pd

@@ -1,0 +1,152 @@
+"""The latest runs of the series a gate judges, as arrays: what ``check --history``
+reads from a store (``HistoryStore.latest_values``).
+
+The gate needs, for each of a suite's ~2,000 judged series, its last 60 values, and
+the run id, time and commit of a handful of rows (where its reference starts). Read
+as ``HistoryStore.latest`` gives them (a frame of every series column, each row holding
+the kernel's name and the run's provenance) that was most of the gate's time at 365
+nights; here only (series, run, value) are read, and the runs table (one row a night)
+is looked up by position. The rows kept and their order are those of ``latest``: runs
+by time then run id, each series' last ``last`` of them, values that are missing or not
+finite as NaN (``tests/test_history_gate.py`` compares the two on both backends).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, NoReturn
+
+from perfcheck.errors import InputError
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
+
+LEAN_COLUMNS = ("series_id", "run", "value")  # the first three of backend.VALUE_COLUMNS
+
+
+@dataclass(frozen=True)
+class LatestValues:
+    """Each series' latest values (series order: machine, suite, kernel, metric by their
+    bytes; series without values left out). Series ``i`` is ``values[starts[i]:starts[i + 1]]``,
+    oldest first; ``runs`` gives each value's run as a position in ``run_ids``/``times``/``commits``."""
+
+    kernels: tuple[str, ...]
+    metrics: tuple[str, ...]
+    starts: "np.ndarray"  # int64, one more than the series
+    values: "np.ndarray"  # float64 (base units); NaN: missing or not finite
+    runs: "np.ndarray"  # int64 positions in the run columns below
+    run_ids: tuple[str, ...]
+    times: "np.ndarray"  # float64 Unix seconds (UTC)
+    commits: tuple[str | None, ...]
+
+    def __len__(self) -> int:
+        return len(self.kernels)
+
+    def span(self, index: int) -> tuple[int, int]:
+        return int(self.starts[index]), int(self.starts[index + 1])
+
+
+def empty() -> LatestValues:
+    import numpy as np
+
+    none = np.zeros(0, dtype="int64")
+    return LatestValues((), (), np.zeros(1, dtype="int64"), np.zeros(0, dtype="float64"), none, (), np.zeros(0), ())
+
+
+def latest_values(keys: Sequence[Sequence[object]], runs: Sequence[Sequence[object]],
+                  read: "Callable[[list[int]], list[tuple[object, ...]]]", *, last: int, max_ids: int,
+                  where: object, clean: "Callable[[pd.DataFrame], None] | None" = None) -> LatestValues:
+    """The LatestValues of the series ``keys`` (series_id, machine, suite, kernel,
+    metric; in series order), from the ``runs`` table's rows (run, run_id, time,
+    commit, ...) and ``read`` (the LEAN_COLUMNS rows of some series ids, at most
+    ``max_ids`` a query; each series' latest ``last`` runs or more). ``clean``: the
+    store's check of a part's number columns, which raises the store's one-line error
+    for a value or time that is not a number (SQLite's columns take any type);
+    ``where``: the store's path or masked URL, for an error ``clean`` does not raise."""
+    import numpy as np  # here: storing a run (the store module imports this one) needs no numpy
+
+    if not keys or not runs:
+        return empty()
+    ids = [key[0] for key in keys]
+    rows: list[tuple[object, ...]] = []
+    for at in range(0, len(ids), max_ids):
+        rows.extend(read(ids[at:at + max_ids]))
+    if not rows:
+        return empty()
+    row_series, row_runs, row_values = zip(*(row[:3] for row in rows))
+    try:
+        values = np.asarray(row_values, dtype="float64")
+        row_ids = np.asarray(row_series, dtype="int64")
+        row_numbers = np.asarray(row_runs, dtype="int64")
+        numbers = np.asarray([run[0] for run in runs], dtype="int64")  # the runs table's, in its order
+    except (TypeError, ValueError, OverflowError):
+        _damaged(rows, runs, clean, where)
+    from perfcheck.history.store import MAX_TIME, MIN_TIME
+
+    # a run's time that is not a possible one is an error only where a value uses it
+    times = np.asarray([_seconds(run[2]) for run in runs], dtype="float64")
+    # each value's series position and run position (inner joins, as ``latest`` makes:
+    # a value of a run or series not listed is no value of it)
+    by_id = np.argsort(np.asarray(ids, dtype="int64"), kind="stable")
+    sorted_ids = np.asarray(ids, dtype="int64")[by_id]
+    at = np.clip(np.searchsorted(sorted_ids, row_ids), 0, len(ids) - 1)
+    series = np.where(sorted_ids[at] == row_ids, by_id[at], -1)  # position in ``keys``
+    by_number = np.argsort(numbers, kind="stable")
+    at = np.clip(np.searchsorted(numbers[by_number], row_numbers), 0, len(numbers) - 1)
+    run = np.where(numbers[by_number][at] == row_numbers, by_number[at], -1)  # position in ``runs``
+    kept = (series >= 0) & (run >= 0)
+    series, run, values = series[kept], run[kept], values[kept]
+    used = np.unique(run)
+    if len(used) and not np.all((times[used] >= MIN_TIME) & (times[used] <= MAX_TIME)):  # NaN: False
+        _damaged([row for row, keep in zip(rows, kept) if keep], runs, clean, where)
+    # runs by time, then run id (as ``latest`` orders them), each series' last ``last``
+    run_ids = [str(r[1]) for r in runs]
+    rank = np.empty(len(runs), dtype="int64")
+    usable = np.where(np.isnan(times), np.inf, times)  # unused runs only (NaN would unsettle the sort)
+    rank[sorted(range(len(runs)), key=lambda i: (usable[i], run_ids[i]))] = np.arange(len(runs))
+    order = np.lexsort((rank[run], series))
+    series, run, values = series[order], run[order], values[order]
+    cuts = np.flatnonzero(np.diff(series)) + 1
+    starts = np.concatenate(([0], cuts, [len(series)]))
+    from_end = np.repeat(starts[1:], np.diff(starts)) - np.arange(len(series))  # 1 for a series' last row
+    keep = from_end <= last
+    series, run, values = series[keep], run[keep], values[keep]
+    values = np.where(np.isfinite(values), values, np.nan)
+    present = np.flatnonzero(np.concatenate(([True], np.diff(series) != 0))) if len(series) else np.zeros(0, "int64")
+    starts = np.concatenate((present, [len(series)])).astype("int64")
+    chosen = series[present].tolist()
+    return LatestValues(
+        kernels=tuple(str(keys[i][3]) for i in chosen), metrics=tuple(str(keys[i][4]) for i in chosen),
+        starts=starts, values=values, runs=run.astype("int64"), run_ids=tuple(run_ids), times=times,
+        commits=tuple(r[3] if isinstance(r[3], str) else None for r in runs))
+
+
+def _seconds(value: object) -> float:
+    """A run's time as float seconds; NaN for what is not a number (a damaged store)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    try:
+        return float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError, OverflowError):
+        return float("nan")
+
+
+def _damaged(rows: Sequence[tuple[object, ...]], runs: Sequence[Sequence[object]],
+             clean: "Callable[[pd.DataFrame], None] | None", where: object) -> NoReturn:
+    """Raise the store's own error for rows whose value, or whose run's time, is not a
+    number (or not a possible time): the frame its ``clean`` checks, made only then."""
+    import pandas as pd
+
+    times = {run[0]: (run[1], run[2]) for run in runs}
+    frame = pd.DataFrame({
+        "run_id": [times.get(row[1], (None, None))[0] for row in rows],
+        "time": [times.get(row[1], (None, None))[1] for row in rows],
+        "value": [row[2] for row in rows],
+        **{column: [None] * len(rows) for column in ("median", "spread", "low", "high", "n")},
+    })
+    if clean is not None:
+        clean(frame)
+    raise InputError(where, "the history store is damaged (a value or a run's time is not a number)",  # type: ignore[arg-type]
+                     hint="restore it from a copy, or name a new file for --history")
