@@ -201,7 +201,8 @@ def states(points: Sequence["ChangePoint"], frame: "pd.DataFrame", accepted: Seq
             run_ids = [r if c >= 0 else "nan" for r, c in zip(run_names[codes].tolist(), codes.tolist())]
         else:  # the run-wide offset series (detect(relative=True)): one value per run, ratios near 1
             if runs is None and key[2] == RUN_WIDE:
-                runs = frame.groupby(["machine", "suite", "metric"], sort=False, observed=True)["run_id"].nunique().to_dict()
+                grouped = frame.groupby(["machine", "suite", "metric"], sort=False, observed=True)
+                runs = grouped["run_id"].nunique().to_dict()
             values, size = np.array([]), int((runs or {}).get((key[0], key[1], key[3]), 0)) if key[2] == RUN_WIDE else 0
         mine = [points[i] for i in where]
         for i, state in zip(where, series_states(mine, values, size, accepted, last, run_ids)):

@@ -254,6 +254,9 @@ class _Early:
         self.asked: set[tuple[str, str, str, str]] = set()  # the watched series of the kernels diagnosed
         self.runs: dict[tuple[str, str, str], tuple[str, ...]] = {}  # kernel -> its part's runs of its machine x suite
         self.heads: list[ChangePoint] = []  # keeps the candidates (and so their ids) alive
+        # id(a part's runs, in ``runs``) -> whether the store orders them as the part does:
+        # every kernel of a part shares the answer (a year of runs, asked for each kernel)
+        self.agrees: dict[int, bool] = {}
 
     def diagnose(self, found: Sequence[ChangePoint], part: "pd.DataFrame", firsts: "pd.DataFrame",
                  index: PartIndex, *, select: str | Iterable[str] | None, arches: Mapping[str, str] | None) -> None:
@@ -277,9 +280,12 @@ class _Early:
         runs = self.runs.get((head.machine, head.suite, head.kernel))
         if runs is None:
             return None
-        where = context.positions.get((head.machine, head.suite), {})
-        at = [where.get(r, -1) for r in runs]
-        if any(b <= a for a, b in zip(at, at[1:])) or (at and at[0] < 0):
+        agrees = self.agrees.get(id(runs))
+        if agrees is None:
+            where = context.positions.get((head.machine, head.suite), {})
+            at = [where.get(r, -1) for r in runs]
+            agrees = self.agrees[id(runs)] = not (any(b <= a for a, b in zip(at, at[1:])) or (at and at[0] < 0))
+        if not agrees:
             return None  # the part ordered its runs otherwise than the whole store does
         grouped = group(points, self.asked, select, context.positions)
         if any(id(h) not in self.why for h, _ in grouped):
