@@ -32,7 +32,7 @@ KERNEL = ("machine", "suite", "kernel")
 SERIES = (*KERNEL, "metric")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # arrays: compared by identity
 class Groups:
     """A frame's rows grouped by some name columns: the groups in the order of their
     first row (``keys``: their names as text), group n's rows (in frame order)
@@ -63,7 +63,7 @@ class Groups:
         return out
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class PartIndex:
     """A part's kernels (machine x suite x kernel) and series (x metric) as ``Groups``,
     and its run ids as codes (``run_code``: -1 where missing; ``run_names``)."""
