@@ -220,11 +220,12 @@ def test_a_kernels_own_sides_are_those_of_the_general_path() -> None:
                           index.run_code[at], index.run_names, names["value"].to_numpy()[at], where)
 
     coded = frame.astype({c: "category" for c in ("machine", "suite", "kernel", "metric", "run_id")})
+    stored = frame.sort_values(["metric", "run_id"], kind="stable").reset_index(drop=True)  # the store's order
     for run, before, after in (("run-10", 4, 3), ("run-03", 1, 30), ("run-19", 30, 1), ("run-00", 2, 2)):
         head = ChangePoint("m1", "nightly", "k<1>", "duration", "s", run, None, 0.0, 0, 1.0, 1.1, 10.0, "regression",
                            1e-5, before, after)
-        general = _sides(head, frame, positions)
-        for names in (frame, coded):
+        for names in (frame, coded, stored):
+            general = _sides(head, names, positions)
             mine = own(head, names, positions)
             if general is None:
                 assert mine is None

@@ -96,13 +96,16 @@ class Finding:
 
 def _finite(value: object) -> object:
     """JSON has no inf: a change from 0 (a resource that was not used) is null, with
-    its before and after values beside it."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
+    its before and after values beside it. (A call per dict or list, not per value: a
+    year of nights lists thousands of findings of some sixty values each.)"""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
     if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
+        return {k: ((v if math.isfinite(v) else None) if isinstance(v, float)
+                    else _finite(v) if isinstance(v, (dict, list)) else v) for k, v in value.items()}
     if isinstance(value, list):
-        return [_finite(v) for v in value]
+        return [((v if math.isfinite(v) else None) if isinstance(v, float)
+                 else _finite(v) if isinstance(v, (dict, list)) else v) for v in value]
     return value
 
 
@@ -377,16 +380,27 @@ def _own_sides(head: ChangePoint, series: np.ndarray, metrics: Sequence[str], ru
         wanted = np.zeros(len(run_names) + 1, dtype=bool)  # the last: a missing run id (code -1)
         wanted[[code_of[r] for r in chosen]] = True
         keep = np.flatnonzero(wanted[run_code] & (series >= 0))
-        codes = series[keep]
-        # metrics in the order of their first row, each its values in row order (a stable sort)
-        _, first = np.unique(codes, return_index=True)
-        named = codes[np.sort(first)]
-        by_metric = np.argsort(codes, kind="stable")
-        ordered = codes[by_metric]
-        lo, hi = np.searchsorted(ordered, named, side="left"), np.searchsorted(ordered, named, side="right")
-        return {metrics[code]: value[keep[by_metric[a:b]]] for code, a, b in zip(named.tolist(), lo, hi)}
+        return _by_metric(series[keep], keep, metrics, value)
 
     return side(before_runs), side(after_runs)
+
+
+def _by_metric(codes: np.ndarray, keep: np.ndarray, metrics: Sequence[str], value: np.ndarray) -> Mapping[str, object]:
+    """Metric -> its values among the rows ``keep`` (``codes``: their series, named by
+    ``metrics``): the metrics in the order of their first row, each its values in row order."""
+    if not len(codes):
+        return {}
+    if (codes[1:] >= codes[:-1]).all():  # the store's order: each series' rows together, by first row
+        cut = np.flatnonzero(codes[1:] != codes[:-1]) + 1
+        lo, hi = np.append(0, cut), np.append(cut, len(codes))
+        return {metrics[code]: value[keep[a:b]] for code, a, b in zip(codes[lo].tolist(), lo, hi)}
+    # any other order: a stable sort by series
+    _, first = np.unique(codes, return_index=True)
+    named = codes[np.sort(first)]
+    by_metric = np.argsort(codes, kind="stable")
+    ordered = codes[by_metric]
+    lo, hi = np.searchsorted(ordered, named, side="left"), np.searchsorted(ordered, named, side="right")
+    return {metrics[code]: value[keep[by_metric[a:b]]] for code, a, b in zip(named.tolist(), lo, hi)}
 
 
 def _sides(head: ChangePoint, frame: "pd.DataFrame", positions: Mapping[tuple[str, str], Mapping[str, int]]
