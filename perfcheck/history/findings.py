@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from perfcheck.diagnosis import Diagnosis, Sides, diagnose_many, whole_run, with_run, with_whole_run
-from perfcheck.history.changepoints import KEY, RUN_WIDE, ChangePoint
+from perfcheck.history.changepoints import RUN_WIDE, ChangePoint
 
 if TYPE_CHECKING:
     import pandas as pd

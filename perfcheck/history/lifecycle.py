@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from perfcheck.history.changepoints import KEY, LOWER, RUN_WIDE, better
+from perfcheck.history.changepoints import LOWER, RUN_WIDE, better
 
 if TYPE_CHECKING:
     from pathlib import Path
