@@ -111,7 +111,7 @@ def _groups(frame: "pd.DataFrame", columns: Sequence[str], change: np.ndarray, m
     # names that come back after others: a groupby, once; numbered by first row whatever
     # order the pandas version gives its groups in
     number = frame.groupby(list(columns), sort=False, observed=True).ngroup().to_numpy(dtype="float64")
-    rows = np.flatnonzero(np.isfinite(number))
+    rows = np.flatnonzero(np.isfinite(number) & (number >= 0))  # a missing name: NaN (older pandas: -1)
     _, first = np.unique(number[rows], return_index=True)
     rank = np.empty(len(first), dtype=np.int64)
     rank[np.argsort(first, kind="stable")] = np.arange(len(first))
