@@ -263,19 +263,26 @@ def explain(heads: Sequence[ChangePoint], frame: "pd.DataFrame | None",
     series = index.series.of_rows(len(frame))
     metrics = [key[3] for key in index.series.keys]
     value = frame["value"].to_numpy(dtype="float64")
+    places: dict[tuple[str, str], np.ndarray] = {}  # machine x suite -> each run's place (by code): once, not per head
     cases, at_case = [], []
     for n, head in enumerate(heads):
         k = kernels.number.get((head.machine, head.suite, head.kernel))
         if k is None:
             continue
         at = kernels.at(k)
+        where = positions.get((head.machine, head.suite), {})
         if head.kernel.startswith("range:"):  # a step: the run's timeline rows beside it
             timeline = [kernels.at(j) for j, (m, s, name) in enumerate(kernels.keys)
                         if m == head.machine and s == head.suite and name.startswith("@run")]
             at = np.concatenate([at, *timeline]) if timeline else at
             sides = _sides(head, frame[["machine", "suite", "kernel", "metric", "run_id", "value"]].iloc[at], positions)
+        elif head.run_id not in where:
+            sides = None  # a run the store's order does not know: nothing to compare
         else:  # the kernel's own rows: its names are the head's (no copy of a long kernel name per row)
-            sides = _own_sides(head, series[at], metrics, index.run_code[at], index.run_names, value[at], positions)
+            if (head.machine, head.suite) not in places:
+                places[(head.machine, head.suite)] = run_places(where, index.run_names)
+            sides = _own_sides(head, series[at], metrics, index.run_code[at], places[(head.machine, head.suite)],
+                               value[at], where[head.run_id])
         if sides is not None:
             cases.append(Sides(*sides, subject=head.metric, arch=machines.get(head.machine)))
             at_case.append(n)
@@ -360,29 +367,37 @@ def whole_runs(points: Sequence[ChangePoint],
     return out
 
 
+def run_places(where: Mapping[str, int], run_names: Sequence[str]) -> np.ndarray:
+    """The place of each of ``run_names`` in the order of its machine x suite's runs
+    (``where``: ``run_positions``' of it), -1 where it has none."""
+    return np.asarray([where.get(r, -1) for r in run_names], dtype=np.int64)
+
+
 def _own_sides(head: ChangePoint, series: np.ndarray, metrics: Sequence[str], run_code: np.ndarray,
-               run_names: Sequence[str], value: np.ndarray, positions: Mapping[tuple[str, str], Mapping[str, int]]
+               places: np.ndarray, value: np.ndarray, start: int
                ) -> tuple[Mapping[str, object], Mapping[str, object]] | None:
     """``_sides`` of a head whose kernel is not a step, from its kernel's rows alone: their
-    series (numbers, named by ``metrics``; -1: none), runs (codes of ``run_names``; -1:
-    none) and ``value``: the same sides, found by codes rather than a loop over the rows
-    (a year of nights is 6,000 rows a kernel)."""
-    where = positions.get((head.machine, head.suite), {})
-    start = where.get(head.run_id)
-    if start is None or not len(value):
+    series (numbers, named by ``metrics``; -1: none), runs (codes, placed in the store's
+    order by ``places``, ``run_places``; -1: none) and ``value``; ``start``: the place of
+    the head's run. The same sides, found by codes rather than a loop over the rows (a
+    year of nights is 6,000 rows a kernel) or a sort of run names per head."""
+    if not len(value):
         return None
-    code_of = {run_names[c]: c for c in np.unique(run_code[run_code >= 0]).tolist()}
-    runs = sorted((r for r in code_of if r in where), key=lambda r: where[r])
-    before_runs = [r for r in runs if where[r] < start][-max(head.runs_before, 1):]
-    after_runs = [r for r in runs if where[r] >= start][:max(head.runs_after, 1)]
+    seen = np.zeros(len(places) + 1, dtype=bool)  # the last: a missing run id (code -1)
+    seen[run_code] = True
+    runs = np.flatnonzero(seen[:-1])
+    runs = runs[places[runs] >= 0]
+    runs = runs[np.argsort(places[runs], kind="stable")]  # the kernel's runs in the store's order
+    before = runs[places[runs] < start][-max(head.runs_before, 1):]
+    after = runs[places[runs] >= start][:max(head.runs_after, 1)]
 
-    def side(chosen: list[str]) -> Mapping[str, object]:
-        wanted = np.zeros(len(run_names) + 1, dtype=bool)  # the last: a missing run id (code -1)
-        wanted[[code_of[r] for r in chosen]] = True
+    def side(chosen: np.ndarray) -> Mapping[str, object]:
+        wanted = np.zeros(len(places) + 1, dtype=bool)
+        wanted[chosen] = True
         keep = np.flatnonzero(wanted[run_code] & (series >= 0))
         return _by_metric(series[keep], keep, metrics, value)
 
-    return side(before_runs), side(after_runs)
+    return side(before), side(after)
 
 
 def _by_metric(codes: np.ndarray, keep: np.ndarray, metrics: Sequence[str], value: np.ndarray) -> Mapping[str, object]:
