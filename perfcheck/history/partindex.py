@@ -85,7 +85,9 @@ class PartIndex:
         for column in SERIES:
             names = frame[column]
             missing |= names.isna().to_numpy(dtype=bool)
-            change[1:] |= names.ne(names.shift()).to_numpy(dtype=bool, na_value=True)[1:]
+            # each row against the one before, on slices of the column (views: ``shift`` copied
+            # every long kernel name of the part)
+            change[1:] |= pd.array(names.array[1:] != names.array[:-1]).to_numpy(dtype=bool, na_value=True)
             if column == KERNEL[-1]:
                 found[KERNEL] = _groups(frame, KERNEL, change.copy(), missing.copy())
         found[SERIES] = _groups(frame, SERIES, change, missing)
