@@ -189,26 +189,37 @@ def _summaries(sides: Sequence[Mapping[str, Sequence[float] | float]]) -> list[d
     order, leaving out a metric without one: what ``moved`` needs, computed for many
     sides at once in stacks of equal-length values (history detect diagnoses thousands
     of findings of 16 metrics each; numpy's median of a row of a stack is that of the
-    row alone, and the logs are taken value by value)."""
-    cells = [(i, metric, x) for i, side in enumerate(sides) for metric, x in
-             ((metric, _finite(values)) for metric, values in side.items()) if len(x)]
+    row alone, and the logs are taken value by value). Every side's values are checked
+    for being finite in one array, not a cell at a time."""
+    cells = [(i, metric, values) for i, side in enumerate(sides) for metric, values in side.items()]
+    arrays = [np.empty(0) if values is None else np.atleast_1d(np.asarray(values, dtype="float64")).ravel()
+              for _, _, values in cells]
+    out: list[dict[str, Summary]] = [{} for _ in sides]
+    if not cells:
+        return out
+    flat = np.concatenate(arrays)
+    finite = np.isfinite(flat)
+    kept = np.concatenate([[0], np.cumsum(finite)])  # finite values before each position
+    sizes = np.asarray([len(x) for x in arrays], dtype=np.int64)
+    ends = np.cumsum(sizes)
+    start = kept[ends - sizes]  # each cell's first finite value in ``values``
+    count = kept[ends] - start
+    values = flat[finite]
     found: list[Summary | None] = [None] * len(cells)
-    by_length: dict[int, list[int]] = {}
-    for n, (_, _, x) in enumerate(cells):
-        by_length.setdefault(len(x), []).append(n)
-    for length, members in by_length.items():
-        stack = np.stack([cells[n][2] for n in members])
+    for length in np.unique(count[count > 0]).tolist():
+        members = np.flatnonzero(count == length)
+        stack = values[start[members][:, None] + np.arange(length)]
         median = np.median(stack, axis=1)
         spread = np.full(len(members), np.nan)
         positive = (stack > 0).all(axis=1) & (length >= 2)
         if positive.any():
             logs = np.log(stack[positive])
             spread[positive] = 1.4826 * np.median(np.abs(logs - np.median(logs, axis=1)[:, None]), axis=1)
-        for j, n in enumerate(members):
+        for j, n in enumerate(members.tolist()):
             found[n] = (float(median[j]), float(spread[j]) if positive[j] else None)
-    out: list[dict[str, Summary]] = [{} for _ in sides]
     for (i, metric, _), summary in zip(cells, found):
-        out[i][metric] = summary  # type: ignore[assignment]
+        if summary is not None:
+            out[i][metric] = summary
     return out
 
 
@@ -463,13 +474,20 @@ def _explain(
     shown = [moves[m] for m in (*RESOURCES, *OCCUPANCY, *work) if m in moves]
     shown += [m for m in label_moves.values()]
     shown += [moves[m] for pair in _CONTEXT for m in pair if m in moves and not time_only][:1]
-    return Diagnosis(subject, _change(subject, before, after), tuple(sorted(shown, key=lambda m: -m.effect)),
-                     tuple(line), time_only)
+    return Diagnosis(subject, _change(subject, before, after, summary),
+                     tuple(sorted(shown, key=lambda m: -m.effect)), tuple(line), time_only)
 
 
 def _change(subject: str, before: Mapping[str, Sequence[float] | float],
-            after: Mapping[str, Sequence[float] | float]) -> float | None:
-    """The subject's change in %, from the medians of both sides."""
+            after: Mapping[str, Sequence[float] | float],
+            stats: tuple[Mapping[str, Summary], Mapping[str, Summary]] | None = None) -> float | None:
+    """The subject's change in %, from the medians of both sides (``stats``: their
+    ``_summaries``, where known: the same medians)."""
+    if stats is not None:
+        if subject in before and subject in after and subject in stats[0] and subject in stats[1]:
+            b, a = stats[0][subject][0], stats[1][subject][0]
+            return (a / b - 1.0) * 100.0 if b else None
+        return None
     if subject in before and subject in after:
         sides = _medians({"before": before[subject], "after": after[subject]})
         if len(sides) == 2 and sides["before"]:

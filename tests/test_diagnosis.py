@@ -179,7 +179,8 @@ def test_side_summaries_in_stacks_are_those_of_each_side_alone() -> None:
     rng = np.random.default_rng(9)
     sides = [{m: np.exp(rng.normal(0.0, float(rng.choice([0.0, 0.02, 0.3])), int(rng.integers(0, 9))))
               * 10.0 ** int(rng.integers(-9, 12)) for m in ("duration", "vgpr", "hbm_bytes")} for _ in range(400)]
-    sides += [{"duration": 1.5, "calls": [np.nan, 2.0], "neg": [-1.0, 2.0, 3.0], "none": [np.nan]}]
+    sides += [{"duration": 1.5, "calls": [np.nan, 2.0], "neg": [-1.0, 2.0, 3.0], "none": [np.nan]}, {},
+              {"inf": [np.inf, 1.0, -np.inf, 4.0], "missing": None, "empty": [], "grid": [[1.0, 2.0], [np.nan, 8.0]]}]
     for side, summary in zip(sides, _summaries(sides)):
         alone = {m: (float(np.median(_finite(v))), _spread(_finite(v))) for m, v in side.items() if len(_finite(v))}
         assert summary == alone and list(summary) == list(alone)

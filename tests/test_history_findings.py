@@ -197,10 +197,12 @@ def test_the_headline_series_stepping_again_next_run_is_a_finding_of_its_own() -
 
 def test_a_kernels_own_sides_are_those_of_the_general_path() -> None:
     # _own_sides (history detect's, by codes) against _sides (a loop over the rows): the same
-    # runs on each side, the metrics in the order of their first row among them, values in row order
+    # runs on each side, the metrics in the order of their first row among them, values in row
+    # order; the names as text or as categoricals (the read path may give either)
     import pandas as pd
 
-    from perfcheck.history.findings import _own_sides, _sides
+    from perfcheck.history.findings import _own_sides, _sides, run_places
+    from perfcheck.history.partindex import PartIndex
 
     rng = np.random.default_rng(11)
     runs = [f"run-{i:02d}" for i in range(20)]
@@ -210,14 +212,28 @@ def test_a_kernels_own_sides_are_those_of_the_general_path() -> None:
     frame = pd.DataFrame([rows[i] for i in order], columns=["metric", "run_id", "value"]).assign(
         machine="m1", suite="nightly", kernel="k<1>")
     positions = {("m1", "nightly"): {r: i for i, r in enumerate(runs)}}
+
+    def own(head: ChangePoint, names: pd.DataFrame, where: dict) -> object:
+        index = PartIndex.of(names)
+        at = index.kernels.at(0)
+        mine = where.get(("m1", "nightly"), {})
+        if head.run_id not in mine:  # (explain does not ask)
+            return None
+        return _own_sides(head, index.series.of_rows(len(names))[at], [key[3] for key in index.series.keys],
+                          index.run_code[at], run_places(mine, index.run_names), names["value"].to_numpy()[at],
+                          mine[head.run_id])
+
+    coded = frame.astype({c: "category" for c in ("machine", "suite", "kernel", "metric", "run_id")})
+    stored = frame.sort_values(["metric", "run_id"], kind="stable").reset_index(drop=True)  # the store's order
     for run, before, after in (("run-10", 4, 3), ("run-03", 1, 30), ("run-19", 30, 1), ("run-00", 2, 2)):
         head = ChangePoint("m1", "nightly", "k<1>", "duration", "s", run, None, 0.0, 0, 1.0, 1.1, 10.0, "regression",
                            1e-5, before, after)
-        general = _sides(head, frame, positions)
-        own = _own_sides(head, frame["metric"], frame["run_id"], frame["value"].to_numpy(), positions)
-        if general is None:
-            assert own is None
-            continue
-        assert [list(side) for side in own] == [list(side) for side in general]
-        assert all(np.array_equal(a[m], b[m]) for a, b in zip(own, general) for m in a)
-    assert _own_sides(head, frame["metric"], frame["run_id"], frame["value"].to_numpy(), {}) is None
+        for names in (frame, coded, stored):
+            general = _sides(head, names, positions)
+            mine = own(head, names, positions)
+            if general is None:
+                assert mine is None
+                continue
+            assert [list(side) for side in mine] == [list(side) for side in general]  # type: ignore[attr-defined]
+            assert all(np.array_equal(a[m], b[m]) for a, b in zip(mine, general) for m in a)  # type: ignore[call-overload]
+    assert _sides(head, frame, {}) is None

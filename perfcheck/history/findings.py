@@ -36,12 +36,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from perfcheck.diagnosis import Diagnosis, Sides, diagnose_many, whole_run, with_run, with_whole_run
-from perfcheck.history.changepoints import KEY, RUN_WIDE, ChangePoint
+from perfcheck.history.changepoints import RUN_WIDE, ChangePoint
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from perfcheck.history.lifecycle import State
+    from perfcheck.history.partindex import PartIndex
 
 ALL = "all"
 HEADLINE_FIRST = "duration"
@@ -95,28 +96,40 @@ class Finding:
 
 def _finite(value: object) -> object:
     """JSON has no inf: a change from 0 (a resource that was not used) is null, with
-    its before and after values beside it."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
+    its before and after values beside it. (A call per dict or list, not per value: a
+    year of nights lists thousands of findings of some sixty values each.)"""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
     if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
+        return {k: ((v if math.isfinite(v) else None) if isinstance(v, float)
+                    else _finite(v) if isinstance(v, (dict, list)) else v) for k, v in value.items()}
     if isinstance(value, list):
-        return [_finite(v) for v in value]
+        return [((v if math.isfinite(v) else None) if isinstance(v, float)
+                 else _finite(v) if isinstance(v, (dict, list)) else v) for v in value]
     return value
 
 
-def watched(frame: "pd.DataFrame") -> set[tuple[str, str, str, str]]:
+def watched(frame: "pd.DataFrame", index: "PartIndex | None" = None) -> set[tuple[str, str, str, str]]:
     """The series a person asked about: those a check judged in some run (a stored
-    ``outcome``) and every ``duration``; a kernel with none of those: all its series."""
+    ``outcome``) and every ``duration``; a kernel with none of those: all its series.
+    ``index``: ``frame``'s ``PartIndex``, where the caller has it already."""
     if frame is None or not len(frame):
+        return set()
+    from perfcheck.history.partindex import PartIndex
+
+    index = index if index is not None else PartIndex.of(frame)
+    series = index.series
+    if not len(series):
         return set()
     checked = frame["metric"] == HEADLINE_FIRST
     if "outcome" in frame.columns:
         checked |= frame["outcome"].notna() & (frame["outcome"].astype(str) != "")
-    flags = checked.groupby([frame[c] for c in KEY], sort=False).any()
-    kernel_has = flags.groupby(level=[0, 1, 2], sort=False).transform("any")
-    keep = flags | ~kernel_has
-    return {tuple(map(str, key)) for key in keep[keep].index}  # type: ignore[misc]
+    checked = checked.to_numpy(dtype=bool, na_value=False)
+    # any row of a series; any series of a kernel (the groups' rows are never empty)
+    flags = np.logical_or.reduceat(checked[series.rows], series.bounds[:-1])
+    kernel = np.asarray([index.kernels.number[key[:3]] for key in series.keys], dtype=np.int64)
+    kernel_has = np.bincount(kernel, weights=flags, minlength=len(index.kernels))[kernel] > 0
+    return {key for key, keep in zip(series.keys, (flags | ~kernel_has).tolist()) if keep}
 
 
 def _eligible(cp: ChangePoint, select: str | Iterable[str] | None, asked: set[tuple[str, str, str, str]]) -> bool:
@@ -159,11 +172,14 @@ def findings(
     to mark new; ``arches``: machine -> arch id, to derive the occupancy limiter.
     ``context``: what the whole store says beyond ``frame`` (``perfcheck.history.scan``
     passes part of the store at a time); by default it is ``frame``'s."""
-    asked = watched(frame)
+    from perfcheck.history.partindex import PartIndex
+
+    index = PartIndex.of(frame) if frame is not None and len(frame) else None
+    asked = watched(frame, index)
     context = context if context is not None else Context.of(points, frame)
     grouped = group(points, asked, select, context.positions)
     heads = [head for head, _ in grouped if head.kernel != RUN_WIDE]
-    why = dict(zip(map(id, heads), explain(heads, frame, context.positions, arches)))
+    why = dict(zip(map(id, heads), explain(heads, frame, context.positions, arches, index)))
     return assemble(grouped, [why.get(id(head)) for head, _ in grouped], context, recent)
 
 
@@ -229,30 +245,44 @@ def _best(cps: Sequence[ChangePoint], select: str | list[str] | None,
 
 def explain(heads: Sequence[ChangePoint], frame: "pd.DataFrame | None",
             positions: Mapping[tuple[str, str], Mapping[str, int]],
-            arches: Mapping[str, str] | None = None) -> list[Diagnosis | None]:
+            arches: Mapping[str, str] | None = None, index: "PartIndex | None" = None) -> list[Diagnosis | None]:
     """The diagnosis of each of ``heads`` (not of the run-wide series) from ``frame``
     (its kernel's rows: every metric), without the whole run's move (``assemble`` adds
-    it), all of them at once (``perfcheck.diagnosis.diagnose_many``)."""
+    it), all of them at once (``perfcheck.diagnosis.diagnose_many``). ``index``:
+    ``frame``'s ``PartIndex``, where the caller has it already."""
     out: list[Diagnosis | None] = [None] * len(heads)
     if frame is None or not len(frame) or not heads:
         return out
+    from perfcheck.history.partindex import PartIndex
+
     machines = arches or {}
-    # each kernel's rows, found once: a mask over the frame per finding cost O(findings x rows)
-    rows_of = frame.groupby(["machine", "suite", "kernel"], sort=False).indices
-    columns = frame[["machine", "suite", "kernel", "metric", "run_id", "value"]]
+    # each kernel's rows, its series and its runs as codes, found once a part: a mask over
+    # the frame per finding cost O(findings x rows), a factorize per finding a hash of its rows
+    index = index if index is not None else PartIndex.of(frame)
+    kernels = index.kernels
+    series = index.series.of_rows(len(frame))
+    metrics = [key[3] for key in index.series.keys]
     value = frame["value"].to_numpy(dtype="float64")
+    places: dict[tuple[str, str], np.ndarray] = {}  # machine x suite -> each run's place (by code): once, not per head
     cases, at_case = [], []
     for n, head in enumerate(heads):
-        at = rows_of.get((head.machine, head.suite, head.kernel))
-        if at is None:
+        k = kernels.number.get((head.machine, head.suite, head.kernel))
+        if k is None:
             continue
+        at = kernels.at(k)
+        where = positions.get((head.machine, head.suite), {})
         if head.kernel.startswith("range:"):  # a step: the run's timeline rows beside it
-            timeline = [i for (m, s, k), i in rows_of.items()
-                        if m == head.machine and s == head.suite and str(k).startswith("@run")]
+            timeline = [kernels.at(j) for j, (m, s, name) in enumerate(kernels.keys)
+                        if m == head.machine and s == head.suite and name.startswith("@run")]
             at = np.concatenate([at, *timeline]) if timeline else at
-            sides = _sides(head, columns.iloc[at], positions)
+            sides = _sides(head, frame[["machine", "suite", "kernel", "metric", "run_id", "value"]].iloc[at], positions)
+        elif head.run_id not in where:
+            sides = None  # a run the store's order does not know: nothing to compare
         else:  # the kernel's own rows: its names are the head's (no copy of a long kernel name per row)
-            sides = _own_sides(head, columns["metric"].iloc[at], columns["run_id"].iloc[at], value[at], positions)
+            if (head.machine, head.suite) not in places:
+                places[(head.machine, head.suite)] = run_places(where, index.run_names)
+            sides = _own_sides(head, series[at], metrics, index.run_code[at], places[(head.machine, head.suite)],
+                               value[at], where[head.run_id])
         if sides is not None:
             cases.append(Sides(*sides, subject=head.metric, arch=machines.get(head.machine)))
             at_case.append(n)
@@ -337,36 +367,55 @@ def whole_runs(points: Sequence[ChangePoint],
     return out
 
 
-def _own_sides(head: ChangePoint, metric: "pd.Series", run_id: "pd.Series", value: np.ndarray,
-               positions: Mapping[tuple[str, str], Mapping[str, int]]
+def run_places(where: Mapping[str, int], run_names: Sequence[str]) -> np.ndarray:
+    """The place of each of ``run_names`` in the order of its machine x suite's runs
+    (``where``: ``run_positions``' of it), -1 where it has none."""
+    return np.asarray([where.get(r, -1) for r in run_names], dtype=np.int64)
+
+
+def _own_sides(head: ChangePoint, series: np.ndarray, metrics: Sequence[str], run_code: np.ndarray,
+               places: np.ndarray, value: np.ndarray, start: int
                ) -> tuple[Mapping[str, object], Mapping[str, object]] | None:
-    """``_sides`` of a head whose kernel is not a step, from its kernel's rows alone
-    (``metric``, ``run_id``, ``value``): the same sides, found by codes rather than a
-    loop over the rows (a year of nights is 6,000 rows a kernel)."""
-    import pandas as pd
-
-    where = positions.get((head.machine, head.suite), {})
-    start = where.get(head.run_id)
-    if start is None or not len(value):
+    """``_sides`` of a head whose kernel is not a step, from its kernel's rows alone: their
+    series (numbers, named by ``metrics``; -1: none), runs (codes, placed in the store's
+    order by ``places``, ``run_places``; -1: none) and ``value``; ``start``: the place of
+    the head's run. The same sides, found by codes rather than a loop over the rows (a
+    year of nights is 6,000 rows a kernel) or a sort of run names per head."""
+    if not len(value):
         return None
-    run_code, run_names = pd.factorize(run_id.astype(str).to_numpy(dtype=object))
-    metric_code, metric_names = pd.factorize(metric.astype(str).to_numpy(dtype=object))
-    runs = sorted((r for r in run_names.tolist() if r in where), key=lambda r: where[r])
-    before_runs = set([r for r in runs if where[r] < start][-max(head.runs_before, 1):])
-    after_runs = set([r for r in runs if where[r] >= start][:max(head.runs_after, 1)])
+    seen = np.zeros(len(places) + 1, dtype=bool)  # the last: a missing run id (code -1)
+    seen[run_code] = True
+    runs = np.flatnonzero(seen[:-1])
+    runs = runs[places[runs] >= 0]
+    runs = runs[np.argsort(places[runs], kind="stable")]  # the kernel's runs in the store's order
+    before = runs[places[runs] < start][-max(head.runs_before, 1):]
+    after = runs[places[runs] >= start][:max(head.runs_after, 1)]
 
-    def side(chosen: set[str]) -> Mapping[str, object]:
-        keep = np.flatnonzero(np.asarray([r in chosen for r in run_names.tolist()], dtype=bool)[run_code])
-        codes = metric_code[keep]
-        # metrics in the order of their first row, each its values in row order (a stable sort)
-        _, first = np.unique(codes, return_index=True)
-        named = codes[np.sort(first)]
-        by_metric = np.argsort(codes, kind="stable")
-        ordered = codes[by_metric]
-        lo, hi = np.searchsorted(ordered, named, side="left"), np.searchsorted(ordered, named, side="right")
-        return {metric_names[code]: value[keep[by_metric[a:b]]] for code, a, b in zip(named.tolist(), lo, hi)}
+    def side(chosen: np.ndarray) -> Mapping[str, object]:
+        wanted = np.zeros(len(places) + 1, dtype=bool)
+        wanted[chosen] = True
+        keep = np.flatnonzero(wanted[run_code] & (series >= 0))
+        return _by_metric(series[keep], keep, metrics, value)
 
-    return side(before_runs), side(after_runs)
+    return side(before), side(after)
+
+
+def _by_metric(codes: np.ndarray, keep: np.ndarray, metrics: Sequence[str], value: np.ndarray) -> Mapping[str, object]:
+    """Metric -> its values among the rows ``keep`` (``codes``: their series, named by
+    ``metrics``): the metrics in the order of their first row, each its values in row order."""
+    if not len(codes):
+        return {}
+    if (codes[1:] >= codes[:-1]).all():  # the store's order: each series' rows together, by first row
+        cut = np.flatnonzero(codes[1:] != codes[:-1]) + 1
+        lo, hi = np.append(0, cut), np.append(cut, len(codes))
+        return {metrics[code]: value[keep[a:b]] for code, a, b in zip(codes[lo].tolist(), lo, hi)}
+    # any other order: a stable sort by series
+    _, first = np.unique(codes, return_index=True)
+    named = codes[np.sort(first)]
+    by_metric = np.argsort(codes, kind="stable")
+    ordered = codes[by_metric]
+    lo, hi = np.searchsorted(ordered, named, side="left"), np.searchsorted(ordered, named, side="right")
+    return {metrics[code]: value[keep[by_metric[a:b]]] for code, a, b in zip(named.tolist(), lo, hi)}
 
 
 def _sides(head: ChangePoint, frame: "pd.DataFrame", positions: Mapping[tuple[str, str], Mapping[str, int]]

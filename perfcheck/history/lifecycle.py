@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from perfcheck.history.changepoints import KEY, LOWER, RUN_WIDE, better
+from perfcheck.history.changepoints import LOWER, RUN_WIDE, better
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 
     from perfcheck.history.accepted import Acceptance
     from perfcheck.history.changepoints import ChangePoint
+    from perfcheck.history.partindex import PartIndex
 
 OPEN, ACCEPTED, RECOVERED = "open", "accepted", "recovered"
 RECOVERY_K = 3.0  # a level within this many run-to-run sigmas of the accepted one is "back"
@@ -173,26 +174,36 @@ def series_states(points: Sequence["ChangePoint"], values: np.ndarray, size: int
 
 
 def states(points: Sequence["ChangePoint"], frame: "pd.DataFrame", accepted: Sequence["Acceptance"] = (),
-           last: int = 3) -> list[State]:
+           last: int = 3, index: "PartIndex | None" = None) -> list[State]:
     """The state of every change point of ``points`` (``detect(frame)``), in their order.
-    ``frame``: the series they were found in (for each series' length and noise)."""
+    ``frame``: the series they were found in (for each series' length and noise);
+    ``index``: its ``PartIndex``, where the caller has it already."""
     if not points:
         return []
+    from perfcheck.history.partindex import PartIndex
+
     # each series' rows as positions: a sub-frame per series cost more than judging it
-    groups = frame.groupby(list(KEY), sort=False).indices
-    runs = frame.groupby(["machine", "suite", "metric"], sort=False)["run_id"].nunique().to_dict()
-    value, run_id = frame["value"].to_numpy(dtype="float64"), frame["run_id"]
+    index = index if index is not None else PartIndex.of(frame)
+    series, run_names = index.series, np.asarray(index.run_names, dtype=object)
+    value = frame["value"].to_numpy(dtype="float64")
     by_series: dict[tuple, list[int]] = {}
     for i, cp in enumerate(points):
         by_series.setdefault((cp.machine, cp.suite, cp.kernel, cp.metric), []).append(i)
     out: list[State | None] = [None] * len(points)
+    runs: dict[tuple, int] | None = None
     for key, where in by_series.items():
-        group = groups.get(key)
+        n = series.number.get(key)
         run_ids: Sequence[str] = ()
-        if group is not None:
-            values, size, run_ids = value[group], len(group), list(run_id.iloc[group])
+        if n is not None:
+            group = series.at(n)
+            values, size = value[group], len(group)
+            codes = index.run_code[group]
+            run_ids = [r if c >= 0 else "nan" for r, c in zip(run_names[codes].tolist(), codes.tolist())]
         else:  # the run-wide offset series (detect(relative=True)): one value per run, ratios near 1
-            values, size = np.array([]), int(runs.get((key[0], key[1], key[3]), 0)) if key[2] == RUN_WIDE else 0
+            if runs is None and key[2] == RUN_WIDE:
+                grouped = frame.groupby(["machine", "suite", "metric"], sort=False, observed=True)
+                runs = grouped["run_id"].nunique().to_dict()
+            values, size = np.array([]), int((runs or {}).get((key[0], key[1], key[3]), 0)) if key[2] == RUN_WIDE else 0
         mine = [points[i] for i in where]
         for i, state in zip(where, series_states(mine, values, size, accepted, last, run_ids)):
             out[i] = state

@@ -25,9 +25,12 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from perfcheck.history.changepoints import KEY, RUN_WIDE, ChangePoint, detect, recent_regressions
 from perfcheck.history.findings import (Context, Finding, assemble, explain, findings, group, headline_candidates,
                                         run_positions, watched, whole_runs, with_states, worst_first)
+from perfcheck.history.partindex import PartIndex
 from perfcheck.history.store import BATCH_ROWS, concat_batches
 
 if TYPE_CHECKING:
@@ -88,8 +91,8 @@ def scan(
     states: dict[ChangePoint, State] = {}
     level = last if last is not None else 3
 
-    def judged(found: list[ChangePoint], part: "pd.DataFrame") -> list[ChangePoint]:
-        here = lifecycle.states(found, part, accepted, last=level)
+    def judged(found: list[ChangePoint], part: "pd.DataFrame", index: PartIndex | None = None) -> list[ChangePoint]:
+        here = lifecycle.states(found, part, accepted, last=level, index=index)
         states.update((st.point, st) for st in here)
         if not hide_recovered:
             return found
@@ -106,26 +109,31 @@ def scan(
     early = _Early()
     series = 0
 
-    def gather(part: "pd.DataFrame") -> int:
+    def gather(part: "pd.DataFrame", index: PartIndex | None = None) -> int:
         """What a part says of the whole store (the module docstring); its number of series."""
-        firsts.append(part.drop_duplicates(["machine", "suite", "run_id"])[["machine", "suite", "run_id", "time"]])
-        counts = part.groupby(["machine", "suite", "metric"], sort=False)["kernel"].nunique()
-        kernels.update({tuple(map(str, k)): int(v) for k, v in counts.items()})  # parts hold whole kernels
-        runs_rows = part[part["kernel"].astype(str).str.startswith("@run")].drop_duplicates(["machine", "suite", "kernel"])
-        for m, s, k in runs_rows[["machine", "suite", "kernel"]].itertuples(index=False, name=None):
-            timelines.setdefault((str(m), str(s)), set()).add(str(k))
-        heads = part.groupby(list(KEY), sort=False).head(1)  # each series' first row, in frame order
-        for key in heads[["machine", "suite", "kernel"]].itertuples(index=False, name=None):
-            order.setdefault(tuple(map(str, key)), len(order))  # type: ignore[arg-type]
-        return len(heads.dropna(subset=list(KEY)))
+        index = index if index is not None else PartIndex.of(part)
+        firsts.append(_firsts(part, index))
+        keys = index.series.keys  # each series' names, in the order of its first row
+        # how many kernels each machine x suite x metric has (parts hold whole kernels)
+        kernels.update(Counter((m, s, x) for m, s, _, x in keys))
+        for m, s, k in index.kernels.keys:
+            if k.startswith("@run"):
+                timelines.setdefault((m, s), set()).add(k)
+        for m, s, k, _ in keys:
+            order.setdefault((m, s, k), len(order))
+        return len(keys)
 
     if not relative:
         for part in store.batches(**where):  # type: ignore[attr-defined]
-            series += gather(part)
-            found = judged(detect(part, **options), part)
+            index = PartIndex.of(part)  # where its kernels and series lie, for every step below
+            series += gather(part, index)
+            found = judged(detect(part, **options), part, index)
             points.extend(found)
-            recent.extend(recent_regressions(found, part, last=last) if last is not None else [])
-            early.diagnose(found, part, firsts[-1], select=select, arches=arches)
+            # the regressions in the last runs of their series (``recent_regressions``): the
+            # states' ``new``, judged with the same ``last`` over the same series
+            if last is not None:
+                recent.extend(cp for cp in found if cp.regression and states[cp].new)
+            early.diagnose(found, part, firsts[-1], index, select=select, arches=arches)
     else:
         # the run-wide offset: every kernel of a machine x suite x metric at once, slice by slice;
         # the slices hold every series once, so they say what the parts would (no pass of its own)
@@ -205,6 +213,18 @@ def _slices(store: "HistoryStore", *, machine: Sequence[str] | str | None, suite
         index=False, name=None)})
 
 
+def _firsts(part: "pd.DataFrame", index: PartIndex) -> "pd.DataFrame":
+    """The first row of each machine x suite x run of ``part`` (of its kernels' rows: a
+    store's names are never missing), in frame order: ``drop_duplicates`` on codes, not names."""
+    pair: dict[tuple[str, ...], int] = {}  # machine x suite -> a number
+    of_kernel = np.asarray([pair.setdefault(key[:2], len(pair)) for key in index.kernels.keys], dtype=np.int64)
+    kernel = index.kernels.of_rows(len(part))
+    rows = np.flatnonzero(kernel >= 0)
+    together = of_kernel[kernel[rows]] * (len(index.run_names) + 1) + (index.run_code[rows] + 1)
+    _, first = np.unique(together, return_index=True)
+    return part.iloc[rows[np.sort(first)]][["machine", "suite", "run_id", "time"]]
+
+
 def _tied(firsts: Sequence["pd.DataFrame"]) -> bool:
     """Whether two runs of one machine x suite have the same time (``run_positions`` then
     orders them by where each is first seen)."""
@@ -234,16 +254,19 @@ class _Early:
         self.asked: set[tuple[str, str, str, str]] = set()  # the watched series of the kernels diagnosed
         self.runs: dict[tuple[str, str, str], tuple[str, ...]] = {}  # kernel -> its part's runs of its machine x suite
         self.heads: list[ChangePoint] = []  # keeps the candidates (and so their ids) alive
+        # id(a part's runs, in ``runs``) -> whether the store orders them as the part does:
+        # every kernel of a part shares the answer (a year of runs, asked for each kernel)
+        self.agrees: dict[int, bool] = {}
 
-    def diagnose(self, found: Sequence[ChangePoint], part: "pd.DataFrame", firsts: "pd.DataFrame", *,
-                 select: str | Iterable[str] | None, arches: Mapping[str, str] | None) -> None:
+    def diagnose(self, found: Sequence[ChangePoint], part: "pd.DataFrame", firsts: "pd.DataFrame",
+                 index: PartIndex, *, select: str | Iterable[str] | None, arches: Mapping[str, str] | None) -> None:
         mine = [cp for cp in found if cp.kernel != RUN_WIDE and not cp.kernel.startswith("range:")]
         if not mine:
             return
-        asked = watched(part)
+        asked = watched(part, index)
         local = run_positions(firsts)
         heads = headline_candidates(mine, asked, select)
-        self.why.update(zip(map(id, heads), explain(heads, part, local, arches)))
+        self.why.update(zip(map(id, heads), explain(heads, part, local, arches, index)))
         self.heads.extend(heads)
         runs = {key: tuple(sorted(where, key=where.__getitem__)) for key, where in local.items()}
         for cp in mine:
@@ -257,9 +280,12 @@ class _Early:
         runs = self.runs.get((head.machine, head.suite, head.kernel))
         if runs is None:
             return None
-        where = context.positions.get((head.machine, head.suite), {})
-        at = [where.get(r, -1) for r in runs]
-        if any(b <= a for a, b in zip(at, at[1:])) or (at and at[0] < 0):
+        agrees = self.agrees.get(id(runs))
+        if agrees is None:
+            where = context.positions.get((head.machine, head.suite), {})
+            at = [where.get(r, -1) for r in runs]
+            agrees = self.agrees[id(runs)] = not (any(b <= a for a, b in zip(at, at[1:])) or (at and at[0] < 0))
+        if not agrees:
             return None  # the part ordered its runs otherwise than the whole store does
         grouped = group(points, self.asked, select, context.positions)
         if any(id(h) not in self.why for h, _ in grouped):
