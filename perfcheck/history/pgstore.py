@@ -32,7 +32,8 @@ from typing import TYPE_CHECKING, Any
 
 from perfcheck.documents import json_loads
 from perfcheck.errors import InputError, UsageError
-from perfcheck.history.backend import VALUE_COLUMNS, SeriesReader, concat_batches, series_batches, values_sql
+from perfcheck.history.backend import (VALUE_COLUMNS, SeriesReader, as_text, concat_batches, series_batches,
+                                       values_sql)
 from perfcheck.history.store import (
     AddResult,
     Machine,
@@ -428,7 +429,7 @@ class PostgresStore(SeriesReader):
                                   "ORDER BY x.run DESC LIMIT %s) AS v", [ids, last])
             return self._rows(values_sql("v.series_id = ANY(%s)", last, "%s", ' COLLATE "C"'), [ids, last])
 
-        return concat_batches(series_batches(keys, runs, read, last=last))
+        return as_text(concat_batches(series_batches(keys, runs, read, last=last)))
 
     def _any(self, column: str, values: Sequence[object]) -> tuple[str, list[object]]:
         """One array parameter, however many values (no bound-variable limit to stay under)."""
