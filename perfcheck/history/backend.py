@@ -273,6 +273,7 @@ def series_batches(keys: list[tuple[object, ...]], runs: list[tuple[object, ...]
     if not keys or not runs:
         return
     fetched = value_columns(columns)
+    columns = [c for c in SERIES_COLUMNS if c in columns]
     table = _Runs(runs, clean)
     names = np.empty((len(keys), 5), dtype=object)
     names[:] = keys
