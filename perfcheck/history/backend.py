@@ -329,7 +329,8 @@ class _Runs:
         except InputError:  # a damaged run time: said by the part that holds one of its rows (row by row)
             self.time = None
         # the runs' ids as codes in byte order (code point order is UTF-8's byte order)
-        self.id_code, self.ids = pd.factorize(self.run_id, sort=True)
+        ids, self.id_code = _sorted_codes(self.run_id)
+        self.ids = np.asarray(ids, dtype=object)
         self.id_categories: pd.Index | None = None
         time = self.time if self.time is not None else np.asarray(pd.to_numeric(self.raw_time, errors="coerce"),
                                                                   dtype=np.float64)
@@ -404,8 +405,7 @@ def _frame(names: "np.ndarray", runs: _Runs, values: list[tuple[object, ...]], f
             # a value no float holds (1e309 written as text by another tool) is missing, as inf is
             out[column] = np.where(np.isfinite(numbers[column]), numbers[column], np.nan)
         else:  # unit, outcome: one value a row
-            codes, uniques = pd.factorize(raw[column][keep])
-            out[column] = _text(uniques, codes, raw[column][keep])
+            out[column] = _text(*_distinct(raw[column][keep]), raw[column][keep])
     return pd.DataFrame(out, columns=list(columns))
 
 
@@ -420,8 +420,23 @@ def _names(names: "np.ndarray", series: "np.ndarray") -> "pd.Categorical":
     import numpy as np
     import pandas as pd
 
-    code, categories = pd.factorize(names, sort=True)  # sorted as Python sorts text: by code point
-    return pd.Categorical.from_codes(code[series], categories=pd.Index(list(categories)))
+    categories, code = _sorted_codes(names)
+    return pd.Categorical.from_codes(code[series], categories=pd.Index(categories))
+
+
+def _sorted_codes(names: "np.ndarray") -> "tuple[list[object], np.ndarray]":
+    """The distinct ``names`` sorted as Python sorts text (by code point: UTF-8's byte
+    order, as the store sorts them) and each one's code: by a dict, one entry a series
+    or a run, not a hash table of pandas 2's that ends a text at a NUL ("k\\0x" is "k\\0")."""
+    import numpy as np
+
+    distinct = set(names.tolist())
+    try:
+        categories = sorted(distinct)
+    except TypeError:  # not all text (a blob written into the store by another tool): text first, in order
+        categories = sorted(distinct, key=lambda name: (not isinstance(name, str), str(name)))
+    index = {name: n for n, name in enumerate(categories)}
+    return categories, np.fromiter(map(index.__getitem__, names.tolist()), dtype=np.int64, count=len(names))
 
 
 def _run_ids(runs: _Runs, run: "np.ndarray") -> "pd.Categorical":
@@ -432,6 +447,22 @@ def _run_ids(runs: _Runs, run: "np.ndarray") -> "pd.Categorical":
     if runs.id_categories is None:
         runs.id_categories = pd.Index(runs.ids.tolist())
     return pd.Categorical.from_codes(runs.id_code[run], categories=runs.id_categories)
+
+
+def _distinct(rows: "np.ndarray") -> "tuple[np.ndarray, np.ndarray]":
+    """The distinct values of a text column (a few units) and each row's code (-1: missing),
+    by pandas' hash table where it tells every value apart (pandas 2's ends a text at a
+    NUL: then by a dict)."""
+    import numpy as np
+    import pandas as pd
+
+    codes, uniques = pd.factorize(rows)
+    present = codes >= 0
+    if not np.array_equal(np.asarray(uniques, dtype=object)[codes[present]], rows[present]):
+        values, code = _sorted_codes(rows[present])
+        uniques, codes = np.asarray(values, dtype=object), np.full(len(rows), -1, dtype=np.int64)
+        codes[present] = code
+    return np.asarray(uniques, dtype=object), codes
 
 
 def _text(values: "np.ndarray", at: "np.ndarray", rows: "np.ndarray | None" = None) -> object:
