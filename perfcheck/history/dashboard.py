@@ -155,7 +155,7 @@ def _normalised(view: HistoryView) -> tuple[pd.DataFrame, pd.DataFrame]:
         if name not in series.columns:
             series[name] = default
     series["time"] = pd.to_datetime(series["time"], utc=True)
-    series["machine"] = series["machine"].fillna("").astype(str)
+    series["machine"] = series["machine"].astype(object).fillna("").astype(str)  # a Categorical takes no new ""
     series["commit"] = series["commit"].fillna("").astype(str)
     series = series.sort_values([*SERIES_KEY, "time"], kind="stable").reset_index(drop=True)
     series["headline"] = _headline(series)
@@ -196,11 +196,11 @@ def _headline(series: pd.DataFrame) -> pd.Series:
     if "outcome" not in series.columns or series.empty:
         return pd.Series(True, index=series.index)
     checked = series["outcome"].notna() & (series["outcome"].astype(str) != "")
-    any_checked = checked.groupby([series[c] for c in SERIES_KEY], sort=False).transform("any")
+    any_checked = checked.groupby([series[c] for c in SERIES_KEY], sort=False, observed=True).transform("any")
     headline = any_checked | (series["metric"] == "duration")
     # a kernel with none of those (nothing checked, no duration) shows all it has
     kernel = [series[c] for c in ("suite", "machine", "kernel")]
-    return headline | ~headline.groupby(kernel, sort=False).transform("any")
+    return headline | ~headline.groupby(kernel, sort=False, observed=True).transform("any")
 
 
 def open_regressions(view: HistoryView) -> pd.DataFrame:
@@ -438,7 +438,7 @@ def _follows_duration(rows: pd.DataFrame, tolerance: float = 1e-6) -> set[str]:
     """Metrics of one kernel that are a constant times its duration or a constant over
     it in every run (bandwidths and rates of fixed bytes and FLOPs, percentages of a
     fixed peak): their charts would repeat the duration chart's shape."""
-    table = rows.pivot_table(index="time", columns="metric", values="value", aggfunc="last")
+    table = rows.pivot_table(index="time", columns="metric", values="value", aggfunc="last", observed=True)
     if "duration" not in table.columns or len(table) < 2:
         return set()
     duration = table["duration"].astype(float)
@@ -486,7 +486,7 @@ def suite_html(view: HistoryView, suite: str) -> str:
     ]
     # The program's timeline ("@run", "@ranks", "range:NAME") first, under its own
     # heading: it is the run's picture, not one kernel among the others.
-    every = list(mine.groupby(["machine", "kernel"], sort=True))
+    every = list(mine.groupby(["machine", "kernel"], sort=True, observed=True))
     timeline = [g for g in every if is_timeline_name(str(g[0][1]))]
     kernels = [g for g in every if not is_timeline_name(str(g[0][1]))]
     legend = [legend_svg()]  # once, under the first heading
@@ -520,7 +520,7 @@ def _sections(groups: list, my_changes: pd.DataFrame, machines: list[str], *, he
         # hbm_bw, flop_rate, ...: the duration chart says it
         derived = _follows_duration(rows) if quiet_charts else set()
         mine = my_changes[(my_changes["machine"] == machine) & (my_changes["kernel"] == kernel)]
-        for (headline, metric), points in rows.groupby(["headline", "metric"], sort=True):
+        for (headline, metric), points in rows.groupby(["headline", "metric"], sort=True, observed=True):
             here = mine[mine["metric"] == metric]
             if not headline:
                 names.append(str(metric))
@@ -569,7 +569,7 @@ def index_html(view: HistoryView) -> str:
     runs = series["run"].nunique() if (series["run"] != "").any() else series["time"].nunique()
     newest = series.loc[series["time"].idxmax()] if len(series) else None
     rows = []
-    for suite, mine in series.groupby("suite", sort=True):
+    for suite, mine in series.groupby("suite", sort=True, observed=True):
         last = latest[latest["suite"] == suite]
         n_open = int(((found["suite"] == suite) & found["headline"]).sum())
         n_out = int(last["outside"].sum())
@@ -611,8 +611,8 @@ def kernel_groups(view: HistoryView) -> "Iterator[tuple[tuple[str, str], pd.Data
     page order, both frames made ready for ``kernel_html`` (``_normalised``) once for
     the whole view: per kernel, pandas' fixed costs were most of a page's time."""
     series, changes = _normalised(view)
-    rows_of = series.groupby(["machine", "kernel"], sort=True).indices
-    changes_of = changes.groupby(["machine", "kernel"], sort=False).indices
+    rows_of = series.groupby(["machine", "kernel"], sort=True, observed=True).indices
+    changes_of = changes.groupby(["machine", "kernel"], sort=False, observed=True).indices
     empty = changes.iloc[:0]
     for (machine, kernel), at in rows_of.items():
         where = changes_of.get((machine, kernel))
@@ -660,7 +660,7 @@ def summaries(facts: "DigestFacts", runs: Mapping[str, int], firsts: Mapping[str
     its number of runs and the time of its oldest."""
     latest = facts.latest
     out = []
-    for suite, mine in latest.groupby("suite", sort=True):
+    for suite, mine in latest.groupby("suite", sort=True, observed=True):
         newest = mine.loc[mine["time"].idxmax()]
         kernels = mine.loc[~mine["kernel"].astype(str).map(is_timeline_name), ["machine", "kernel"]].drop_duplicates()
         out.append(SuiteSummary(str(suite), int(runs.get(str(suite), 0)), firsts[str(suite)], mine["time"].max(),

@@ -113,8 +113,8 @@ def watched(frame: "pd.DataFrame") -> set[tuple[str, str, str, str]]:
     checked = frame["metric"] == HEADLINE_FIRST
     if "outcome" in frame.columns:
         checked |= frame["outcome"].notna() & (frame["outcome"].astype(str) != "")
-    flags = checked.groupby([frame[c] for c in KEY], sort=False).any()
-    kernel_has = flags.groupby(level=[0, 1, 2], sort=False).transform("any")
+    flags = checked.groupby([frame[c] for c in KEY], sort=False, observed=True).any()
+    kernel_has = flags.groupby(level=[0, 1, 2], sort=False, observed=True).transform("any")
     keep = flags | ~kernel_has
     return {tuple(map(str, key)) for key in keep[keep].index}  # type: ignore[misc]
 
@@ -139,7 +139,7 @@ def run_positions(frame: "pd.DataFrame | None") -> dict[tuple[str, str], dict[st
     if frame is None or not len(frame):
         return out
     runs = frame.drop_duplicates(["machine", "suite", "run_id"]).sort_values("time", kind="stable")
-    for (machine, suite), group in runs.groupby(["machine", "suite"], sort=False):
+    for (machine, suite), group in runs.groupby(["machine", "suite"], sort=False, observed=True):
         out[(str(machine), str(suite))] = {str(r): i for i, r in enumerate(group["run_id"])}
     return out
 
@@ -238,7 +238,7 @@ def explain(heads: Sequence[ChangePoint], frame: "pd.DataFrame | None",
         return out
     machines = arches or {}
     # each kernel's rows, found once: a mask over the frame per finding cost O(findings x rows)
-    rows_of = frame.groupby(["machine", "suite", "kernel"], sort=False).indices
+    rows_of = frame.groupby(["machine", "suite", "kernel"], sort=False, observed=True).indices
     columns = frame[["machine", "suite", "kernel", "metric", "run_id", "value"]]
     value = frame["value"].to_numpy(dtype="float64")
     cases, at_case = [], []
@@ -298,7 +298,7 @@ def kernel_counts(frame: "pd.DataFrame | None") -> dict[tuple[str, str, str], in
     """(machine, suite, metric) -> how many kernels ``frame`` has values of."""
     if frame is None or not len(frame):
         return {}
-    counts = frame.groupby(["machine", "suite", "metric"], sort=False)["kernel"].nunique()
+    counts = frame.groupby(["machine", "suite", "metric"], sort=False, observed=True)["kernel"].nunique()
     return {tuple(map(str, k)): int(v) for k, v in counts.items()}  # type: ignore[misc]
 
 

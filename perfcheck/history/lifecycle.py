@@ -179,8 +179,8 @@ def states(points: Sequence["ChangePoint"], frame: "pd.DataFrame", accepted: Seq
     if not points:
         return []
     # each series' rows as positions: a sub-frame per series cost more than judging it
-    groups = frame.groupby(list(KEY), sort=False).indices
-    runs = frame.groupby(["machine", "suite", "metric"], sort=False)["run_id"].nunique().to_dict()
+    groups = frame.groupby(list(KEY), sort=False, observed=True).indices
+    runs = frame.groupby(["machine", "suite", "metric"], sort=False, observed=True)["run_id"].nunique().to_dict()
     value, run_id = frame["value"].to_numpy(dtype="float64"), frame["run_id"]
     by_series: dict[tuple, list[int]] = {}
     for i, cp in enumerate(points):

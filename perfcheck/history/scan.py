@@ -109,12 +109,12 @@ def scan(
     def gather(part: "pd.DataFrame") -> int:
         """What a part says of the whole store (the module docstring); its number of series."""
         firsts.append(part.drop_duplicates(["machine", "suite", "run_id"])[["machine", "suite", "run_id", "time"]])
-        counts = part.groupby(["machine", "suite", "metric"], sort=False)["kernel"].nunique()
+        counts = part.groupby(["machine", "suite", "metric"], sort=False, observed=True)["kernel"].nunique()
         kernels.update({tuple(map(str, k)): int(v) for k, v in counts.items()})  # parts hold whole kernels
         runs_rows = part[part["kernel"].astype(str).str.startswith("@run")].drop_duplicates(["machine", "suite", "kernel"])
         for m, s, k in runs_rows[["machine", "suite", "kernel"]].itertuples(index=False, name=None):
             timelines.setdefault((str(m), str(s)), set()).add(str(k))
-        heads = part.groupby(list(KEY), sort=False).head(1)  # each series' first row, in frame order
+        heads = part.groupby(list(KEY), sort=False, observed=True).head(1)  # each series' first row, in frame order
         for key in heads[["machine", "suite", "kernel"]].itertuples(index=False, name=None):
             order.setdefault(tuple(map(str, key)), len(order))  # type: ignore[arg-type]
         return len(heads.dropna(subset=list(KEY)))
@@ -324,7 +324,7 @@ class ReportPass:
         for part in self.store.batches(**self.where, last=self.last, rows=self.rows):  # type: ignore[attr-defined]
             self._firsts.append(part.drop_duplicates(["machine", "suite", "run_id"])[["machine", "suite", "run_id",
                                                                                        "time"]])
-            counts = part.groupby(["machine", "suite", "metric"], sort=False)["kernel"].nunique()
+            counts = part.groupby(["machine", "suite", "metric"], sort=False, observed=True)["kernel"].nunique()
             self._kernels.update({tuple(map(str, k)): int(v) for k, v in counts.items()})
             runs_rows = part[part["kernel"].astype(str).str.startswith("@run")].drop_duplicates(["machine", "suite",
                                                                                                  "kernel"])
