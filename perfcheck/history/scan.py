@@ -111,7 +111,7 @@ def scan(
         firsts.append(part.drop_duplicates(["machine", "suite", "run_id"])[["machine", "suite", "run_id", "time"]])
         counts = part.groupby(["machine", "suite", "metric"], sort=False, observed=True)["kernel"].nunique()
         kernels.update({tuple(map(str, k)): int(v) for k, v in counts.items()})  # parts hold whole kernels
-        runs_rows = part[part["kernel"].astype(str).str.startswith("@run")].drop_duplicates(["machine", "suite", "kernel"])
+        runs_rows = part[part["kernel"].str.startswith("@run", na=False)].drop_duplicates(["machine", "suite", "kernel"])
         for m, s, k in runs_rows[["machine", "suite", "kernel"]].itertuples(index=False, name=None):
             timelines.setdefault((str(m), str(s)), set()).add(str(k))
         heads = part.groupby(list(KEY), sort=False, observed=True).head(1)  # each series' first row, in frame order
@@ -326,7 +326,7 @@ class ReportPass:
                                                                                        "time"]])
             counts = part.groupby(["machine", "suite", "metric"], sort=False, observed=True)["kernel"].nunique()
             self._kernels.update({tuple(map(str, k)): int(v) for k, v in counts.items()})
-            runs_rows = part[part["kernel"].astype(str).str.startswith("@run")].drop_duplicates(["machine", "suite",
+            runs_rows = part[part["kernel"].str.startswith("@run", na=False)].drop_duplicates(["machine", "suite",
                                                                                                  "kernel"])
             for m, s, k in runs_rows[["machine", "suite", "kernel"]].itertuples(index=False, name=None):
                 self._timelines.setdefault((str(m), str(s)), set()).add(str(k))
@@ -334,7 +334,7 @@ class ReportPass:
             if found:
                 # the lifecycle reads only the series that have a change point
                 keys = {(cp.machine, cp.suite, cp.kernel, cp.metric) for cp in found}
-                mine = pd.MultiIndex.from_frame(part[list(KEY)].astype(str)).isin(list(keys))
+                mine = pd.MultiIndex.from_frame(part[list(KEY)]).isin(list(keys))
                 self.states.update((st.point, st) for st in lifecycle.states(found, part[mine], self.accepted, last=3))
             self.points.extend(found)
             yield part, found
