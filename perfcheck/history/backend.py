@@ -525,8 +525,9 @@ def as_text(frame: "pd.DataFrame") -> "pd.DataFrame":
     parts' categories are each read's own)."""
     import pandas as pd
 
-    texts = {c: frame[c].astype(frame[c].cat.categories.dtype) for c in frame.columns
-             if isinstance(frame[c].dtype, pd.CategoricalDtype)}
+    # the categories taken by code (an arrow take), not ``astype``: pandas builds each row's string
+    texts = {c: pd.api.extensions.take(frame[c].cat.categories, frame[c].cat.codes.to_numpy(), allow_fill=True)
+             for c in frame.columns if isinstance(frame[c].dtype, pd.CategoricalDtype)}
     return frame.assign(**texts) if texts else frame
 
 
