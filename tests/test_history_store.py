@@ -530,3 +530,21 @@ def test_a_part_names_are_categoricals_equal_to_the_names_in_byte_order(store_at
     assert sorted(part["kernel"].unique()) == sorted(odd)
     assert part[["kernel", "run_id"]].to_json(orient="records") == whole[["kernel", "run_id"]].to_json(orient="records")
     assert not isinstance(whole["kernel"].dtype, pd.CategoricalDtype)  # series(): text, as before
+
+
+def test_a_read_of_some_columns_still_refuses_a_damaged_store(tmp_path: Path) -> None:
+    path = tmp_path / "h.sqlite"
+    with open_store(path) as store:
+        _seeded(store)
+    with sqlite3.connect(path) as db:  # another tool wrote text into a number column
+        db.execute("UPDATE results SET median = 'abc' WHERE run = (SELECT run FROM runs WHERE run_id = 'c')")
+    with open_store(path) as store:
+        assert len(store_module.concat_batches(store.batches(columns=("kernel", "value")))) == 18  # median not read
+        with pytest.raises(InputError, match=r"column 'median' holds 'abc' in 6 row\(s\), not a number"):
+            list(store.batches(columns=("kernel", "median")))
+    with sqlite3.connect(path) as db:  # an impossible run time: refused though the time is not asked for
+        db.execute("UPDATE runs SET time = 1e12 WHERE run_id = 'a'")
+    with open_store(path) as store:
+        with pytest.raises(InputError, match=r"run 'a' has time .*outside 1970-2200"):
+            list(store.batches(columns=("kernel", "value")))
+        assert len(store_module.concat_batches(store.batches(columns=("kernel", "value"), run_id=["b", "c"]))) == 12
