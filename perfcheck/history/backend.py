@@ -249,7 +249,8 @@ def value_columns(columns: Sequence[str]) -> tuple[str, ...]:
     and run (what the names and the runs join on) and the value columns asked for."""
     unknown = sorted(set(columns) - set(SERIES_COLUMNS))
     if unknown or not columns:
-        raise ValueError(f"not a column of a series: {', '.join(unknown)} (one of {', '.join(SERIES_COLUMNS)})")
+        raise ValueError(f"not a column of a series: {', '.join(unknown) or 'none asked for'} "
+                         f"(one of {', '.join(SERIES_COLUMNS)})")
     return ("series_id", "run", *(c for c in VALUE_COLUMNS[2:] if c in columns))
 
 
