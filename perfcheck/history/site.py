@@ -171,7 +171,7 @@ class _Writer:
         for suite, rows in part.groupby("suite", sort=False, observed=True):
             suite = str(suite)
             mine = self.suites.setdefault(suite, _Suite(set(), machines=set(), frames=[], kernels=[], changes=[]))
-            mine.runs.update(rows["run_id"].astype(str).unique())
+            mine.runs.update(map(str, rows["run_id"].unique()))  # unique first: not a string per row of a Categorical
             oldest = rows["time"].min()
             mine.first = oldest if mine.first is None else min(mine.first, oldest)
             here = changes[changes["suite"] == suite] if changes is not None else None
