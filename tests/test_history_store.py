@@ -548,3 +548,17 @@ def test_a_read_of_some_columns_still_refuses_a_damaged_store(tmp_path: Path) ->
         with pytest.raises(InputError, match=r"run 'a' has time .*outside 1970-2200"):
             list(store.batches(columns=("kernel", "value")))
         assert len(store_module.concat_batches(store.batches(columns=("kernel", "value"), run_id=["b", "c"]))) == 12
+
+
+def test_a_frame_of_damaged_rows_gets_the_store_s_own_message(tmp_path: Path) -> None:
+    # what a reader that found rows it cannot convert raises (the gate's lean read does)
+    with open_store(tmp_path / "h.sqlite") as store:
+        frame = pd.DataFrame({"run_id": ["a", "b"], "time": [T0, T0], "value": [1.0, b"\x01"]})
+        with pytest.raises(InputError, match=r"column 'value' holds b'\\x01' in 1 row\(s\), not a number"):
+            store._clean(frame)
+        frame = pd.DataFrame({"run_id": ["a", "b"], "time": [T0, 1e12], "value": [1.0, 2.0]})
+        with pytest.raises(InputError, match=r"run 'b' has time .*outside 1970-2200"):
+            store._clean(frame)
+        frame = pd.DataFrame({"run_id": ["a"], "time": [T0], "value": [None], "n": [3]})
+        store._clean(frame)
+        assert frame["value"].isna().all() and frame["n"].tolist() == [3.0]

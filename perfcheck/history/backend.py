@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
     # what checks a number column as read: (its name, its values as read, each row's run
     # id, for messages) -> the values as float64, or InputError for a damaged store
-    # (SQLite's columns take any type: ``Store._clean``)
+    # (SQLite's columns take any type: ``Store._check``)
     Clean = Callable[[str, np.ndarray, np.ndarray], np.ndarray]
 
 SERIES_COLUMNS = (
@@ -90,7 +90,7 @@ class SeriesReader:
     """``series_keys``, ``batches`` and ``series`` of a store, written once for both
     backends. A backend sets ``MARK`` and ``BYTE_ORDER`` and gives ``_rows`` (run a
     query, its errors as InputError), ``_any`` (a column matching a list) and, where
-    its columns take any type (SQLite), ``_clean``."""
+    its columns take any type (SQLite), ``_check``."""
 
     MARK: ClassVar[str] = "?"  # the driver's placeholder
     BYTE_ORDER: ClassVar[str] = ""  # appended to a text column to sort it by its bytes
@@ -102,10 +102,21 @@ class SeriesReader:
         """A term true where ``column`` is one of ``values``, and its parameters."""
         return f"{column} IN ({', '.join([self.MARK] * len(values))})", list(values)
 
-    def _clean(self, name: str, raw: "np.ndarray", run_id: "np.ndarray") -> "np.ndarray":
+    def _check(self, name: str, raw: "np.ndarray", run_id: "np.ndarray") -> "np.ndarray":
         """A number column as read (``name``: time, value, median, spread, low, high or
         n; ``run_id``: each row's run) as float64: ``series_batches``' ``clean``."""
         return _floats(name, raw, run_id)
+
+    def _clean(self, frame: "pd.DataFrame") -> None:
+        """``_check`` of a frame's number columns in place, as float64: for a reader that
+        makes a frame of the rows it could not convert, to raise the store's own message
+        (the gate's lean read of the latest values, ``history.latest``, on main)."""
+        import numpy as np
+
+        run_id = frame["run_id"].to_numpy(dtype=object) if "run_id" in frame else np.full(len(frame), None)
+        for column in ("time", "value", "median", "spread", "low", "high", "n"):
+            if column in frame:
+                frame[column] = self._check(column, frame[column].to_numpy(dtype=object), run_id)
 
     def _by_name(self) -> str:
         return ", ".join(f"{column}{self.BYTE_ORDER}" for column in ("machine", "suite", "kernel", "metric"))
@@ -169,7 +180,7 @@ class SeriesReader:
             sql = values_sql(" AND ".join([term, *when]), last, mark, self.BYTE_ORDER, fetched)
             return self._rows(sql, [*id_params, *when_params, *([last] if last is not None else [])])
 
-        yield from series_batches(keys, runs, read, last=last, rows=rows, clean=self._clean, columns=columns)
+        yield from series_batches(keys, runs, read, last=last, rows=rows, clean=self._check, columns=columns)
 
     def series(
         self,

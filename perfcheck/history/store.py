@@ -669,7 +669,7 @@ class Store(SeriesReader):
                     [*ids, max(0, last - 1)])
             return self._rows(values_sql(f"v.series_id IN ({', '.join('?' * len(ids))})", last, "?", ""), [*ids, last])
 
-        return as_text(concat_batches(series_batches(keys, runs, read, last=last, clean=self._clean)))
+        return as_text(concat_batches(series_batches(keys, runs, read, last=last, clean=self._check)))
 
     def _integers(self, values: "pd.Series") -> "pd.Series":
         import pandas as pd
@@ -678,7 +678,7 @@ class Store(SeriesReader):
         self._numbers(frame, ["values"])
         return frame["values"]
 
-    def _clean(self, name: str, raw: "np.ndarray", run_id: "np.ndarray") -> "np.ndarray":
+    def _check(self, name: str, raw: "np.ndarray", run_id: "np.ndarray") -> "np.ndarray":
         """A number column of a part as read (``run_id``: each row's run) as float64: text
         or blobs in it (SQLite's REAL columns take anything), or a run time outside
         1970-2200, is a damaged store, not a crash or a wrong number in a reader."""
