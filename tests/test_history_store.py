@@ -336,8 +336,9 @@ def test_batches_hold_whole_kernels_and_add_up_to_series(store_at) -> None:  # n
         whole = store.series()
         parts = list(store.batches(rows=20))  # 20 values: 5 series of 4 runs, so 2 kernels a part
         assert len(parts) == 5 and all(part["kernel"].nunique() == 2 and len(part) == 24 for part in parts)
-        joined = store_module.concat_batches(parts)
-        assert joined.equals(whole)
+        joined = store_module.concat_batches(parts)  # the parts' names stay Categoricals, of every part's names
+        assert isinstance(joined["kernel"].dtype, pd.CategoricalDtype) and joined["kernel"].nunique() == 10
+        assert store_module.as_text(joined).equals(whole)
         assert [len(p) for p in store.batches(rows=20, last=1, since=T0 + DAY)] == [6] * 5
 
 
@@ -427,7 +428,7 @@ def test_the_runs_of_a_run_id_filter_are_the_rows_of_the_whole(store_at) -> None
             assert got.equals(wanted.reset_index(drop=True)), (chosen, since, last)
             parts = list(store.batches(run_id=chosen, since=since, last=last, rows=2))  # one kernel a part
             assert all(part["kernel"].nunique() == 1 for part in parts)
-            assert store_module.concat_batches(parts).equals(got)
+            assert store_module.as_text(store_module.concat_batches(parts)).equals(got)
         assert len(store.series(run_id=["a", "e"])) == 12
 
 
@@ -462,3 +463,102 @@ def test_series_are_listed_in_byte_order_on_both_backends(backend: str, tmp_path
     assert list(keys.itertuples(index=False, name=None)) == expected
     assert list(frame[["machine", "suite", "kernel", "metric"]].itertuples(index=False, name=None)) == expected
     assert [part["kernel"].iloc[0] for part in parts] == [k for _, _, k, me in expected if me == "Dur"]
+
+
+def _seeded(store) -> None:  # noqa: ANN001
+    for i, run_id in enumerate(["b", "a", "c"]):  # a and b: the same time (the run id breaks the tie)
+        store.add(RunRecord(run_id, T0 + (i // 2) * DAY, commit=f"c{i}" if i else None, branch="main"),
+                  [Result("m", "s", f"k{k}", metric, float(i + k), "s", n=10 + i, median=1.0, spread=0.1,
+                          outcome="passed" if metric == "duration" else "")
+                   for k in range(3) for metric in ("duration", "hbm_bw")])
+
+
+def test_batches_give_the_columns_asked_for_with_the_values_of_the_whole_read(store_at) -> None:  # noqa: ANN001
+    with open_store(store_at()) as store:
+        _seeded(store)
+        whole = store.series()
+        for columns in (("kernel", "value"), ("value", "machine", "run_id", "outcome", "n"), ("time", "commit"),
+                        ("unit",), store_module.SERIES_COLUMNS):
+            parts = list(store.batches(columns=columns, rows=4))
+            assert len(parts) == 3 and all(sorted(part.columns) == sorted(columns) for part in parts)
+            got = store_module.as_text(store_module.concat_batches(parts))
+            assert list(got.columns) == [c for c in store_module.SERIES_COLUMNS if c in columns]  # in series' order
+            assert got.equals(whole[list(got.columns)]), columns
+        last = store_module.as_text(store_module.concat_batches(store.batches(columns=("value", "run_id"), last=1)))
+        assert last.equals(store.series(last=1)[["run_id", "value"]])
+        with pytest.raises(ValueError, match="not a column of a series: valu"):
+            list(store.batches(columns=("valu",)))
+
+
+def test_batches_fetch_only_the_value_columns_asked_for(store_at, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
+    with open_store(store_at()) as store:
+        _seeded(store)
+        queries: list[str] = []
+        rows = type(store)._rows
+        monkeypatch.setattr(type(store), "_rows", lambda self, sql, params=(): queries.append(sql) or rows(self, sql, params))
+        assert len(list(store.batches(columns=("kernel", "value", "commit")))) == 1
+    read = [sql for sql in queries if "FROM results" in sql]
+    assert read and all(sql.startswith("SELECT v.series_id, v.run, v.value FROM results") for sql in read), read
+
+
+def test_a_part_names_are_categoricals_equal_to_the_names_in_byte_order(store_at) -> None:  # noqa: ANN001
+    # odd names round-trip: a NUL inside and at the end (SQLite: PostgreSQL's text holds no NUL),
+    # a newline, accents (one and two code points), a character beyond the BMP, a long template;
+    # sorted by their bytes (upper case first)
+    where = store_at()
+    odd = ["k\x00x", "k\x00"] if isinstance(where, Path) else ["k.x", "k"]
+    odd += ["line\nbreak", "caf\u00e9", "cafe\u0301", "\U0001d6fc_kernel", "B_kernel", "a_kernel",
+            "void f<" + "int, " * 300 + "int>(float*)"]
+    with open_store(where) as store:
+        for i in range(3):
+            store.add(RunRecord(f"r{i}", T0 + i * DAY), [Result("m\u00fc", "s", k, "duration", float(i), "s") for k in odd])
+        parts = list(store.batches())
+        whole = store.series()
+    part = parts[0]
+    assert len(parts) == 1 and all(isinstance(part[c].dtype, pd.CategoricalDtype)
+                                   for c in ("machine", "suite", "kernel", "metric", "run_id"))
+    assert part["kernel"].tolist() == [k for k in sorted(odd) for _ in range(3)] == whole["kernel"].tolist()
+    assert list(part["kernel"].cat.categories) == sorted(odd)  # only this part's names, sorted as text
+    assert (part["kernel"] == odd[1]).sum() == 3 and (part["machine"] == "m\u00fc").all()
+    assert part["run_id"].tolist() == ["r0", "r1", "r2"] * len(odd)
+    # what callers do with the names: group and sort as text, the .str accessor, unique, JSON
+    assert [k for k, _ in part.groupby("kernel", sort=True, observed=True)] == sorted(odd)
+    assert list(part.groupby("kernel", sort=False, observed=True).size().index) == sorted(odd)
+    assert part.sort_values("kernel", kind="stable")["kernel"].tolist() == whole.sort_values(
+        "kernel", kind="stable")["kernel"].tolist()
+    assert part["kernel"].str.startswith(odd[1]).sum() == 6
+    assert sorted(part["kernel"].unique()) == sorted(odd)
+    assert part[["kernel", "run_id"]].to_json(orient="records") == whole[["kernel", "run_id"]].to_json(orient="records")
+    assert not isinstance(whole["kernel"].dtype, pd.CategoricalDtype)  # series(): text, as before
+
+
+def test_a_read_of_some_columns_still_refuses_a_damaged_store(tmp_path: Path) -> None:
+    path = tmp_path / "h.sqlite"
+    with open_store(path) as store:
+        _seeded(store)
+    with sqlite3.connect(path) as db:  # another tool wrote text into a number column
+        db.execute("UPDATE results SET median = 'abc' WHERE run = (SELECT run FROM runs WHERE run_id = 'c')")
+    with open_store(path) as store:
+        assert len(store_module.concat_batches(store.batches(columns=("kernel", "value")))) == 18  # median not read
+        with pytest.raises(InputError, match=r"column 'median' holds 'abc' in 6 row\(s\), not a number"):
+            list(store.batches(columns=("kernel", "median")))
+    with sqlite3.connect(path) as db:  # an impossible run time: refused though the time is not asked for
+        db.execute("UPDATE runs SET time = 1e12 WHERE run_id = 'a'")
+    with open_store(path) as store:
+        with pytest.raises(InputError, match=r"run 'a' has time .*outside 1970-2200"):
+            list(store.batches(columns=("kernel", "value")))
+        assert len(store_module.concat_batches(store.batches(columns=("kernel", "value"), run_id=["b", "c"]))) == 12
+
+
+def test_a_frame_of_damaged_rows_gets_the_store_s_own_message(tmp_path: Path) -> None:
+    # what a reader that found rows it cannot convert raises (the gate's lean read does)
+    with open_store(tmp_path / "h.sqlite") as store:
+        frame = pd.DataFrame({"run_id": ["a", "b"], "time": [T0, T0], "value": [1.0, b"\x01"]})
+        with pytest.raises(InputError, match=r"column 'value' holds b'\\x01' in 1 row\(s\), not a number"):
+            store._clean(frame)
+        frame = pd.DataFrame({"run_id": ["a", "b"], "time": [T0, 1e12], "value": [1.0, 2.0]})
+        with pytest.raises(InputError, match=r"run 'b' has time .*outside 1970-2200"):
+            store._clean(frame)
+        frame = pd.DataFrame({"run_id": ["a"], "time": [T0], "value": [None], "n": [3]})
+        store._clean(frame)
+        assert frame["value"].isna().all() and frame["n"].tolist() == [3.0]

@@ -20,12 +20,20 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Protocol
 
+from perfcheck.errors import InputError
+
 if TYPE_CHECKING:
+    import numpy as np
     import pandas as pd
 
     from perfcheck.history.latest import LatestValues
     from perfcheck.history.store import AddResult, Machine, Result, RunRecord
     from perfcheck.storeurl import StoreURL
+
+    # what checks a number column as read: (its name, its values as read, each row's run
+    # id, for messages) -> the values as float64, or InputError for a damaged store
+    # (SQLite's columns take any type: ``Store._check``)
+    Clean = Callable[[str, np.ndarray, np.ndarray], np.ndarray]
 
 SERIES_COLUMNS = (
     "machine", "suite", "kernel", "metric", "unit", "run_id", "time", "commit", "branch",
@@ -62,7 +70,8 @@ class HistoryStore(Protocol):
     def batches(self, *, machine: str | None = None, suite: str | Sequence[str] | None = None,
                 kernel: str | Sequence[str] | None = None, metric: str | Sequence[str] | None = None,
                 since: float | None = None, last: int | None = None, run_id: str | Sequence[str] | None = None,
-                rows: int = ...) -> "Iterator[pd.DataFrame]": ...  # ``series`` in parts of whole kernels
+                rows: int = ..., columns: Sequence[str] = ...
+                ) -> "Iterator[pd.DataFrame]": ...  # ``series`` in parts of whole kernels (``columns``: only these)
 
     def latest(self, *, machine: str, suite: str, pairs: Sequence[tuple[str, str | None]],
                last: int) -> "pd.DataFrame": ...  # the latest runs of the (kernel, metric) series named: the gate's
@@ -85,7 +94,7 @@ class SeriesReader:
     """``series_keys``, ``batches`` and ``series`` of a store, written once for both
     backends. A backend sets ``MARK`` and ``BYTE_ORDER`` and gives ``_rows`` (run a
     query, its errors as InputError), ``_any`` (a column matching a list) and, where
-    its columns take any type (SQLite), ``_clean``."""
+    its columns take any type (SQLite), ``_check``."""
 
     MARK: ClassVar[str] = "?"  # the driver's placeholder
     BYTE_ORDER: ClassVar[str] = ""  # appended to a text column to sort it by its bytes
@@ -97,8 +106,21 @@ class SeriesReader:
         """A term true where ``column`` is one of ``values``, and its parameters."""
         return f"{column} IN ({', '.join([self.MARK] * len(values))})", list(values)
 
+    def _check(self, name: str, raw: "np.ndarray", run_id: "np.ndarray") -> "np.ndarray":
+        """A number column as read (``name``: time, value, median, spread, low, high or
+        n; ``run_id``: each row's run) as float64: ``series_batches``' ``clean``."""
+        return _floats(name, raw, run_id)
+
     def _clean(self, frame: "pd.DataFrame") -> None:
-        """Check a part's number columns in place (``series_batches``' ``clean``)."""
+        """``_check`` of a frame's number columns in place, as float64: for a reader that
+        makes a frame of the rows it could not convert, to raise the store's own message
+        (the gate's lean read of the latest values, ``history.latest``, on main)."""
+        import numpy as np
+
+        run_id = frame["run_id"].to_numpy(dtype=object) if "run_id" in frame else np.full(len(frame), None)
+        for column in ("time", "value", "median", "spread", "low", "high", "n"):
+            if column in frame:
+                frame[column] = self._check(column, frame[column].to_numpy(dtype=object), run_id)
 
     def _by_name(self) -> str:
         return ", ".join(f"{column}{self.BYTE_ORDER}" for column in ("machine", "suite", "kernel", "metric"))
@@ -122,14 +144,18 @@ class SeriesReader:
         last: int | None = None,
         run_id: str | Sequence[str] | None = None,
         rows: int = BATCH_ROWS,
+        columns: Sequence[str] = SERIES_COLUMNS,
     ) -> "Iterator[pd.DataFrame]":
         """``series`` in parts of about ``rows`` values, each holding whole kernels
         (every series of a machine x suite x kernel that the filters let through), in
         the order of ``series``: memory stays that of one part however long the history.
         ``run_id``: only these runs' values (a few hundred ids at most: each is bound
         in the query), read by the primary key's (series, run) lookups, so a reader
-        that goes run by run (``history copy``, the Bencher export) reads each value once."""
+        that goes run by run (``history copy``, the Bencher export) reads each value once.
+        ``columns``: only these of SERIES_COLUMNS (in that order), and only the value
+        columns among them are fetched: a reader that needs few reads less."""
         mark = self.MARK
+        fetched = value_columns(columns)
         where, params = series_filters(machine, suite, kernel, metric, mark)
         keys = self._rows("SELECT series_id, machine, suite, kernel, metric FROM series"
                           + (" WHERE " + " AND ".join(where) if where else "") + f" ORDER BY {self._by_name()}", params)
@@ -155,10 +181,10 @@ class SeriesReader:
 
         def read(ids: list[int]) -> list[tuple[object, ...]]:
             term, id_params = self._any("v.series_id", ids)
-            sql = values_sql(" AND ".join([term, *when]), last, mark, self.BYTE_ORDER)
+            sql = values_sql(" AND ".join([term, *when]), last, mark, self.BYTE_ORDER, fetched)
             return self._rows(sql, [*id_params, *when_params, *([last] if last is not None else [])])
 
-        yield from series_batches(keys, runs, read, last=last, rows=rows, clean=self._clean)
+        yield from series_batches(keys, runs, read, last=last, rows=rows, clean=self._check, columns=columns)
 
     def series(
         self,
@@ -177,8 +203,8 @@ class SeriesReader:
         of them); ``since``: Unix seconds; ``last``: the latest N runs of each series;
         ``run_id``: only these runs. The whole selection at once: a reader of every
         series uses ``batches``."""
-        return concat_batches(self.batches(machine=machine, suite=suite, kernel=kernel, metric=metric, since=since,
-                                           last=last, run_id=run_id))
+        return as_text(concat_batches(self.batches(machine=machine, suite=suite, kernel=kernel, metric=metric,
+                                                   since=since, last=last, run_id=run_id)))
 
 
 def run_parts(store: HistoryStore, *, rows: int = RUN_ROWS, since: float | None = None,
@@ -208,14 +234,15 @@ def run_parts(store: HistoryStore, *, rows: int = RUN_ROWS, since: float | None 
 # --- the read path's pieces ------------------------------------------------------------------
 
 
-def values_sql(where: str, last: int | None, mark: str, collate: str) -> str:
-    """The VALUE_COLUMNS of the series ``where`` selects; ``last``: only each series'
-    latest N runs (by time, then run id), ranked in SQL, so the gate's "last 30 runs"
-    of a year-long series reads 30 rows, not 365 (``collate``: the run id's byte order)."""
-    columns = ", ".join(f"v.{c}" for c in VALUE_COLUMNS)
+def values_sql(where: str, last: int | None, mark: str, collate: str,
+               fetched: Sequence[str] = VALUE_COLUMNS) -> str:
+    """The ``fetched`` VALUE_COLUMNS of the series ``where`` selects; ``last``: only each
+    series' latest N runs (by time, then run id), ranked in SQL, so the gate's "last 30
+    runs" of a year-long series reads 30 rows, not 365 (``collate``: the run id's byte order)."""
+    columns = ", ".join(f"v.{c}" for c in fetched)
     if last is None:
         return f"SELECT {columns} FROM results v WHERE {where}"
-    return (f"SELECT {', '.join(VALUE_COLUMNS)} FROM (SELECT {columns}, row_number() OVER (PARTITION BY v.series_id "
+    return (f"SELECT {', '.join(fetched)} FROM (SELECT {columns}, row_number() OVER (PARTITION BY v.series_id "
             f"ORDER BY r.time DESC, r.run_id{collate} DESC) AS latest FROM results v JOIN runs r ON r.run = v.run "
             f"WHERE {where}) AS ranked WHERE latest <= {mark}")
 
@@ -232,72 +259,295 @@ def series_filters(machine: object, suite: object, kernel: object, metric: objec
     return where, params
 
 
+def value_columns(columns: Sequence[str]) -> tuple[str, ...]:
+    """The VALUE_COLUMNS a read of ``columns`` (of SERIES_COLUMNS) fetches: the series
+    and run (what the names and the runs join on) and the value columns asked for."""
+    unknown = sorted(set(columns) - set(SERIES_COLUMNS))
+    if unknown or not columns:
+        raise ValueError(f"not a column of a series: {', '.join(unknown) or 'none asked for'} "
+                         f"(one of {', '.join(SERIES_COLUMNS)})")
+    return ("series_id", "run", *(c for c in VALUE_COLUMNS[2:] if c in columns))
+
+
 def series_batches(keys: list[tuple[object, ...]], runs: list[tuple[object, ...]],
                    read: "Callable[[list[int]], list[tuple[object, ...]]]", *, last: int | None,
-                   rows: int = BATCH_ROWS,
-                   clean: "Callable[[pd.DataFrame], None] | None" = None) -> "Iterator[pd.DataFrame]":
-    """Frames of SERIES_COLUMNS from the series ``keys`` (series_id, machine, suite,
-    kernel, metric; in key order), the ``runs`` (run, run_id, time, commit, branch,
-    ci_job, ci_url) and ``read`` (the VALUE_COLUMNS rows of some series ids). A part
-    is whole kernels of about ``rows`` values; names join the values here, not in
-    SQL, so each row holds pointers to one copy of a long kernel name. ``clean``: checks
-    (and makes float64) a part's number columns in place before they are used."""
+                   rows: int = BATCH_ROWS, clean: "Clean | None" = None,
+                   columns: Sequence[str] = SERIES_COLUMNS) -> "Iterator[pd.DataFrame]":
+    """Frames of ``columns`` (of SERIES_COLUMNS, in that order) from the series ``keys``
+    (series_id, machine, suite, kernel, metric; in key order), the ``runs`` (run, run_id,
+    time, commit, branch, ci_job, ci_url) and ``read`` (the ``value_columns(columns)``
+    rows of some series ids). A part is whole kernels of about ``rows`` values.
+
+    Nothing is done row by row in Python after the fetch: the names and the runs join
+    the values by numpy indexing (a series' place in ``keys``, a run's in ``runs``), the
+    rows are ordered by integers (each run's rank by time, then run id, found once), and
+    the names and run ids are Categoricals (``_names``), so that each row holds a small
+    code rather than a long kernel name, and a later groupby hashes the codes, not every
+    row's text. ``clean``: checks a column as read and makes it float64 (``Clean``)."""
     import numpy as np
-    import pandas as pd
 
     if not keys or not runs:
         return
-    names = pd.DataFrame(keys, columns=["series_id", "machine", "suite", "kernel", "metric"])
-    names["order"] = np.arange(len(names))
-    kernels = names.groupby(["machine", "suite", "kernel"], sort=False).ngroup().to_numpy()
-    run_table = pd.DataFrame(runs, columns=["run", "run_id", "time", "commit", "branch", "ci_job", "ci_url"])
+    fetched = value_columns(columns)
+    columns = [c for c in SERIES_COLUMNS if c in columns]
+    table = _Runs(runs, clean)
+    names = np.empty((len(keys), 5), dtype=object)
+    names[:] = keys
+    ids = names[:, 0].astype(np.int64)
+    # a kernel's series are adjacent (keys are in key order): each row's kernel number
+    new = np.ones(len(keys), dtype=bool)
+    new[1:] = (names[1:, 1:4] != names[:-1, 1:4]).any(axis=1)
+    kernels = np.cumsum(new)
     # a part of few runs holds many series: read MAX_IDS at a time, but make it one frame
-    step = max(1, rows // max(1, len(run_table)))
+    step = max(1, rows // max(1, len(runs)))
     start = 0
-    while start < len(names):
-        end = min(start + step, len(names))
+    while start < len(keys):
+        end = min(start + step, len(keys))
         end = int(np.searchsorted(kernels, kernels[end - 1], side="right"))  # whole kernels only
-        ids = names["series_id"].iloc[start:end].tolist()
-        values = []
-        for at in range(0, len(ids), MAX_IDS):  # a kernel with more series than MAX_IDS: several queries
-            values.extend(read(ids[at:at + MAX_IDS]))
-        frame = _frame(names.iloc[start:end], run_table, values, last, clean)
+        chosen = ids[start:end].tolist()
+        values: list[tuple[object, ...]] = []
+        for at in range(0, len(chosen), MAX_IDS):  # a kernel with more series than MAX_IDS: several queries
+            values.extend(read(chosen[at:at + MAX_IDS]))
+        frame = _frame(names[start:end], table, values, fetched, columns, last, clean)
         start = end
         if len(frame):
             yield frame
 
 
-def _frame(names: "pd.DataFrame", runs: "pd.DataFrame", values: list[tuple[object, ...]],
-           last: int | None, clean: "Callable[[pd.DataFrame], None] | None" = None) -> "pd.DataFrame":
+def _floats(name: str, raw: "np.ndarray", run_id: "np.ndarray") -> "np.ndarray":
+    """A number column as read as float64 (None: NaN), where no check is needed."""
     import numpy as np
     import pandas as pd
 
-    frame = pd.DataFrame(values, columns=list(VALUE_COLUMNS))
-    frame = frame.merge(runs, on="run", how="inner").merge(names, on="series_id", how="inner")
-    if clean is not None:
-        clean(frame)
-    time = frame["time"].astype("float64").to_numpy()
-    order = np.lexsort((frame["run_id"].to_numpy(dtype=object).astype(str), time, frame["order"].to_numpy()))
-    frame = frame.iloc[order].reset_index(drop=True)
-    if last is not None and len(frame):
-        frame = frame.groupby("order", sort=False).tail(last).reset_index(drop=True)
-    frame = frame[list(SERIES_COLUMNS)].copy()
-    frame["time"] = pd.to_datetime(frame["time"].astype("float64"), unit="s", utc=True)
-    numbers = ["value", "median", "spread", "low", "high"]
-    frame[numbers] = frame[numbers].astype("float64")
-    # a value no float holds (1e309 written as text by another tool) is missing, as inf is
-    frame[numbers] = frame[numbers].where(np.isfinite(frame[numbers]))
-    n = frame["n"].astype("float64")
-    frame["n"] = n.where(n.abs() < 2.0**53).round().astype("Int64")
-    return frame
+    fast = numbers(raw)
+    return fast if fast is not None else np.asarray(pd.to_numeric(raw, errors="coerce"), dtype=np.float64)
+
+
+def numbers(raw: "np.ndarray") -> "np.ndarray | None":
+    """``raw`` (objects as read) as float64 where it holds only numbers and missing
+    values (None: NaN), else None: a column of floats converts in a C loop, ten times
+    faster than ``pd.to_numeric``'s general parse (which text, if any, still takes)."""
+    import numpy as np
+    import pandas as pd
+
+    if pd.api.types.infer_dtype(raw, skipna=True) not in ("floating", "integer", "mixed-integer-float", "empty"):
+        return None
+    missing = pd.isna(raw)
+    if not missing.any():
+        return raw.astype(np.float64)
+    out = np.full(len(raw), np.nan)
+    out[~missing] = raw[~missing].astype(np.float64)
+    return out
+
+
+class _Runs:
+    """The runs table of one read as arrays: what each part takes its rows' run columns
+    from by a run's position, and each run's rank in the order of a series' rows (by
+    time, then run id by its bytes), found once rather than sorted per part."""
+
+    def __init__(self, runs: list[tuple[object, ...]], clean: "Clean | None") -> None:
+        import numpy as np
+        import pandas as pd
+
+        table = np.empty((len(runs), 7), dtype=object)
+        table[:] = runs
+        number = table[:, 0].astype(np.int64)
+        self.sorter = np.argsort(number, kind="stable")
+        self.number = number[self.sorter]  # run numbers, sorted: a row's run found by searchsorted
+        self.run_id = table[:, 1]
+        self.raw_time = table[:, 2]
+        self.text = {name: table[:, i] for i, name in enumerate(("commit", "branch", "ci_job", "ci_url"), start=3)}
+        self.clean = clean or _floats
+        try:
+            self.time: np.ndarray | None = self.clean("time", self.raw_time, self.run_id)
+        except InputError:  # a damaged run time: said by the part that holds one of its rows (row by row)
+            self.time = None
+        # the runs' ids as codes in byte order (code point order is UTF-8's byte order)
+        ids, self.id_code = _sorted_codes(self.run_id)
+        self.ids = np.asarray(ids, dtype=object)
+        self.id_categories: pd.Index | None = None
+        time = self.time if self.time is not None else np.asarray(pd.to_numeric(self.raw_time, errors="coerce"),
+                                                                  dtype=np.float64)
+        self.rank = np.empty(len(runs), dtype=np.int64)
+        self.rank[np.lexsort((self.id_code, time))] = np.arange(len(runs))
+        self.stamps: pd.DatetimeIndex | None = None
+        if self.time is not None:
+            self.stamps = pd.DatetimeIndex(pd.to_datetime(self.time, unit="s", utc=True))
+
+    def find(self, run: "np.ndarray") -> "tuple[np.ndarray, np.ndarray]":
+        """The position in the table of each run number in ``run``, and which are in it."""
+        import numpy as np
+
+        at = np.searchsorted(self.number, run)
+        found = at < len(self.number)
+        found[found] = self.number[at[found]] == run[found]
+        return self.sorter[np.where(found, at, 0)], found
+
+
+def _frame(names: "np.ndarray", runs: _Runs, values: list[tuple[object, ...]], fetched: Sequence[str],
+           columns: Sequence[str], last: int | None, clean: "Clean | None" = None) -> "pd.DataFrame":
+    """One part: the value rows ``values`` (``fetched`` columns) of the series ``names``
+    (series_id, machine, suite, kernel, metric rows, in key order) joined with ``runs``."""
+    import numpy as np
+    import pandas as pd
+
+    # the rows straight into typed columns (keys as integers, the rest as the objects read)
+    table = np.fromiter(values, dtype=np.dtype([(c, np.int64 if c in ("series_id", "run") else object) for c in fetched]),
+                        count=len(values))
+    raw = {column: table[column] for column in fetched}
+    sid = raw.pop("series_id")
+    run, found = runs.find(raw.pop("run"))
+    # each row's series: its place among the part's (ids unique, so one match each)
+    ids = names[:, 0].astype(np.int64)
+    by_id = np.argsort(ids, kind="stable")
+    series = by_id[np.searchsorted(ids, sid, sorter=by_id)] if len(ids) else np.zeros(len(sid), dtype=np.int64)
+    # the order of ``series``: by series, then by the run's rank (time, then run id)
+    keep = np.flatnonzero(found)  # a value of a run not read (inner join)
+    keep = keep[np.argsort(series[keep] * len(runs.rank) + runs.rank[run[keep]], kind="stable")]
+    series, run = series[keep], run[keep]
+    convert = clean or _floats
+    # the number columns as float64, checked in the order the store's checks name them
+    numbers: dict[str, np.ndarray] = {}
+    stamps = runs.stamps
+    if stamps is None:  # a damaged run time: checked row by row (``clean`` says which run)
+        stamps = pd.DatetimeIndex(pd.to_datetime(convert("time", runs.raw_time[run], runs.run_id[run]), unit="s",
+                                                 utc=True))
+    for column in ("value", "median", "spread", "low", "high", "n"):
+        if column in raw:
+            numbers[column] = convert(column, raw[column][keep], runs.run_id[run])
+    if last is not None and len(keep):  # each series' latest ``last`` rows
+        ends = np.searchsorted(series, series, side="right")
+        latest = np.flatnonzero(ends - np.arange(len(series)) <= last)
+        keep, series, run = keep[latest], series[latest], run[latest]
+        numbers = {column: number[latest] for column, number in numbers.items()}
+        if stamps is not runs.stamps:
+            stamps = stamps[latest]
+    out: dict[str, object] = {}
+    for column in columns:
+        if column in NAME_COLUMNS:
+            out[column] = _names(names[:, 1 + NAME_COLUMNS.index(column)], series)
+        elif column == "run_id":
+            out[column] = _run_ids(runs, run)
+        elif column == "time":
+            out[column] = stamps.take(run) if stamps is runs.stamps else stamps  # type: ignore[union-attr]
+        elif column in runs.text:
+            out[column] = _text(runs.text[column], run)
+        elif column == "n":
+            usable = np.abs(numbers["n"]) < 2.0**53  # NaN and inf: missing
+            out[column] = pd.arrays.IntegerArray(np.where(usable, np.round(numbers["n"]), 0).astype(np.int64), ~usable)
+        elif column in numbers:
+            # a value no float holds (1e309 written as text by another tool) is missing, as inf is
+            out[column] = np.where(np.isfinite(numbers[column]), numbers[column], np.nan)
+        else:  # unit, outcome: one value a row
+            out[column] = _text(*_distinct(raw[column][keep]), raw[column][keep])
+    return pd.DataFrame(out, columns=list(columns))
+
+
+NAME_COLUMNS = ("machine", "suite", "kernel", "metric")
+NUMBER_COLUMNS = ("value", "median", "spread", "low", "high")
+
+
+def _names(names: "np.ndarray", series: "np.ndarray") -> "pd.Categorical":
+    """A name column of a part's rows (``series``: each row's place among ``names``, the
+    part's series' names) as a Categorical: its categories the part's names, sorted as
+    text (so a sort by it is the sort by the names), its codes by each row's series."""
+    import pandas as pd
+
+    categories, code = _sorted_codes(names)
+    return pd.Categorical.from_codes(code[series], categories=pd.Index(categories))
+
+
+def _sorted_codes(names: "np.ndarray") -> "tuple[list[object], np.ndarray]":
+    """The distinct ``names`` sorted as Python sorts text (by code point: UTF-8's byte
+    order, as the store sorts them) and each one's code: by a dict, one entry a series
+    or a run, not a hash table of pandas 2's that ends a text at a NUL ("k\\0x" is "k\\0")."""
+    import numpy as np
+
+    distinct = set(names.tolist())
+    try:
+        categories = sorted(distinct)
+    except TypeError:  # not all text (a blob written into the store by another tool): text first, in order
+        categories = sorted(distinct, key=lambda name: (not isinstance(name, str), str(name)))
+    index = {name: n for n, name in enumerate(categories)}
+    return categories, np.fromiter(map(index.__getitem__, names.tolist()), dtype=np.int64, count=len(names))
+
+
+def _run_ids(runs: _Runs, run: "np.ndarray") -> "pd.Categorical":
+    """The rows' run ids (``run``: each row's run's position) as a Categorical of the
+    runs read, sorted as text (the same categories in every part of a read)."""
+    import pandas as pd
+
+    if runs.id_categories is None:
+        runs.id_categories = pd.Index(runs.ids.tolist())
+    return pd.Categorical.from_codes(runs.id_code[run], categories=runs.id_categories)
+
+
+def _distinct(rows: "np.ndarray") -> "tuple[np.ndarray, np.ndarray]":
+    """The distinct values of a text column (a few units) and each row's code (-1: missing),
+    by pandas' hash table where it tells every value apart (pandas 2's ends a text at a
+    NUL: then by a dict)."""
+    import numpy as np
+    import pandas as pd
+
+    codes, uniques = pd.factorize(rows)
+    present = codes >= 0
+    if not np.array_equal(np.asarray(uniques, dtype=object)[codes[present]], rows[present]):
+        values, code = _sorted_codes(rows[present])
+        uniques, codes = np.asarray(values, dtype=object), np.full(len(rows), -1, dtype=np.int64)
+        codes[present] = code
+    return np.asarray(uniques, dtype=object), codes
+
+
+def _text(values: "np.ndarray", at: "np.ndarray", rows: "np.ndarray | None" = None) -> object:
+    """The text column ``values[at]`` (-1: missing) as pandas makes one of rows holding
+    it (str where every value is text or missing, else objects), found from the values
+    the rows use only (a few units or commits), not from each row's. ``rows``: the
+    column as read, where it is already one value a row."""
+    import numpy as np
+    import pandas as pd
+
+    if rows is None:
+        used, code = np.unique(at, return_inverse=True)
+        values, at = values[used], code.reshape(-1)
+    inferred = pd.Series(values, dtype=None if len(values) else object)
+    if isinstance(inferred.dtype, np.dtype):  # objects (pandas 2, or no text): the values themselves, None kept
+        return rows if rows is not None else np.asarray(values, dtype=object)[at]
+    return inferred.array.take(at, allow_fill=True)
 
 
 def concat_batches(parts: "Iterable[pd.DataFrame]") -> "pd.DataFrame":
-    """The parts as one frame (an empty one of SERIES_COLUMNS when there are none)."""
+    """The parts as one frame (an empty one of SERIES_COLUMNS when there are none); a
+    name or run id column stays a Categorical, of every part's categories."""
     import pandas as pd
 
     frames = list(parts)
-    if frames:
-        return pd.concat(frames, ignore_index=True)
-    return _frame(pd.DataFrame(columns=["series_id", "machine", "suite", "kernel", "metric", "order"]),
-                  pd.DataFrame(columns=["run", "run_id", "time", "commit", "branch", "ci_job", "ci_url"]), [], None)
+    if not frames:
+        return _empty()
+    if len(frames) > 1:
+        for column in frames[0].columns:
+            if all(isinstance(f[column].dtype, pd.CategoricalDtype) for f in frames if column in f.columns):
+                union = sorted(set().union(*(f[column].cat.categories.tolist() for f in frames if column in f.columns)))
+                categories = pd.Index(union) if union else None
+                frames = [f.assign(**{column: f[column].cat.set_categories(categories)}) if column in f.columns else f
+                          for f in frames]
+    return pd.concat(frames, ignore_index=True)
+
+
+def as_text(frame: "pd.DataFrame") -> "pd.DataFrame":
+    """``frame`` with its Categorical columns (names, run ids) as text, of the dtype a
+    column of their values has (``str``, or objects on pandas 2): what ``series`` gives,
+    so that two reads' frames compare equal whatever runs and series each held (the
+    parts' categories are each read's own)."""
+    import pandas as pd
+
+    # the categories taken by code (an arrow take), not ``astype``: pandas builds each row's string
+    texts = {c: pd.api.extensions.take(frame[c].cat.categories, frame[c].cat.codes.to_numpy(), allow_fill=True)
+             for c in frame.columns if isinstance(frame[c].dtype, pd.CategoricalDtype)}
+    return frame.assign(**texts) if texts else frame
+
+
+def _empty() -> "pd.DataFrame":
+    import numpy as np
+
+    runs = _Runs([(0, "", 0.0, None, None, None, None)], None)
+    return _frame(np.empty((0, 5), dtype=object), runs, [], VALUE_COLUMNS, SERIES_COLUMNS, None)

@@ -616,7 +616,7 @@ def _detect_in(frame: "pd.DataFrame", original: "pd.DataFrame", relative: bool, 
         return out
     # the series in the order groupby(sort=True) gives them, each its rows in frame order,
     # found as positions (a sub-frame per series cost more than testing it)
-    number = np.asarray(frame.groupby(list(KEY), sort=True).ngroup(), dtype="float64")
+    number = np.asarray(frame.groupby(list(KEY), sort=True, observed=True).ngroup(), dtype="float64")
     rows = np.flatnonzero(np.isfinite(number))  # a row with a missing name is in no series
     if relative:  # each series' rows by time, ties in frame order (relative_frame leaves them as they came)
         rows = rows[np.lexsort((_time_order(frame["time"])[rows], number[rows]))]
@@ -737,7 +737,7 @@ def _relative_parts(frame: "pd.DataFrame", window: int = WINDOW, p: float = P_VA
 
     parts = []
     group_key = ["machine", "suite", "metric"]
-    grouped = frame.groupby(group_key, sort=True)
+    grouped = frame.groupby(group_key, sort=True, observed=True)
     # one machine x suite x metric (history detect --relative reads one such slice at a
     # time, a year of nights of every kernel): the frame itself, not a copy of it
     whole = grouped.ngroups == 1 and not frame[group_key].isna().to_numpy().any()
@@ -785,7 +785,7 @@ def _kernel_logs(frame: "pd.DataFrame", key: tuple, runs: "pd.Series") -> np.nda
     mine = frame if ours.all() else frame[ours]  # a slice of one metric (detect --relative): no copy of it
     value = mine["value"].to_numpy(dtype="float64")
     logged = mine.assign(log=np.log(np.where(value > 0, value, np.nan)))
-    matrix = logged.pivot_table(index="kernel", columns="run_id", values="log", aggfunc="last")
+    matrix = logged.pivot_table(index="kernel", columns="run_id", values="log", aggfunc="last", observed=True)
     return matrix.reindex(columns=runs.to_numpy()).to_numpy(dtype="float64")
 
 
@@ -854,9 +854,9 @@ def recent_regressions(points: Sequence[ChangePoint], frame: "pd.DataFrame", las
     """Regression change points that start in the last ``last`` runs of their series."""
     if not points:
         return []
-    sizes = frame.groupby(list(KEY), sort=False).size().to_dict()
+    sizes = frame.groupby(list(KEY), sort=False, observed=True).size().to_dict()
     # the run-wide series (relative=True) has one value per run of its machine x suite x metric
-    runs = frame.groupby(["machine", "suite", "metric"], sort=False)["run_id"].nunique().to_dict()
+    runs = frame.groupby(["machine", "suite", "metric"], sort=False, observed=True)["run_id"].nunique().to_dict()
 
     def size(cp: ChangePoint) -> int:
         if cp.kernel == RUN_WIDE and (cp.machine, cp.suite, cp.kernel, cp.metric) not in sizes:

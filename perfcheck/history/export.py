@@ -286,7 +286,7 @@ def _family_lines(series: pd.DataFrame, timestamps: str, openmetrics: bool) -> I
     names = sorted(set(families))
     family_rank = np.array([names.index(f) for f in families])[pair_code]
     # machine x suite x kernel, ranked as sorting the three names would: the next keys
-    kernel_code = frame.groupby(["machine", "suite", "kernel"], sort=True).ngroup().to_numpy()
+    kernel_code = frame.groupby(["machine", "suite", "kernel"], sort=True, observed=True).ngroup().to_numpy()
     ns = pd.DatetimeIndex(pd.to_datetime(frame["time"], utc=True)).as_unit("ns").asi8
     order = np.lexsort((ns, kernel_code, family_rank))  # stable: ties keep the frame's order
     firsts = np.unique(kernel_code, return_index=True)[1]

@@ -152,7 +152,7 @@ def run_positions(frame: "pd.DataFrame | None") -> dict[tuple[str, str], dict[st
     if frame is None or not len(frame):
         return out
     runs = frame.drop_duplicates(["machine", "suite", "run_id"]).sort_values("time", kind="stable")
-    for (machine, suite), group in runs.groupby(["machine", "suite"], sort=False):
+    for (machine, suite), group in runs.groupby(["machine", "suite"], sort=False, observed=True):
         out[(str(machine), str(suite))] = {str(r): i for i, r in enumerate(group["run_id"])}
     return out
 
@@ -328,7 +328,7 @@ def kernel_counts(frame: "pd.DataFrame | None") -> dict[tuple[str, str, str], in
     """(machine, suite, metric) -> how many kernels ``frame`` has values of."""
     if frame is None or not len(frame):
         return {}
-    counts = frame.groupby(["machine", "suite", "metric"], sort=False)["kernel"].nunique()
+    counts = frame.groupby(["machine", "suite", "metric"], sort=False, observed=True)["kernel"].nunique()
     return {tuple(map(str, k)): int(v) for k, v in counts.items()}  # type: ignore[misc]
 
 

@@ -32,7 +32,8 @@ from typing import TYPE_CHECKING, Any
 
 from perfcheck.documents import json_loads
 from perfcheck.errors import InputError, UsageError
-from perfcheck.history.backend import MAX_IDS, VALUE_COLUMNS, SeriesReader, concat_batches, series_batches, values_sql
+from perfcheck.history.backend import (MAX_IDS, VALUE_COLUMNS, SeriesReader, as_text, concat_batches,
+                                       series_batches, values_sql)
 from perfcheck.history.latest import LEAN_COLUMNS, LatestValues, latest_values
 from perfcheck.history.store import (
     AddResult,
@@ -412,7 +413,7 @@ class PostgresStore(SeriesReader):
     def latest(self, *, machine: str, suite: str, pairs: Sequence[tuple[str, str | None]], last: int) -> "pd.DataFrame":
         """As ``Store.latest``: the latest ``last`` runs of the series ``pairs`` names."""
         keys, runs, read = self._latest_parts(machine, suite, pairs, last, VALUE_COLUMNS)
-        return concat_batches(series_batches(keys, runs, read, last=last))
+        return as_text(concat_batches(series_batches(keys, runs, read, last=last)))
 
     def latest_values(self, *, machine: str, suite: str, pairs: Sequence[tuple[str, str | None]],
                       last: int) -> LatestValues:

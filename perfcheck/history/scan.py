@@ -124,7 +124,7 @@ def scan(
         return len(keys)
 
     if not relative:
-        for part in store.batches(**where):  # type: ignore[attr-defined]
+        for part in store.batches(**where, columns=DETECTED):  # type: ignore[attr-defined]
             index = PartIndex.of(part)  # where its kernels and series lie, for every step below
             series += gather(part, index)
             found = judged(detect(part, **options), part, index)
@@ -139,7 +139,8 @@ def scan(
         # the slices hold every series once, so they say what the parts would (no pass of its own)
         for m, s, key_metric in _slices(store, machine=machine, suite=suite, kernel=kernel, metric=metric):
             part = concat_batches(_tested(p) for p in store.batches(  # type: ignore[attr-defined]
-                machine=m, suite=s, metric=key_metric, kernel=kernel, since=since, last=tail, rows=rows))
+                machine=m, suite=s, metric=key_metric, kernel=kernel, since=since, last=tail, rows=rows,
+                columns=TESTED))
             if not len(part):
                 continue  # no value in the runs asked for
             series += gather(part)
@@ -150,7 +151,7 @@ def scan(
         order.clear()  # the slices' order is not the store's: the kernels are read again below, in its order
         if _tied(firsts):  # runs of one time are ordered by where they are first seen: in the store's order
             firsts = [part.drop_duplicates(["machine", "suite", "run_id"])[["machine", "suite", "run_id", "time"]]
-                      for part in store.batches(**where)]  # type: ignore[attr-defined]
+                      for part in store.batches(**where, columns=FIRSTS)]  # type: ignore[attr-defined]
         # as detect over the whole frame lists them: by series, each oldest first (sort is stable)
         points.sort(key=lambda cp: (cp.machine, cp.suite, cp.kernel, cp.metric))
     if not points:
@@ -176,7 +177,7 @@ def scan(
     again = {key for key in by_kernel if key[2] != RUN_WIDE and key not in done}
     if again:
         for part in store.batches(machine=machine, suite=suite, kernel=sorted({k for _, _, k in again}),  # type: ignore[attr-defined]
-                                  metric=metric, since=since, last=tail, rows=rows):
+                                  metric=metric, since=since, last=tail, rows=rows, columns=DETECTED):
             here = part.drop_duplicates(["machine", "suite", "kernel"])[["machine", "suite", "kernel"]]
             for key in here.itertuples(index=False, name=None):
                 order.setdefault(tuple(map(str, key)), len(order))  # type: ignore[arg-type]
@@ -195,6 +196,13 @@ def scan(
 # What --relative's slices are read for (the change points, their states and what the
 # first pass gathers): a slice holds a year of every kernel's values, so not the rest
 TESTED = ("machine", "suite", "kernel", "metric", "unit", "run_id", "time", "commit", "value")
+
+
+# What the first pass and the findings read of a part (``detect``, ``gather``,
+# ``lifecycle.states``, ``findings``: ``watched`` reads the outcome): each part need
+# not carry the other columns (n, median, spread, low, high, branch, CI job and URL)
+DETECTED = (*TESTED, "outcome")
+FIRSTS = ("machine", "suite", "run_id", "time")  # the runs of each machine x suite, in order (``run_positions``)
 
 
 def _tested(part: "pd.DataFrame") -> "pd.DataFrame":
@@ -342,9 +350,9 @@ class ReportPass:
         for part in self.store.batches(**self.where, last=self.last, rows=self.rows):  # type: ignore[attr-defined]
             self._firsts.append(part.drop_duplicates(["machine", "suite", "run_id"])[["machine", "suite", "run_id",
                                                                                        "time"]])
-            counts = part.groupby(["machine", "suite", "metric"], sort=False)["kernel"].nunique()
+            counts = part.groupby(["machine", "suite", "metric"], sort=False, observed=True)["kernel"].nunique()
             self._kernels.update({tuple(map(str, k)): int(v) for k, v in counts.items()})
-            runs_rows = part[part["kernel"].astype(str).str.startswith("@run")].drop_duplicates(["machine", "suite",
+            runs_rows = part[part["kernel"].str.startswith("@run", na=False)].drop_duplicates(["machine", "suite",
                                                                                                  "kernel"])
             for m, s, k in runs_rows[["machine", "suite", "kernel"]].itertuples(index=False, name=None):
                 self._timelines.setdefault((str(m), str(s)), set()).add(str(k))
@@ -352,7 +360,7 @@ class ReportPass:
             if found:
                 # the lifecycle reads only the series that have a change point
                 keys = {(cp.machine, cp.suite, cp.kernel, cp.metric) for cp in found}
-                mine = pd.MultiIndex.from_frame(part[list(KEY)].astype(str)).isin(list(keys))
+                mine = pd.MultiIndex.from_frame(part[list(KEY)]).isin(list(keys))
                 self.states.update((st.point, st) for st in lifecycle.states(found, part[mine], self.accepted, last=3))
             self.points.extend(found)
             yield part, found

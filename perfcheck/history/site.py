@@ -127,7 +127,7 @@ def write_report(store: "HistoryStore", directory: str | Path, *, where: Mapping
     keys = chosen if chosen is not None else store.series_keys()  # type: ignore[attr-defined]
     runs = len(store.runs())  # type: ignore[attr-defined]
     runs = min(runs, last) if last is not None else runs
-    per_suite = keys.groupby("suite").size()
+    per_suite = keys.groupby("suite", observed=True).size()
     inline = {str(s) for s, n in per_suite.items() if n <= INLINE_SERIES and n * runs <= inline_values}
     built = new_directory_beside(target)
     try:
@@ -176,10 +176,10 @@ class _Writer:
 
     def _pages(self, part: pd.DataFrame, records: list[dict[str, object]], prepared: "board.PreparedView") -> None:
         changes = board.history_view(part.iloc[:0], records).changes if records else None
-        for suite, rows in part.groupby("suite", sort=False):
+        for suite, rows in part.groupby("suite", sort=False, observed=True):
             suite = str(suite)
             mine = self.suites.setdefault(suite, _Suite(set(), machines=set(), frames=[], kernels=[], changes=[]))
-            mine.runs.update(rows["run_id"].astype(str).unique())
+            mine.runs.update(map(str, rows["run_id"].unique()))  # unique first: not a string per row of a Categorical
             oldest = rows["time"].min()
             mine.first = oldest if mine.first is None else min(mine.first, oldest)
             here = changes[changes["suite"] == suite] if changes is not None else None
@@ -259,7 +259,7 @@ def _changed_series(changes: pd.DataFrame | None) -> pd.DataFrame:
     if changes is None or not len(changes):
         return pd.DataFrame(columns=columns)
     ordered = changes.sort_values(["machine", "kernel", "metric", "time"], kind="stable")
-    grouped = ordered.groupby(["suite", "machine", "kernel", "metric"], sort=False)
+    grouped = ordered.groupby(["suite", "machine", "kernel", "metric"], sort=False, observed=True)
     latest = grouped.tail(1).set_index(["suite", "machine", "kernel", "metric"])
     out = latest.assign(changes=grouped.size(), latest_pct=latest["change_pct"], latest_kind=latest["kind"])
     out["commit"] = out["commit"].fillna("").astype(str)

@@ -53,13 +53,16 @@ from perfcheck.history.backend import (  # noqa: F401 (the read path's names, im
     SERIES_COLUMNS,
     VALUE_COLUMNS,
     SeriesReader,
+    as_text,
     concat_batches,
+    numbers,
     series_batches,
     values_sql,
 )
 from perfcheck.history.latest import LEAN_COLUMNS, LatestValues, latest_values
 
 if TYPE_CHECKING:
+    import numpy as np
     import pandas as pd
 
     from perfcheck.history.backend import HistoryStore
@@ -653,7 +656,7 @@ class Store(SeriesReader):
         them (SERIES_COLUMNS, series order): what the gate judges a run on, read from the
         series' own index ranges, however many other series and nights the store holds."""
         keys, runs, read = self._latest_parts(machine, suite, pairs, last, VALUE_COLUMNS)
-        return concat_batches(series_batches(keys, runs, read, last=last, clean=self._clean))
+        return as_text(concat_batches(series_batches(keys, runs, read, last=last, clean=self._check)))
 
     def latest_values(self, *, machine: str, suite: str, pairs: Sequence[tuple[str, str | None]],
                       last: int) -> LatestValues:
@@ -702,15 +705,30 @@ class Store(SeriesReader):
         self._numbers(frame, ["values"])
         return frame["values"]
 
-    def _clean(self, frame: "pd.DataFrame") -> None:
-        """A part's numbers checked before ``_frame`` orders and converts them: text or
-        blobs in a number column, or a run time outside 1970-2200, is a damaged store."""
-        self._numbers(frame, ["time", "value", "median", "spread", "low", "high", "n"])
-        bad = ~frame["time"].between(MIN_TIME, MAX_TIME)
+    def _check(self, name: str, raw: "np.ndarray", run_id: "np.ndarray") -> "np.ndarray":
+        """A number column of a part as read (``run_id``: each row's run) as float64: text
+        or blobs in it (SQLite's REAL columns take anything), or a run time outside
+        1970-2200, is a damaged store, not a crash or a wrong number in a reader."""
+        import numpy as np
+        import pandas as pd
+
+        values = numbers(raw)  # only numbers: nothing to check but the time's range
+        if values is None:
+            values = np.asarray(pd.to_numeric(raw, errors="coerce"), dtype=np.float64)
+            bad = np.isnan(values) & ~pd.isna(raw)
+        else:
+            bad = np.zeros(len(values), dtype=bool)
         if bad.any():
-            raise InputError(self.path, f"run {frame.loc[bad, 'run_id'].iloc[0]!r} has time "
-                             f"{frame.loc[bad, 'time'].iloc[0]!r}, outside 1970-2200 (an older perfcheck stored it)",
-                             hint="`perfcheck history prune` removes runs with impossible times")
+            raise InputError(self.path, f"the history store is damaged (column {name!r} holds "
+                             f"{raw[bad][0]!r} in {int(bad.sum())} row(s), not a number)",
+                             hint="restore it from a copy, or name a new file for --history")
+        if name == "time":
+            bad = ~((values >= MIN_TIME) & (values <= MAX_TIME))
+            if bad.any():
+                raise InputError(self.path, f"run {run_id[bad][0]!r} has time {values[bad][0]!r}, outside 1970-2200 "
+                                 "(an older perfcheck stored it)",
+                                 hint="`perfcheck history prune` removes runs with impossible times")
+        return values
 
 
 # --- shared by both backends ------------------------------------------------------------------
