@@ -109,7 +109,9 @@ def _future(path: Path) -> None:
 
 
 DAMAGE = {
-    "malformed": (_malformed, "database disk image is malformed"),
+    # SQLite says "database disk image is malformed" or, where the damage reaches a page of
+    # the schema (with 1 KB pages it can spill past page 3), "malformed database schema"
+    "malformed": (_malformed, "the history store is damaged ("),
     "missing-column": (_without_column, "lacks column 'spread'"),
     "text-in-real": (_text_in_real, "column 'value' holds 'fast'"),
     "text-time": (_text_time, "column 'time' holds 'yesterday'"),
