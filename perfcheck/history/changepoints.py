@@ -474,25 +474,80 @@ def _candidates_many(ys: Sequence[np.ndarray], p: float, min_after: int, window:
         for n in np.unique(sizes):
             at = np.flatnonzero(sizes == n)
             chunk = max(1, _SEGMENT_CELLS // int((n + 1) * (n + 1)))
+            split: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []  # (values, tau, row, start)
             for lo in range(0, len(at), chunk):
                 part = at[lo:lo + chunk]
                 r, s = rows[part], starts[part]
                 values = padded[r[:, None], s[:, None] + np.arange(n)]
-                tau = _edivisive_best_rows(values, MIN_BEFORE, min_after)
+                tau = _best_splits(values, p, min_after)
                 hit = np.flatnonzero(tau >= 0)
-                if not len(hit):
-                    continue
-                hit = hit[_significant_rows(values[hit], tau[hit], p)]
-                for row, begin, cut in zip(r[hit].tolist(), s[hit].tolist(), tau[hit].tolist()):
-                    found[row].add(begin + cut)
-                next_rows += [r[hit], r[hit]]
-                next_starts += [s[hit], s[hit] + tau[hit]]
-                next_sizes += [tau[hit], n - tau[hit]]
+                if len(hit):
+                    split.append((values[hit], tau[hit], r[hit], s[hit]))
+            if not split:
+                continue
+            # the t-tests of all the segments of this length at once (a loop over their cuts each)
+            values, tau, r, s = (np.concatenate(v) for v in zip(*split))
+            hit = np.flatnonzero(_significant_rows(values, tau, p))
+            for row, begin, cut in zip(r[hit].tolist(), s[hit].tolist(), tau[hit].tolist()):
+                found[row].add(begin + cut)
+            next_rows += [r[hit], r[hit]]
+            next_starts += [s[hit], s[hit] + tau[hit]]
+            next_sizes += [tau[hit], n - tau[hit]]
         if not next_rows:
             break
         rows, starts, sizes = (np.concatenate(v).astype(np.int64) for v in (next_rows, next_starts, next_sizes))
         depth += 1
     return found
+
+
+def _best_splits(y: np.ndarray, p: float, min_after: int) -> np.ndarray:
+    """``_edivisive_best_rows`` of each row of ``y``, or -1 where whichever split it
+    chose would fail ``_significant_rows``' t-test (``_hopeless``): most windows of a
+    series are noise, and their search is most of the time of ``split_points_many``.
+    The candidates are the same: a window whose split fails gives none either way. A
+    constant row (E-divisive's statistic is 0 at every split) takes the first split
+    without the search, as ``nanargmax`` takes the first of equal values."""
+    tau = np.full(len(y), -1)
+    finite = np.isfinite(y).all(axis=1)
+    flat = finite & (y == y[:, :1]).all(axis=1)
+    tau[flat] = MIN_BEFORE
+    searched = np.flatnonzero(~flat & ~_hopeless(y, p, min_after))
+    if len(searched):
+        tau[searched] = _edivisive_best_rows(y[searched], MIN_BEFORE, min_after)
+    return tau
+
+
+def _hopeless(y: np.ndarray, p: float, min_after: int) -> np.ndarray:
+    """Rows of ``y`` (finite) where no split from ``MIN_BEFORE`` to ``min_after`` before
+    the end can pass ``_significant_rows``' t-test: at each, an upper bound of its |t|
+    is below the critical t. The bound takes the means and sums of squares from prefix
+    sums of the values less the row's mean (a few operations a value, where the search
+    is a few per pair of values), and widens them by more than the rounding of both
+    computations can make them differ (for n values within M of 0 and S the sum of
+    squares about the mean: the difference of means by 64 n eps M, a sum of squares by
+    64 n eps S + 64 n^3 eps^2 M^2, each several times the error bounds of summing n
+    terms); where a side's sum of squares could be 0 (exact quantities: any step is a
+    change) it decides nothing."""
+    count, n = y.shape
+    lo, hi, df = MIN_BEFORE, n - min_after, n - 2
+    if hi < lo or df < 1 or count == 0:
+        return np.zeros(count, dtype=bool)
+    eps = float(np.finfo("float64").eps)
+    tau = np.arange(lo, hi + 1)
+    na, nb = tau.astype("float64"), (n - tau).astype("float64")
+    with np.errstate(all="ignore"):
+        centre = y.mean(axis=1, keepdims=True)
+        c = y - centre
+        s1, s2 = np.cumsum(c, axis=1), np.cumsum(c * c, axis=1)
+        a1, a2 = s1[:, tau - 1], s2[:, tau - 1]
+        b1, b2 = s1[:, -1:] - a1, s2[:, -1:] - a2
+        ss = (a2 - a1 * a1 / na) + (b2 - b1 * b1 / nb)
+        size = np.max(np.abs(y), axis=1, keepdims=True) + np.abs(centre)
+        low = ss - (64.0 * n * eps * s2[:, -1:] + 64.0 * n ** 3 * eps * eps * size * size)
+        diff = np.abs(b1 / nb - a1 / na) + 64.0 * n * eps * size
+        t = diff / np.sqrt(np.where(low > 1e-200, low, np.nan) / df * (1.0 / na + 1.0 / nb))
+        below = (t < _critical_t(df, p) * (1.0 - 1e-6)).all(axis=1)  # NaN (no bound) is not below
+    return below & np.isfinite(y).all(axis=1)
 
 
 def _edivisive_best_rows(y: np.ndarray, min_before: int, min_after: int) -> np.ndarray:
