@@ -189,12 +189,13 @@ def _ttest(a: np.ndarray, b: np.ndarray, floor: float = 0.0) -> float:
     df = na + nb - 2
     if na < 1 or nb < 1 or df < 1:
         return 1.0
-    diff = float(b.mean() - a.mean())
-    ss = float(((a - a.mean()) ** 2).sum() + ((b - b.mean()) ** 2).sum())
+    mean_a, mean_b = a.mean(), b.mean()
+    diff = float(mean_b - mean_a)
+    ss = float(((a - mean_a) ** 2).sum() + ((b - mean_b) ** 2).sum())
     scale = math.sqrt(max(ss / df, floor * floor) * (1.0 / na + 1.0 / nb))
     if scale == 0.0:
         # noiseless (exact quantities): any difference is a change, none is none
-        return 0.0 if abs(diff) > 1e-12 * max(1.0, abs(float(a.mean()))) else 1.0
+        return 0.0 if abs(diff) > 1e-12 * max(1.0, abs(float(mean_a))) else 1.0
     return t_pvalue(diff / scale, df)
 
 
@@ -275,42 +276,21 @@ def _prune(y: np.ndarray, cps: list[int], p: float, window: int, min_after: int)
     """Re-test each change point against its final neighbours; drop the weakest until all pass."""
     cps = sorted(set(cps))
     sigma = _robust_sigma(y)
+    # a change point's test depends on its neighbours alone: each round re-tests only those
+    # next to the one dropped or moved (the rest are looked up, the same floats)
+    judged: dict[tuple[int, int, int, bool], tuple[int | None, float]] = {}
     while cps:
         bounds = [0, *cps, len(y)]
         pvalues = []
         for i, cp in enumerate(cps):
-            left = y[max(bounds[i], cp - window):cp]
-            right = y[cp:min(bounds[i + 2], cp + window)]
-            too_short = len(left) < MIN_BEFORE and bounds[i] == 0 or len(right) < min_after
-            # a new level seen on two runs only must agree with itself: two different
-            # outliers in a row (two spikes) are not one shift
-            if not too_short and len(right) == 2 and abs(right[1] - right[0]) > SPIKE_K * sigma:
-                too_short = True
-            # a jump as large as a spike, seen on min_after runs only, could be that many
-            # spikes in a row: unless those runs agree closely (spikes differ), it needs
-            # one run more
-            newest_level = bounds[i + 2] == len(y)
-            if not too_short and newest_level and len(right) == min_after and \
-                    abs(right.mean() - left.mean()) > SPIKE_K * sigma and np.ptp(right) > 3.0 * sigma:
-                too_short = True
-            # persistence: each of the first min_after runs is nearer the new level than the
-            # old; and while the newest level is short, every run of it (an excursion of two
-            # spikes that came back is not a shift)
-            if not too_short:
-                mid = (left.mean() + right.mean()) / 2.0
-                side = np.sign(right.mean() - left.mean())
-                newest = bounds[i + 2] == len(y) and len(right) <= min_after + 2
-                nearer = side * ((right if newest else right[:min_after + 1]) - mid) > 0
-                # the estimate of where a step starts is off by one when its first run is
-                # still nearer the old level (noise): the step starts a run later, where the
-                # runs that follow are all at the new level (without this, a blatant step
-                # found once is dropped for good when more runs move the estimate back)
-                if not newest and len(nearer) > min_after and not nearer[0] and nearer[1:].all() and cp + 1 not in cps \
-                        and min(bounds[i + 2], cp + 1 + window) - (cp + 1) >= min_after:
-                    moved = (i, cp + 1)
-                    break
-                too_short = not bool((nearer if newest else nearer[:min_after]).all())
-            pvalues.append(1.0 if too_short else _ttest(left, right))
+            key = (bounds[i], cp, bounds[i + 2], i + 1 == len(cps))
+            if key not in judged:
+                judged[key] = _retest(y, cp, bounds[i], bounds[i + 2], key[3], sigma, window, min_after)
+            moved_to, pvalue = judged[key]
+            if moved_to is not None:
+                moved = (i, moved_to)
+                break
+            pvalues.append(pvalue)
         else:
             moved = None
         if moved is not None:
@@ -321,6 +301,48 @@ def _prune(y: np.ndarray, cps: list[int], p: float, window: int, min_after: int)
             return [Split(cp, pv) for cp, pv in zip(cps, pvalues)]
         del cps[worst]
     return []
+
+
+def _retest(y: np.ndarray, cp: int, before: int, after: int, last: bool, sigma: float, window: int,
+            min_after: int) -> tuple[int | None, float]:
+    """``_prune``'s test of change point ``cp`` between its neighbours ``before`` and
+    ``after`` (``last``: it is the newest change point): (where it moves to, or None;
+    its p-value, 1 where its new level is too short to tell)."""
+    left = y[max(before, cp - window):cp]
+    right = y[cp:min(after, cp + window)]
+    too_short = len(left) < MIN_BEFORE and before == 0 or len(right) < min_after
+    # a new level seen on two runs only must agree with itself: two different
+    # outliers in a row (two spikes) are not one shift
+    if not too_short and len(right) == 2 and abs(right[1] - right[0]) > SPIKE_K * sigma:
+        too_short = True
+    # a jump as large as a spike, seen on min_after runs only, could be that many
+    # spikes in a row: unless those runs agree closely (spikes differ), it needs
+    # one run more
+    newest_level = after == len(y)
+    means = None
+    if not too_short and newest_level and len(right) == min_after:
+        means = (left.mean(), right.mean())
+        if abs(means[1] - means[0]) > SPIKE_K * sigma and np.ptp(right) > 3.0 * sigma:
+            too_short = True
+    # persistence: each of the first min_after runs is nearer the new level than the
+    # old; and while the newest level is short, every run of it (an excursion of two
+    # spikes that came back is not a shift)
+    if not too_short:
+        mean_left, mean_right = means if means is not None else (left.mean(), right.mean())
+        mid = (mean_left + mean_right) / 2.0
+        side = np.sign(mean_right - mean_left)
+        newest = after == len(y) and len(right) <= min_after + 2
+        nearer = side * ((right if newest else right[:min_after + 1]) - mid) > 0
+        # the estimate of where a step starts is off by one when its first run is
+        # still nearer the old level (noise): the step starts a run later, where the
+        # runs that follow are all at the new level (without this, a blatant step
+        # found once is dropped for good when more runs move the estimate back)
+        taken = after == cp + 1 and not last  # cp + 1 is the next change point
+        if not newest and len(nearer) > min_after and not nearer[0] and nearer[1:].all() and not taken \
+                and min(after, cp + 1 + window) - (cp + 1) >= min_after:
+            return cp + 1, 1.0
+        too_short = not bool((nearer if newest else nearer[:min_after]).all())
+    return None, 1.0 if too_short else _ttest(left, right)
 
 
 def split_points(
