@@ -397,3 +397,50 @@ def test_split_points_many_near_the_threshold_is_split_points_to_the_bit() -> No
     one_by_one = [split_points(x) for x in series]
     assert split_points_many(series) == one_by_one
     assert 100 < sum(map(len, one_by_one))
+
+
+def _kernels_by_runs(seed: int, kernels: int = 300, runs: int = 90) -> np.ndarray:
+    """A kernels x runs matrix of log values: noise of several scales, steps, a few missing."""
+    rng = np.random.default_rng(seed)
+    logs = rng.normal(0.0, 1.0, (kernels, 1)) + rng.normal(0.0, 0.02, (kernels, runs)) * rng.uniform(0.1, 3, (kernels, 1))
+    logs[:, runs // 3:] += 0.05
+    logs[::7, runs // 2:] += 0.2
+    logs[rng.random(logs.shape) < 0.01] = np.nan
+    logs[5] = 0.25  # exact quantities
+    return logs
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_the_offsets_taken_together_are_those_of_one_kernel_at_a_time(seed: int) -> None:
+    # run_offsets and relative_logs take the medians of the kernels without a change point
+    # (and each kernel's run-to-run sigma) as arrays: the same floats as the loop over kernels
+    from perfcheck.history.changepoints import _robust_sigma, _robust_sigmas
+
+    logs = _kernels_by_runs(seed)
+    assert np.isnan(logs).any(axis=1).sum() > 50 and (~np.isnan(logs).any(axis=1)).sum() > 50
+    for rows in (logs, logs[:, :2], logs[:, :3], np.full((3, 9), np.nan)):
+        one_by_one = np.array([_robust_sigma(row[np.isfinite(row)]) for row in rows])
+        assert _robust_sigmas(rows).tobytes() == one_by_one.tobytes()
+
+    def reference(logs: np.ndarray, window: int, cuts: list) -> np.ndarray:  # the loop over kernels
+        n = logs.shape[1]
+        recent = logs[:, -window:]
+        has = np.isfinite(recent).any(axis=1)
+        level = np.zeros(logs.shape)
+        level[has] = np.nanmedian(recent[has], axis=1)[:, None]
+        for k, kernel_cuts in enumerate(cuts):
+            bounds = [0, *sorted(int(c) for c in kernel_cuts if 0 < c < n), n]
+            for a, b in zip(bounds[:-1], bounds[1:]):
+                stretch = logs[k, max(a, b - window):b]
+                if np.isfinite(stretch).any():
+                    level[k, a:b] = np.nanmedian(stretch)
+        finite = np.isfinite(logs)
+        dev = np.where(finite, logs - level, np.nan)
+        enough = (finite & has[:, None]).sum(axis=0) >= MIN_KERNELS
+        out = np.full(n, np.nan)
+        out[enough] = np.nanmedian(dev[:, enough], axis=0)
+        return out
+
+    cuts = [[30] if k % 7 == 0 else [] for k in range(len(logs))]
+    for window in (30, 31, 7):
+        assert run_offsets(logs, window, cuts).tobytes() == reference(logs, window, cuts).tobytes()
