@@ -402,7 +402,8 @@ def test_split_points_many_near_the_threshold_is_split_points_to_the_bit() -> No
 def _kernels_by_runs(seed: int, kernels: int = 300, runs: int = 90) -> np.ndarray:
     """A kernels x runs matrix of log values: noise of several scales, steps, a few missing."""
     rng = np.random.default_rng(seed)
-    logs = rng.normal(0.0, 1.0, (kernels, 1)) + rng.normal(0.0, 0.02, (kernels, runs)) * rng.uniform(0.1, 3, (kernels, 1))
+    noise = rng.normal(0.0, 0.02, (kernels, runs)) * rng.uniform(0.1, 3, (kernels, 1))
+    logs = rng.normal(0.0, 1.0, (kernels, 1)) + noise
     logs[:, runs // 3:] += 0.05
     logs[::7, runs // 2:] += 0.2
     logs[rng.random(logs.shape) < 0.01] = np.nan

@@ -224,3 +224,19 @@ def test_relative_reads_every_kernel_once_in_parts_and_the_slices_numbers_alone(
     # (and, where an offset series changed, the unit of its first value: one value by run id)
     parts = [kw for kw in asked if "values" not in kw and kw.get("run_id") is None]
     assert len(parts) == 1 and parts[0]["metric"] is None and parts[0]["kernel"] is None
+
+
+def test_detect_over_names_as_categories_is_detect_over_text(tmp_path) -> None:  # noqa: ANN001
+    # a reader may give the names as categories (codes, not text per value): the same change
+    # points, plain and relative, and no warning of pandas 2's unobserved categories
+    import warnings
+
+    with open_store(tmp_path / "h.sqlite") as store:
+        _fill(store)
+        frame = store.series()
+    coded = frame.astype({c: "category" for c in ("machine", "suite", "kernel", "metric")})
+    for relative in (False, True):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", FutureWarning)
+            found = detect(coded, relative=relative, **OPTIONS)
+        assert found == detect(frame, relative=relative, **OPTIONS) and len(found) >= 3

@@ -196,7 +196,8 @@ class SeriesReader:
                                    [*id_params, *([float(since)] if since is not None else []),
                                     *([last] if last is not None else [])]))
         names = pd.DataFrame([key[1:] for key in keys], columns=["machine", "suite", "kernel", "metric"])
-        if {type(row[2]) for row in rows} <= {float, int, type(None)}:  # numbers (None: missing), as a number column holds
+        # numbers (None: missing), as a number column holds them
+        if {type(row[2]) for row in rows} <= {float, int, type(None)}:
             numbers = np.array(rows, dtype="float64").reshape(len(rows), 3)  # a frame of the tuples cost 3x the reading
             values = pd.DataFrame({"series_id": numbers[:, 0].astype(np.int64), "run": numbers[:, 1].astype(np.int64),
                                    "value": numbers[:, 2]})
@@ -204,7 +205,8 @@ class SeriesReader:
             values = pd.DataFrame(rows, columns=["series_id", "run", "value"])
             self._clean(values)
         table = pd.DataFrame(runs, columns=["run", "run_id", "time", "commit"])
-        table = table[table["run"].isin(values["run"])].reset_index(drop=True)  # the runs with a value, as ``_frame`` joins
+        # the runs with a value, as ``_frame``'s join keeps them
+        table = table[table["run"].isin(values["run"])].reset_index(drop=True)
         self._clean(table)
         table["time"] = table["time"].astype("float64")
         # runs by time, then run id (``_frame``'s order of a series' values); series by name

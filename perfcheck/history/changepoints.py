@@ -721,7 +721,7 @@ def _detect_in(frame: "pd.DataFrame", relative: bool, p: float, min_after: int, 
         return out
     # the series in the order groupby(sort=True) gives them, each its rows in frame order,
     # found as positions (a sub-frame per series cost more than testing it)
-    number = np.asarray(frame.groupby(list(KEY), sort=True).ngroup(), dtype="float64")
+    number = np.asarray(frame.groupby(list(KEY), sort=True, observed=True).ngroup(), dtype="float64")
     rows = np.flatnonzero(np.isfinite(number))  # a row with a missing name is in no series
     if relative:  # each series' rows by time, ties in frame order (the offsets leave them as they came)
         rows = rows[np.lexsort((_time_order(frame["time"])[rows], number[rows]))]
@@ -795,7 +795,8 @@ def relative_logs(logs: np.ndarray, window: int = WINDOW, p: float = P_VALUE,
     return offsets, adjusted
 
 
-def _relative_logs(logs: np.ndarray, window: int, p: float, min_after: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _relative_logs(logs: np.ndarray, window: int, p: float,
+                   min_after: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``relative_logs``, and which kernels keep their values (quieter as they are)."""
     logs = np.asarray(logs, dtype="float64")
     first = run_offsets(logs, window)
@@ -910,7 +911,7 @@ def relative_values(frame: "pd.DataFrame", offsets: "Mapping[tuple[str, str, str
         return value
     kernel_code, kernel_names = pd.factorize(frame["kernel"])
     run_code, run_ids = pd.factorize(frame["run_id"])
-    for key, rows in frame.groupby(["machine", "suite", "metric"], sort=False).indices.items():
+    for key, rows in frame.groupby(["machine", "suite", "metric"], sort=False, observed=True).indices.items():
         wide = offsets.get(tuple(map(str, key)))  # type: ignore[arg-type]
         if wide is None:
             continue
@@ -930,7 +931,7 @@ def _relative_parts(frame: "pd.DataFrame", *, window: int, p: float, min_after: 
     import pandas as pd
 
     group_key = ["machine", "suite", "metric"]
-    grouped = frame.groupby(group_key, sort=True)
+    grouped = frame.groupby(group_key, sort=True, observed=True)
     # one machine x suite x metric: the frame itself, not a copy of it
     whole = grouped.ngroups == 1 and not frame[group_key].isna().to_numpy().any()
     for _, group in [(None, frame)] if whole else grouped:
@@ -1026,9 +1027,9 @@ def recent_regressions(points: Sequence[ChangePoint], frame: "pd.DataFrame", las
     """Regression change points that start in the last ``last`` runs of their series."""
     if not points:
         return []
-    sizes = frame.groupby(list(KEY), sort=False).size().to_dict()
+    sizes = frame.groupby(list(KEY), sort=False, observed=True).size().to_dict()
     # the run-wide series (relative=True) has one value per run of its machine x suite x metric
-    runs = frame.groupby(["machine", "suite", "metric"], sort=False)["run_id"].nunique().to_dict()
+    runs = frame.groupby(["machine", "suite", "metric"], sort=False, observed=True)["run_id"].nunique().to_dict()
 
     def size(cp: ChangePoint) -> int:
         if cp.kernel == RUN_WIDE and (cp.machine, cp.suite, cp.kernel, cp.metric) not in sizes:

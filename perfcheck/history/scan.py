@@ -209,7 +209,8 @@ def _run_wide(store: "HistoryStore", key: tuple[str, str, str], *, kernel: Seque
     import pandas as pd
 
     machine, suite, metric = key
-    got = store.values(machine=machine, suite=suite, kernel=kernel, metric=metric, since=since, last=last)  # type: ignore[attr-defined]
+    got = store.values(machine=machine, suite=suite, kernel=kernel, metric=metric, since=since,  # type: ignore[attr-defined]
+                       last=last)
     # the runs in the order the slice's frame first shows them (series by series, each by
     # time), then by time: the frame's ``drop_duplicates("run_id").sort_values("time")``
     seen, first = np.unique(got.run, return_index=True)
@@ -228,8 +229,8 @@ def _run_wide(store: "HistoryStore", key: tuple[str, str, str], *, kernel: Seque
     def unit(r: int) -> str:
         """The unit of the first value of run ``r`` (of the offset series' first run): read alone."""
         at = int(first[sighted[r]])
-        one = store.series(machine=machine, suite=suite, kernel=str(names[got.series[at]]), metric=metric,  # type: ignore[attr-defined]
-                           run_id=str(runs["run_id"].iloc[r]))
+        one = store.series(machine=machine, suite=suite, metric=metric,  # type: ignore[attr-defined]
+                           kernel=str(names[got.series[at]]), run_id=str(runs["run_id"].iloc[r]))
         return str(one["unit"].iloc[0])
 
     wide, found = run_wide(pd.Index(names[present]), np.searchsorted(present, got.series), runs, place[got.run],
