@@ -196,9 +196,14 @@ class SeriesReader:
                                    [*id_params, *([float(since)] if since is not None else []),
                                     *([last] if last is not None else [])]))
         names = pd.DataFrame([key[1:] for key in keys], columns=["machine", "suite", "kernel", "metric"])
-        # numbers (None: missing), as a number column holds them
-        if {type(row[2]) for row in rows} <= {float, int, type(None)}:
-            numbers = np.array(rows, dtype="float64").reshape(len(rows), 3)  # a frame of the tuples cost 3x the reading
+        # numbers (None: missing), as a number column holds them (a frame of the tuples cost
+        # 3x the reading; numpy's rows of tuples, half as much again as its records)
+        kinds = {type(row[2]) for row in rows}
+        if kinds <= {float, int}:
+            numbers = np.fromiter(rows, dtype=[("series_id", "i8"), ("run", "i8"), ("value", "f8")], count=len(rows))
+            values = pd.DataFrame({name: numbers[name] for name in ("series_id", "run", "value")})
+        elif kinds <= {float, int, type(None)}:
+            numbers = np.array(rows, dtype="float64").reshape(len(rows), 3)
             values = pd.DataFrame({"series_id": numbers[:, 0].astype(np.int64), "run": numbers[:, 1].astype(np.int64),
                                    "value": numbers[:, 2]})
         else:  # text or blobs in the value column (SQLite's columns take anything): checked as a part's are
