@@ -318,6 +318,11 @@ def main() -> int:
                 ratios = [f"{timed['postgresql'][n].seconds / timed['sqlite'][n].seconds:.2f}x"
                           if n in timed["sqlite"] and n in timed["postgresql"] else "" for n in names]
                 print(f"| {nights} | PostgreSQL / SQLite | " + " | ".join(ratios) + " | | |")
+        for nights, timed, *_ in rows:  # issue 22: --relative within 1.5x of detect, measured in the same run
+            for backend, results in timed.items():
+                if "detect" in results and "detect --relative" in results:
+                    print(f"{nights} nights, {backend}: detect --relative / detect = "
+                          f"{results['detect --relative'].seconds / results['detect'].seconds:.2f}x (goal <= 1.5x)")
     finally:
         if server is not None:
             server.stop()  # by its PID (SIGINT: a fast shutdown), and its folder removed

@@ -342,3 +342,106 @@ def test_detect_relative_takes_a_metric_with_no_positive_value_as_it_is(tmp_path
     assert [(p.kernel, p.metric, p.index) for p in points] == [
         (p.kernel, p.metric, p.index) for p in detect(frame, relative=True)] == [
         (RUN_WIDE, "duration", 37), ("k04", "duration", 34)]
+
+
+def _near_the_threshold(count: int, seed: int, n: int = 30, p: float = 0.001) -> np.ndarray:
+    """Windows of log values whose best split's t is near the critical t (steps sized to
+    it), noise of every scale on every offset, exact quantities that round, constants."""
+    from perfcheck.history.changepoints import _critical_t
+
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i in range(count):
+        sigma = 10.0 ** float(rng.uniform(-9, 0))
+        y = float(rng.normal(0.0, 10.0 ** int(rng.integers(-3, 4)))) + rng.normal(0.0, sigma, n)
+        k = int(rng.integers(3, n - 1))
+        step = _critical_t(n - 2, p) * sigma * math.sqrt(1.0 / k + 1.0 / (n - k)) * float(rng.uniform(0.8, 1.2))
+        kind = i % 6
+        if kind in (1, 2, 3):
+            y[k:] += step
+        elif kind == 4:
+            y = np.where(np.arange(n) < k, 0.1, 0.1 + float(rng.choice([0.0, 1e-17, 1e-15, 0.2])))  # exact
+        elif kind == 5:
+            y = np.full(n, float(rng.choice([0.0, 0.1, 1e150, -7.25])))
+        rows.append(y)
+    return np.asarray(rows)
+
+
+@pytest.mark.parametrize("p, min_after", [(0.001, 2), (0.05, 1), (0.001, 4)])
+def test_a_window_passed_over_without_its_search_has_no_significant_split(p: float, min_after: int) -> None:
+    # split_points_many skips the E-divisive search of a window where no split could pass
+    # the t-test (a bound of |t| below the critical t): check the bound against the t-test
+    # of every split of windows sized to be near it
+    from perfcheck.history.changepoints import MIN_BEFORE, _hopeless, _significant_rows
+
+    for n in (5, 17, 30, 60):
+        if n < MIN_BEFORE + min_after:
+            continue
+        y = _near_the_threshold(1200, seed=n + min_after, n=n, p=p)
+        hopeless = _hopeless(y, p, min_after)
+        cuts = np.arange(MIN_BEFORE, n - min_after + 1)
+        significant = np.array([_significant_rows(y, np.full(len(y), cut), p) for cut in cuts]).any(axis=0)
+        assert not (hopeless & significant).any()
+        # the screen does pass over most windows that are noise, and not the near misses
+        assert hopeless.sum() > 0.15 * len(y) and (significant & ~hopeless).sum() > 0.1 * len(y)
+        assert (~hopeless & ~significant).sum() > 0.05 * len(y)
+
+
+def test_split_points_many_near_the_threshold_is_split_points_to_the_bit() -> None:
+    from perfcheck.history.changepoints import split_points_many
+
+    # as values (their logs are the windows) and as they are (values <= 0: scaled, not logged)
+    series = [np.exp(y) if i % 2 and np.abs(y).max() < 700 else y
+              for i, y in enumerate(_near_the_threshold(600, seed=3, n=47))]
+    series += [np.exp(y) for y in _near_the_threshold(300, seed=4, n=121) if np.abs(y).max() < 700]
+    one_by_one = [split_points(x) for x in series]
+    assert split_points_many(series) == one_by_one
+    assert 100 < sum(map(len, one_by_one))
+
+
+def _kernels_by_runs(seed: int, kernels: int = 300, runs: int = 90) -> np.ndarray:
+    """A kernels x runs matrix of log values: noise of several scales, steps, a few missing."""
+    rng = np.random.default_rng(seed)
+    noise = rng.normal(0.0, 0.02, (kernels, runs)) * rng.uniform(0.1, 3, (kernels, 1))
+    logs = rng.normal(0.0, 1.0, (kernels, 1)) + noise
+    logs[:, runs // 3:] += 0.05
+    logs[::7, runs // 2:] += 0.2
+    logs[rng.random(logs.shape) < 0.01] = np.nan
+    logs[5] = 0.25  # exact quantities
+    return logs
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_the_offsets_taken_together_are_those_of_one_kernel_at_a_time(seed: int) -> None:
+    # run_offsets and relative_logs take the medians of the kernels without a change point
+    # (and each kernel's run-to-run sigma) as arrays: the same floats as the loop over kernels
+    from perfcheck.history.changepoints import _robust_sigma, _robust_sigmas
+
+    logs = _kernels_by_runs(seed)
+    assert np.isnan(logs).any(axis=1).sum() > 50 and (~np.isnan(logs).any(axis=1)).sum() > 50
+    for rows in (logs, logs[:, :2], logs[:, :3], np.full((3, 9), np.nan)):
+        one_by_one = np.array([_robust_sigma(row[np.isfinite(row)]) for row in rows])
+        assert _robust_sigmas(rows).tobytes() == one_by_one.tobytes()
+
+    def reference(logs: np.ndarray, window: int, cuts: list) -> np.ndarray:  # the loop over kernels
+        n = logs.shape[1]
+        recent = logs[:, -window:]
+        has = np.isfinite(recent).any(axis=1)
+        level = np.zeros(logs.shape)
+        level[has] = np.nanmedian(recent[has], axis=1)[:, None]
+        for k, kernel_cuts in enumerate(cuts):
+            bounds = [0, *sorted(int(c) for c in kernel_cuts if 0 < c < n), n]
+            for a, b in zip(bounds[:-1], bounds[1:]):
+                stretch = logs[k, max(a, b - window):b]
+                if np.isfinite(stretch).any():
+                    level[k, a:b] = np.nanmedian(stretch)
+        finite = np.isfinite(logs)
+        dev = np.where(finite, logs - level, np.nan)
+        enough = (finite & has[:, None]).sum(axis=0) >= MIN_KERNELS
+        out = np.full(n, np.nan)
+        out[enough] = np.nanmedian(dev[:, enough], axis=0)
+        return out
+
+    cuts = [[30] if k % 7 == 0 else [] for k in range(len(logs))]
+    for window in (30, 31, 7):
+        assert run_offsets(logs, window, cuts).tobytes() == reference(logs, window, cuts).tobytes()

@@ -163,3 +163,82 @@ def test_the_digest_diagnoses_only_the_rows_it_shows(store_at, monkeypatch) -> N
     assert "...and 1 more" in whole
     # the listed row's kernel (its two changes), not each of the 12 kernels' findings
     assert {cp.kernel for cp in diagnosed} == {"kern<03>"} and len(diagnosed) <= 2, diagnosed
+
+
+@pytest.mark.parametrize("where", [{}, {"metric": "duration", "since": T0 + 5 * DAY},
+                                   {"machine": "m1", "kernel": ["kern<01>", "kern<02>", "kern<09>"], "last": 7},
+                                   {"kernel": ["kern<01>", "kern<09>"], "metric": "duration"}])
+def test_values_are_the_numbers_of_series_in_its_order(store_at, where) -> None:  # noqa: ANN001
+    """``HistoryStore.values`` (what --relative reads the run-wide offsets from): each value's
+    series, run, time, commit and number as ``series`` gives them, missing values included."""
+    with open_store(store_at()) as store:
+        _fill(store, runs=14, tied=True)
+        store.add(RunRecord("late", T0 + 20 * DAY, commit="c" * 40),
+                  [Result("m1", "nightly", f"kern<{k:02d}>", "duration", float("nan") if k == 2 else 1e-3, "s")
+                   for k in range(12)])
+        frame = store.series(**where)
+        got = store.values(**where)
+    assert len(got.value) == len(frame) > 0
+    for column in ("machine", "suite", "kernel", "metric"):
+        assert got.keys[column].to_numpy(dtype=object)[got.series].tolist() == frame[column].tolist()
+    for column in ("run_id", "time", "commit"):
+        assert got.runs[column].to_numpy(dtype=object)[got.run].tolist() == frame[column].tolist()
+    expected = frame["value"].to_numpy(dtype="float64")
+    assert np.array_equal(got.value, expected, equal_nan=True)
+    # a missing value (None from the store) read as NaN; and without one, every value a number
+    assert np.isnan(got.value).any() == ("kern<02>" in where.get("kernel", ["kern<02>"]))
+
+
+def test_values_of_a_damaged_store_is_one_error(tmp_path) -> None:  # noqa: ANN001
+    import sqlite3
+
+    from perfcheck.errors import InputError
+
+    with open_store(tmp_path / "h.sqlite") as store:
+        _fill(store, runs=6, kernels=6)
+    db = sqlite3.connect(tmp_path / "h.sqlite")
+    db.execute("UPDATE results SET value = 'fast' WHERE run = (SELECT min(run) FROM results)")
+    db.commit()
+    db.close()
+    with open_store(tmp_path / "h.sqlite") as store, pytest.raises(InputError, match="holds 'fast'.*not a number"):
+        store.values(metric="duration")
+
+
+def test_relative_reads_every_kernel_once_in_parts_and_the_slices_numbers_alone(store_at, monkeypatch) -> None:  # noqa: ANN001
+    """detect --relative reads each slice's numbers (``values``), then the parts of whole
+    kernels as detect does; it used to read every machine x suite x metric as parts of
+    frames (a year of every kernel's names and columns), then the kernels that changed again."""
+    with open_store(store_at()) as store:
+        _fill(store)
+        _, expected = _whole(store, True)
+        asked: list[dict] = []
+        batches, values = store.batches, store.values
+        monkeypatch.setattr(store, "batches", lambda **kw: (asked.append(kw), batches(**kw))[1])
+        monkeypatch.setattr(store, "values", lambda **kw: (asked.append({"values": kw}), values(**kw))[1])
+        done = scan(store, relative=True, last=12, select="all", arches={"m1": "gfx90a", "m2": "gfx908"}, rows=90,
+                    **OPTIONS)
+    assert [json.dumps(f.as_dict(), sort_keys=True) for f in done.found] == \
+        [json.dumps(f.as_dict(), sort_keys=True) for f in expected]
+    slices = [kw["values"] for kw in asked if "values" in kw]
+    assert sorted((kw["machine"], kw["suite"], kw["metric"]) for kw in slices) == \
+        [("m1", "nightly", "duration"), ("m1", "nightly", "hbm_bw"), ("m1", "nightly", "occupancy"),
+         ("m2", "other", "duration")]
+    # (and, where an offset series changed, the unit of its first value: one value by run id)
+    parts = [kw for kw in asked if "values" not in kw and kw.get("run_id") is None]
+    assert len(parts) == 1 and parts[0]["metric"] is None and parts[0]["kernel"] is None
+
+
+def test_detect_over_names_as_categories_is_detect_over_text(tmp_path) -> None:  # noqa: ANN001
+    # a reader may give the names as categories (codes, not text per value): the same change
+    # points, plain and relative, and no warning of pandas 2's unobserved categories
+    import warnings
+
+    with open_store(tmp_path / "h.sqlite") as store:
+        _fill(store)
+        frame = store.series()
+    coded = frame.astype({c: "category" for c in ("machine", "suite", "kernel", "metric")})
+    for relative in (False, True):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", FutureWarning)
+            found = detect(coded, relative=relative, **OPTIONS)
+        assert found == detect(frame, relative=relative, **OPTIONS) and len(found) >= 3

@@ -17,6 +17,7 @@ series in one order.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Protocol
 
@@ -66,6 +67,10 @@ class HistoryStore(Protocol):
                run_id: str | Sequence[str] | None = None) -> "pd.DataFrame": ...
 
     def series_keys(self) -> "pd.DataFrame": ...  # machine, suite, kernel, metric of every series
+
+    def values(self, *, machine: str | None = None, suite: str | Sequence[str] | None = None,
+               kernel: str | Sequence[str] | None = None, metric: str | Sequence[str] | None = None,
+               since: float | None = None, last: int | None = None) -> "SeriesValues": ...  # the numbers alone
 
     def batches(self, *, machine: str | None = None, suite: str | Sequence[str] | None = None,
                 kernel: str | Sequence[str] | None = None, metric: str | Sequence[str] | None = None,
@@ -185,6 +190,77 @@ class SeriesReader:
             return self._rows(sql, [*id_params, *when_params, *([last] if last is not None else [])])
 
         yield from series_batches(keys, runs, read, last=last, rows=rows, clean=self._check, columns=columns)
+
+    def values(
+        self,
+        *,
+        machine: str | None = None,
+        suite: str | Sequence[str] | None = None,
+        kernel: str | Sequence[str] | None = None,
+        metric: str | Sequence[str] | None = None,
+        since: float | None = None,
+        last: int | None = None,
+    ) -> "SeriesValues":
+        """The values of the series ``series`` selects (the same filters), in its order,
+        without the columns a pass over only the numbers does not need: ``history detect
+        --relative`` reads a year of every kernel of one metric to find the run-wide
+        offsets, and the names and eight other columns of each of those values, as
+        ``batches`` makes them, cost several times the reading of the numbers."""
+        import numpy as np
+        import pandas as pd
+
+        where, params = series_filters(machine, suite, kernel, metric, self.MARK)
+        keys = self._rows("SELECT series_id, machine, suite, kernel, metric FROM series"
+                          + (" WHERE " + " AND ".join(where) if where else "") + f" ORDER BY {self._by_name()}", params)
+        runs = self._rows("SELECT run, run_id, time, commit_sha FROM runs"
+                          + (f" WHERE time >= {self.MARK}" if since is not None else ""),
+                          [float(since)] if since is not None else [])
+        when = [f"v.run IN (SELECT run FROM runs WHERE time >= {self.MARK})"] if since is not None else []
+        rows: list[tuple[object, ...]] = []
+        ids = [key[0] for key in keys]
+        for at in range(0, len(ids) if runs else 0, MAX_IDS):
+            term, id_params = self._any("v.series_id", ids[at:at + MAX_IDS])
+            rows.extend(self._rows(values_sql(" AND ".join([term, *when]), last, self.MARK, self.BYTE_ORDER,
+                                              fetched=("series_id", "run", "value")),
+                                   [*id_params, *([float(since)] if since is not None else []),
+                                    *([last] if last is not None else [])]))
+        names = pd.DataFrame([key[1:] for key in keys], columns=["machine", "suite", "kernel", "metric"])
+        # numbers (None: missing), as a number column holds them (a frame of the tuples cost
+        # 3x the reading; numpy's rows of tuples, half as much again as its records)
+        kinds = {type(row[2]) for row in rows}
+        if kinds <= {float, int}:
+            numbers = np.fromiter(rows, dtype=[("series_id", "i8"), ("run", "i8"), ("value", "f8")], count=len(rows))
+            values = pd.DataFrame({name: numbers[name] for name in ("series_id", "run", "value")})
+        elif kinds <= {float, int, type(None)}:
+            numbers = np.array(rows, dtype="float64").reshape(len(rows), 3)
+            values = pd.DataFrame({"series_id": numbers[:, 0].astype(np.int64), "run": numbers[:, 1].astype(np.int64),
+                                   "value": numbers[:, 2]})
+        else:  # text or blobs in the value column (SQLite's columns take anything): checked as a part's are
+            values = pd.DataFrame(rows, columns=["series_id", "run", "value"])
+            self._clean(values)
+        table = pd.DataFrame(runs, columns=["run", "run_id", "time", "commit"])
+        # the runs with a value, as ``_frame``'s join keeps them
+        table = table[table["run"].isin(values["run"])].reset_index(drop=True)
+        self._clean(table)
+        table["time"] = table["time"].astype("float64")
+        # runs by time, then run id (``_frame``'s order of a series' values); series by name
+        table = table.iloc[np.lexsort((table["run_id"].to_numpy(dtype=object).astype(str),
+                                       table["time"].to_numpy()))].reset_index(drop=True)
+        series_at = pd.Index([key[0] for key in keys]).get_indexer(values["series_id"])
+        run_at = pd.Index(table["run"]).get_indexer(values["run"])
+        order = np.lexsort((run_at, series_at))
+        order = order[(series_at[order] >= 0) & (run_at[order] >= 0)]  # as ``_frame``'s inner joins
+        series_at, run_at = series_at[order], run_at[order]
+        value = values["value"].to_numpy(dtype="float64")[order]
+        if last is not None and len(order):  # as ``_frame``: each series' latest ``last`` values
+            starts = np.r_[0, np.flatnonzero(np.diff(series_at)) + 1]
+            ends = np.r_[starts[1:], len(series_at)]
+            keep = np.arange(len(series_at)) >= np.repeat(ends - last, ends - starts)
+            series_at, run_at, value = series_at[keep], run_at[keep], value[keep]
+        with np.errstate(invalid="ignore"):
+            value = np.where(np.isfinite(value), value, np.nan)  # as ``_frame``: a value no float holds is missing
+        table["time"] = pd.to_datetime(table["time"], unit="s", utc=True)
+        return SeriesValues(names, table[["run_id", "time", "commit"]], series_at, run_at, value)
 
     def series(
         self,
@@ -513,6 +589,19 @@ def _text(values: "np.ndarray", at: "np.ndarray", rows: "np.ndarray | None" = No
     if isinstance(inferred.dtype, np.dtype):  # objects (pandas 2, or no text): the values themselves, None kept
         return rows if rows is not None else np.asarray(values, dtype=object)[at]
     return inferred.array.take(at, allow_fill=True)
+
+
+@dataclass(frozen=True, eq=False)
+class SeriesValues:
+    """Some series' values as numbers and positions (``HistoryStore.values``), each
+    value's series and run as rows of two small tables, in the order of ``series``: by
+    series (their names' byte order), then time, then run id."""
+
+    keys: "pd.DataFrame"  # machine, suite, kernel, metric of each series selected
+    runs: "pd.DataFrame"  # run_id, time (UTC timestamp), commit of each run with a value, by time then run id
+    series: "np.ndarray"  # per value: its row of ``keys``
+    run: "np.ndarray"  # per value: its row of ``runs``
+    value: "np.ndarray"  # per value, float64: NaN where none (or none a float holds)
 
 
 def concat_batches(parts: "Iterable[pd.DataFrame]") -> "pd.DataFrame":

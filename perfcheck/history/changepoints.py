@@ -55,7 +55,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
@@ -189,12 +189,13 @@ def _ttest(a: np.ndarray, b: np.ndarray, floor: float = 0.0) -> float:
     df = na + nb - 2
     if na < 1 or nb < 1 or df < 1:
         return 1.0
-    diff = float(b.mean() - a.mean())
-    ss = float(((a - a.mean()) ** 2).sum() + ((b - b.mean()) ** 2).sum())
+    mean_a, mean_b = a.mean(), b.mean()
+    diff = float(mean_b - mean_a)
+    ss = float(((a - mean_a) ** 2).sum() + ((b - mean_b) ** 2).sum())
     scale = math.sqrt(max(ss / df, floor * floor) * (1.0 / na + 1.0 / nb))
     if scale == 0.0:
         # noiseless (exact quantities): any difference is a change, none is none
-        return 0.0 if abs(diff) > 1e-12 * max(1.0, abs(float(a.mean()))) else 1.0
+        return 0.0 if abs(diff) > 1e-12 * max(1.0, abs(float(mean_a))) else 1.0
     return t_pvalue(diff / scale, df)
 
 
@@ -205,6 +206,20 @@ def _robust_sigma(y: np.ndarray) -> float:
         return 0.0
     d = np.abs(np.diff(y))
     return float(1.4826 * np.median(d) / math.sqrt(2.0))
+
+
+def _robust_sigmas(rows: np.ndarray) -> np.ndarray:
+    """``_robust_sigma`` of the finite values of each row of ``rows``: the rows without a
+    missing value at once (a median along rows is each row's own median, so the same
+    floats), the others one by one."""
+    out = np.zeros(len(rows))
+    finite = np.isfinite(rows)
+    full = finite.all(axis=1)
+    if rows.shape[1] >= 3 and full.any():
+        out[full] = 1.4826 * np.median(np.abs(np.diff(rows[full], axis=1)), axis=1) / math.sqrt(2.0)
+    for k in np.flatnonzero(~full):
+        out[k] = _robust_sigma(rows[k][finite[k]])
+    return out
 
 
 def spikes(y: np.ndarray, k: float = SPIKE_K) -> np.ndarray:
@@ -275,42 +290,21 @@ def _prune(y: np.ndarray, cps: list[int], p: float, window: int, min_after: int)
     """Re-test each change point against its final neighbours; drop the weakest until all pass."""
     cps = sorted(set(cps))
     sigma = _robust_sigma(y)
+    # a change point's test depends on its neighbours alone: each round re-tests only those
+    # next to the one dropped or moved (the rest are looked up, the same floats)
+    judged: dict[tuple[int, int, int, bool], tuple[int | None, float]] = {}
     while cps:
         bounds = [0, *cps, len(y)]
         pvalues = []
         for i, cp in enumerate(cps):
-            left = y[max(bounds[i], cp - window):cp]
-            right = y[cp:min(bounds[i + 2], cp + window)]
-            too_short = len(left) < MIN_BEFORE and bounds[i] == 0 or len(right) < min_after
-            # a new level seen on two runs only must agree with itself: two different
-            # outliers in a row (two spikes) are not one shift
-            if not too_short and len(right) == 2 and abs(right[1] - right[0]) > SPIKE_K * sigma:
-                too_short = True
-            # a jump as large as a spike, seen on min_after runs only, could be that many
-            # spikes in a row: unless those runs agree closely (spikes differ), it needs
-            # one run more
-            newest_level = bounds[i + 2] == len(y)
-            if not too_short and newest_level and len(right) == min_after and \
-                    abs(right.mean() - left.mean()) > SPIKE_K * sigma and np.ptp(right) > 3.0 * sigma:
-                too_short = True
-            # persistence: each of the first min_after runs is nearer the new level than the
-            # old; and while the newest level is short, every run of it (an excursion of two
-            # spikes that came back is not a shift)
-            if not too_short:
-                mid = (left.mean() + right.mean()) / 2.0
-                side = np.sign(right.mean() - left.mean())
-                newest = bounds[i + 2] == len(y) and len(right) <= min_after + 2
-                nearer = side * ((right if newest else right[:min_after + 1]) - mid) > 0
-                # the estimate of where a step starts is off by one when its first run is
-                # still nearer the old level (noise): the step starts a run later, where the
-                # runs that follow are all at the new level (without this, a blatant step
-                # found once is dropped for good when more runs move the estimate back)
-                if not newest and len(nearer) > min_after and not nearer[0] and nearer[1:].all() and cp + 1 not in cps \
-                        and min(bounds[i + 2], cp + 1 + window) - (cp + 1) >= min_after:
-                    moved = (i, cp + 1)
-                    break
-                too_short = not bool((nearer if newest else nearer[:min_after]).all())
-            pvalues.append(1.0 if too_short else _ttest(left, right))
+            key = (bounds[i], cp, bounds[i + 2], i + 1 == len(cps))
+            if key not in judged:
+                judged[key] = _retest(y, cp, bounds[i], bounds[i + 2], key[3], sigma, window, min_after)
+            moved_to, pvalue = judged[key]
+            if moved_to is not None:
+                moved = (i, moved_to)
+                break
+            pvalues.append(pvalue)
         else:
             moved = None
         if moved is not None:
@@ -321,6 +315,48 @@ def _prune(y: np.ndarray, cps: list[int], p: float, window: int, min_after: int)
             return [Split(cp, pv) for cp, pv in zip(cps, pvalues)]
         del cps[worst]
     return []
+
+
+def _retest(y: np.ndarray, cp: int, before: int, after: int, last: bool, sigma: float, window: int,
+            min_after: int) -> tuple[int | None, float]:
+    """``_prune``'s test of change point ``cp`` between its neighbours ``before`` and
+    ``after`` (``last``: it is the newest change point): (where it moves to, or None;
+    its p-value, 1 where its new level is too short to tell)."""
+    left = y[max(before, cp - window):cp]
+    right = y[cp:min(after, cp + window)]
+    too_short = len(left) < MIN_BEFORE and before == 0 or len(right) < min_after
+    # a new level seen on two runs only must agree with itself: two different
+    # outliers in a row (two spikes) are not one shift
+    if not too_short and len(right) == 2 and abs(right[1] - right[0]) > SPIKE_K * sigma:
+        too_short = True
+    # a jump as large as a spike, seen on min_after runs only, could be that many
+    # spikes in a row: unless those runs agree closely (spikes differ), it needs
+    # one run more
+    newest_level = after == len(y)
+    means = None
+    if not too_short and newest_level and len(right) == min_after:
+        means = (left.mean(), right.mean())
+        if abs(means[1] - means[0]) > SPIKE_K * sigma and np.ptp(right) > 3.0 * sigma:
+            too_short = True
+    # persistence: each of the first min_after runs is nearer the new level than the
+    # old; and while the newest level is short, every run of it (an excursion of two
+    # spikes that came back is not a shift)
+    if not too_short:
+        mean_left, mean_right = means if means is not None else (left.mean(), right.mean())
+        mid = (mean_left + mean_right) / 2.0
+        side = np.sign(mean_right - mean_left)
+        newest = after == len(y) and len(right) <= min_after + 2
+        nearer = side * ((right if newest else right[:min_after + 1]) - mid) > 0
+        # the estimate of where a step starts is off by one when its first run is
+        # still nearer the old level (noise): the step starts a run later, where the
+        # runs that follow are all at the new level (without this, a blatant step
+        # found once is dropped for good when more runs move the estimate back)
+        taken = after == cp + 1 and not last  # cp + 1 is the next change point
+        if not newest and len(nearer) > min_after and not nearer[0] and nearer[1:].all() and not taken \
+                and min(after, cp + 1 + window) - (cp + 1) >= min_after:
+            return cp + 1, 1.0
+        too_short = not bool((nearer if newest else nearer[:min_after]).all())
+    return None, 1.0 if too_short else _ttest(left, right)
 
 
 def split_points(
@@ -474,25 +510,80 @@ def _candidates_many(ys: Sequence[np.ndarray], p: float, min_after: int, window:
         for n in np.unique(sizes):
             at = np.flatnonzero(sizes == n)
             chunk = max(1, _SEGMENT_CELLS // int((n + 1) * (n + 1)))
+            split: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []  # (values, tau, row, start)
             for lo in range(0, len(at), chunk):
                 part = at[lo:lo + chunk]
                 r, s = rows[part], starts[part]
                 values = padded[r[:, None], s[:, None] + np.arange(n)]
-                tau = _edivisive_best_rows(values, MIN_BEFORE, min_after)
+                tau = _best_splits(values, p, min_after)
                 hit = np.flatnonzero(tau >= 0)
-                if not len(hit):
-                    continue
-                hit = hit[_significant_rows(values[hit], tau[hit], p)]
-                for row, begin, cut in zip(r[hit].tolist(), s[hit].tolist(), tau[hit].tolist()):
-                    found[row].add(begin + cut)
-                next_rows += [r[hit], r[hit]]
-                next_starts += [s[hit], s[hit] + tau[hit]]
-                next_sizes += [tau[hit], n - tau[hit]]
+                if len(hit):
+                    split.append((values[hit], tau[hit], r[hit], s[hit]))
+            if not split:
+                continue
+            # the t-tests of all the segments of this length at once (a loop over their cuts each)
+            values, tau, r, s = (np.concatenate(v) for v in zip(*split))
+            hit = np.flatnonzero(_significant_rows(values, tau, p))
+            for row, begin, cut in zip(r[hit].tolist(), s[hit].tolist(), tau[hit].tolist()):
+                found[row].add(begin + cut)
+            next_rows += [r[hit], r[hit]]
+            next_starts += [s[hit], s[hit] + tau[hit]]
+            next_sizes += [tau[hit], n - tau[hit]]
         if not next_rows:
             break
         rows, starts, sizes = (np.concatenate(v).astype(np.int64) for v in (next_rows, next_starts, next_sizes))
         depth += 1
     return found
+
+
+def _best_splits(y: np.ndarray, p: float, min_after: int) -> np.ndarray:
+    """``_edivisive_best_rows`` of each row of ``y``, or -1 where whichever split it
+    chose would fail ``_significant_rows``' t-test (``_hopeless``): most windows of a
+    series are noise, and their search is most of the time of ``split_points_many``.
+    The candidates are the same: a window whose split fails gives none either way. A
+    constant row (E-divisive's statistic is 0 at every split) takes the first split
+    without the search, as ``nanargmax`` takes the first of equal values."""
+    tau = np.full(len(y), -1)
+    finite = np.isfinite(y).all(axis=1)
+    flat = finite & (y == y[:, :1]).all(axis=1)
+    tau[flat] = MIN_BEFORE
+    searched = np.flatnonzero(~flat & ~_hopeless(y, p, min_after))
+    if len(searched):
+        tau[searched] = _edivisive_best_rows(y[searched], MIN_BEFORE, min_after)
+    return tau
+
+
+def _hopeless(y: np.ndarray, p: float, min_after: int) -> np.ndarray:
+    """Rows of ``y`` (finite) where no split from ``MIN_BEFORE`` to ``min_after`` before
+    the end can pass ``_significant_rows``' t-test: at each, an upper bound of its |t|
+    is below the critical t. The bound takes the means and sums of squares from prefix
+    sums of the values less the row's mean (a few operations a value, where the search
+    is a few per pair of values), and widens them by more than the rounding of both
+    computations can make them differ (for n values within M of 0 and S the sum of
+    squares about the mean: the difference of means by 64 n eps M, a sum of squares by
+    64 n eps S + 64 n^3 eps^2 M^2, each several times the error bounds of summing n
+    terms); where a side's sum of squares could be 0 (exact quantities: any step is a
+    change) it decides nothing."""
+    count, n = y.shape
+    lo, hi, df = MIN_BEFORE, n - min_after, n - 2
+    if hi < lo or df < 1 or count == 0:
+        return np.zeros(count, dtype=bool)
+    eps = float(np.finfo("float64").eps)
+    tau = np.arange(lo, hi + 1)
+    na, nb = tau.astype("float64"), (n - tau).astype("float64")
+    with np.errstate(all="ignore"):
+        centre = y.mean(axis=1, keepdims=True)
+        c = y - centre
+        s1, s2 = np.cumsum(c, axis=1), np.cumsum(c * c, axis=1)
+        a1, a2 = s1[:, tau - 1], s2[:, tau - 1]
+        b1, b2 = s1[:, -1:] - a1, s2[:, -1:] - a2
+        ss = (a2 - a1 * a1 / na) + (b2 - b1 * b1 / nb)
+        size = np.max(np.abs(y), axis=1, keepdims=True) + np.abs(centre)
+        low = ss - (64.0 * n * eps * s2[:, -1:] + 64.0 * n ** 3 * eps * eps * size * size)
+        diff = np.abs(b1 / nb - a1 / na) + 64.0 * n * eps * size
+        t = diff / np.sqrt(np.where(low > 1e-200, low, np.nan) / df * (1.0 / na + 1.0 / nb))
+        below = (t < _critical_t(df, p) * (1.0 - 1e-6)).all(axis=1)  # NaN (no bound) is not below
+    return below & np.isfinite(y).all(axis=1)
 
 
 def _edivisive_best_rows(y: np.ndarray, min_before: int, min_after: int) -> np.ndarray:
@@ -597,20 +688,34 @@ def detect(
     if frame is None or not len(frame):
         return []
     if not relative:
-        return _detect_in(frame, frame, False, p, min_after, window, min_change_pct)
+        return _detect_in(frame, False, p, min_after, window, min_change_pct)
     out: list[ChangePoint] = []
     # each machine x suite x metric and its run-wide series on its own (not concatenated:
     # a copy of a year of every kernel's values and names), then listed as one frame's
     # would be: by series, each oldest first (the sort is stable)
-    for part in _relative_parts(frame, window=window, p=p, min_after=min_after):
-        out.extend(_detect_in(part, frame, True, p, min_after, window, min_change_pct))
+    for part, wide in _relative_parts(frame, window=window, p=p, min_after=min_after, min_change_pct=min_change_pct):
+        out.extend(_detect_in(part, True, p, min_after, window, min_change_pct))
+        out.extend(wide)
     out.sort(key=lambda cp: (cp.machine, cp.suite, cp.kernel, cp.metric))
     return out
 
 
-def _detect_in(frame: "pd.DataFrame", original: "pd.DataFrame", relative: bool, p: float, min_after: int,
-               window: int, min_change_pct: float) -> list[ChangePoint]:
-    """``detect`` over ``frame`` (``relative``: a part of ``relative_frame``'s, from ``original``)."""
+def detect_relative_to(frame: "pd.DataFrame", offsets: "Mapping[tuple[str, str, str], RunWide]", *,
+                       p: float = P_VALUE, min_after: int = MIN_AFTER, window: int = WINDOW,
+                       min_change_pct: float = 0.0) -> list[ChangePoint]:
+    """``detect(frame, relative=True)``'s change points of the kernels of ``frame``, which
+    may hold some of the kernels of a machine x suite x metric only: each value divided by
+    the run-wide offsets ``offsets`` found beforehand over the whole slice (``run_wide``);
+    the offset series is not in them (``run_wide`` finds its change points)."""
+    if frame is None or not len(frame):
+        return []
+    return _detect_in(frame.assign(value=relative_values(frame, offsets)), True, p, min_after, window, min_change_pct)
+
+
+def _detect_in(frame: "pd.DataFrame", relative: bool, p: float, min_after: int, window: int,
+               min_change_pct: float) -> list[ChangePoint]:
+    """``detect`` over ``frame`` (``relative``: values already divided by their run-wide
+    offsets, each series' rows taken by time)."""
     out: list[ChangePoint] = []
     if not len(frame):
         return out
@@ -618,7 +723,7 @@ def _detect_in(frame: "pd.DataFrame", original: "pd.DataFrame", relative: bool, 
     # found as positions (a sub-frame per series cost more than testing it)
     number = np.asarray(frame.groupby(list(KEY), sort=True, observed=True).ngroup(), dtype="float64")
     rows = np.flatnonzero(np.isfinite(number))  # a row with a missing name is in no series
-    if relative:  # each series' rows by time, ties in frame order (relative_frame leaves them as they came)
+    if relative:  # each series' rows by time, ties in frame order (the offsets leave them as they came)
         rows = rows[np.lexsort((_time_order(frame["time"])[rows], number[rows]))]
     else:
         rows = rows[np.argsort(number[rows], kind="stable")]
@@ -631,12 +736,8 @@ def _detect_in(frame: "pd.DataFrame", original: "pd.DataFrame", relative: bool, 
     # the names of the series that changed only (every row's, as text objects, was a copy of the part)
     keys = frame[list(KEY)].iloc[[int(members[n][0]) for n in changed]].itertuples(index=False, name=None)
     for n, key in zip(changed, keys):
-        at, splits = members[n], found[n]
-        if relative and key[2] == RUN_WIDE:
-            splits = broad(_kernel_logs(original, key, frame["run_id"].iloc[at]), splits, window)
-            if not splits:
-                continue
-        out.extend(_records(dict(zip(KEY, key)), frame, at, value[at], seconds[at], splits, window, min_change_pct))
+        at = members[n]
+        out.extend(_records(dict(zip(KEY, key)), frame, at, value[at], seconds[at], found[n], window, min_change_pct))
     return out
 
 
@@ -658,8 +759,19 @@ def run_offsets(logs: np.ndarray, window: int = WINDOW, cuts: Sequence[Sequence[
     has = np.isfinite(recent).any(axis=1)
     level = np.zeros(logs.shape)
     level[has] = np.nanmedian(recent[has], axis=1)[:, None]
-    for k, kernel_cuts in enumerate(cuts or ()):
-        bounds = [0, *sorted(int(c) for c in kernel_cuts if 0 < c < logs.shape[1]), logs.shape[1]]
+    bounds_of = [[0, *sorted(int(c) for c in kernel_cuts if 0 < c < logs.shape[1]), logs.shape[1]]
+                 for kernel_cuts in (cuts or ())]
+    # a kernel without a change point is one stretch, its last ``window`` runs: where they
+    # are all finite, their medians at once (a median along rows is each row's own median:
+    # the same floats as one kernel at a time, which cost most of the offsets' time)
+    uncut = np.array([len(bounds) == 2 for bounds in bounds_of], dtype=bool)
+    together = np.flatnonzero(uncut & np.isfinite(recent[:len(uncut)]).all(axis=1))
+    if len(together):
+        level[together] = np.median(recent[together], axis=1)[:, None]
+    alone = np.ones(len(bounds_of), dtype=bool)
+    alone[together] = False
+    for k in np.flatnonzero(alone):
+        bounds = bounds_of[k]
         for a, b in zip(bounds[:-1], bounds[1:]):
             stretch = logs[k, max(a, b - window):b]
             if np.isfinite(stretch).any():
@@ -679,6 +791,13 @@ def relative_logs(logs: np.ndarray, window: int = WINDOW, p: float = P_VALUE,
     those offsets, and the offsets again with each kernel centred stretch by stretch
     (without this, a quarter of the kernels regressing moves the median of all and
     looks like a small run-wide change). A run without an offset keeps its values."""
+    offsets, adjusted, _ = _relative_logs(logs, window, p, min_after)
+    return offsets, adjusted
+
+
+def _relative_logs(logs: np.ndarray, window: int, p: float,
+                   min_after: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``relative_logs``, and which kernels keep their values (quieter as they are)."""
     logs = np.asarray(logs, dtype="float64")
     first = run_offsets(logs, window)
     adjusted = logs - np.nan_to_num(first)[None, :]
@@ -688,10 +807,9 @@ def relative_logs(logs: np.ndarray, window: int = WINDOW, p: float = P_VALUE,
     adjusted = logs - np.nan_to_num(offsets)[None, :]
     # a kernel whose values are quieter as they are (its drift is its own, not the run's)
     # is tested as it is: dividing by the offset would only add the offset's noise
-    quieter = np.array([_robust_sigma(raw[np.isfinite(raw)]) <= _robust_sigma(adj[np.isfinite(adj)])
-                        for raw, adj in zip(logs, adjusted)], dtype=bool)
+    quieter = _robust_sigmas(logs) <= _robust_sigmas(adjusted)
     adjusted[quieter] = logs[quieter]
-    return offsets, adjusted
+    return offsets, adjusted, quieter
 
 
 def broad(logs: np.ndarray, splits: Sequence[Split], window: int = WINDOW) -> list[Split]:
@@ -717,76 +835,122 @@ def broad(logs: np.ndarray, splits: Sequence[Split], window: int = WINDOW) -> li
     return kept
 
 
-def relative_frame(frame: "pd.DataFrame", window: int = WINDOW, p: float = P_VALUE,
-                   min_after: int = MIN_AFTER) -> "pd.DataFrame":
-    """``frame`` with each value divided by its run's run-wide offset (per machine,
-    suite and metric, over the kernels with positive values), plus the offset series
-    as kernel ``RUN_WIDE``. Runs without an offset (fewer than ``MIN_KERNELS``
-    kernels) keep their values; so does a group of fewer kernels. Each series' rows are in
-    their order in ``frame``, the offset series' by time."""
+@dataclass(frozen=True, eq=False)
+class RunWide:
+    """The run-wide offsets of one machine x suite x metric (``detect(relative=True)``):
+    what its kernels' values are divided by, kept so that a part of its kernels (``history
+    detect --relative`` reads whole kernels, every metric) is divided as the whole slice
+    would be (``relative_values``) without holding the slice."""
+
+    kernels: "pd.Index"  # the kernels with a positive value, sorted: the rows of the log matrix
+    runs: "pd.Index"  # the run ids with a value, by time: its columns
+    offsets: np.ndarray  # each run's offset, a log (NaN: fewer than MIN_KERNELS kernels in it)
+    quieter: np.ndarray  # each kernel: tested as it is (its values are quieter than divided)
+
+    def adjusted(self, value: np.ndarray, kernel: np.ndarray, run: np.ndarray) -> np.ndarray:
+        """``value`` divided by its run's offset: ``kernel`` and ``run`` are each value's row
+        and column (-1: none). A value <= 0 or missing, of a run without an offset (divided
+        by 1), or of a quieter kernel, keeps its value, as ``_relative_parts`` gives them
+        (the same float operations: the log, less the offset, its exp)."""
+        out = np.array(value, dtype="float64")
+        with np.errstate(invalid="ignore"):
+            ok = np.flatnonzero((kernel >= 0) & (run >= 0) & np.isfinite(out) & (out > 0))
+        log = np.log(out[ok])
+        shifted = np.where(self.quieter[kernel[ok]], log, log - np.nan_to_num(self.offsets)[run[ok]])
+        with np.errstate(over="ignore"):
+            out[ok] = np.where(np.isfinite(shifted), np.exp(shifted), out[ok])
+        return out
+
+
+def run_wide(kernels: "pd.Index", kernel: np.ndarray, runs: "pd.DataFrame", run: np.ndarray, value: np.ndarray, *,
+             key: tuple[str, str, str], unit: "Callable[[int], str]", window: int = WINDOW, p: float = P_VALUE,
+             min_after: int = MIN_AFTER, min_change_pct: float = 0.0) -> tuple[RunWide, list[ChangePoint]]:
+    """The run-wide offsets of the values of one machine x suite x metric ``key``: each
+    value's ``kernel`` (a row of ``kernels``, sorted; -1: none) and ``run`` (a row of
+    ``runs``: run_id, time and, where known, commit; in time order, -1: none), ``value``.
+    Also the change points of the offset series (``RUN_WIDE``) that most kernels share
+    (``broad``); ``unit(r)``: the unit of run ``r``'s first value."""
     import pandas as pd
 
-    return pd.concat(_relative_parts(frame, window=window, p=p, min_after=min_after), ignore_index=True)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        log = np.where(value > 0, np.log(np.where(value > 0, value, 1.0)), np.nan)
+    # the kernels x runs matrix of logs by codes (a pivot table and its stacked lookup held
+    # several copies of a year of every kernel's names): kernels sorted, each cell its
+    # last finite log, a kernel without one left out, the runs in time order
+    named = (kernel >= 0) & (run >= 0)  # a missing name is in no cell (as in a pivot table)
+    full = np.full((len(kernels), len(runs)), np.nan)
+    finite = np.isfinite(log) & named
+    full[kernel[finite], run[finite]] = log[finite]
+    kept = np.isfinite(full).any(axis=1)
+    logs = full[kept]
+    offsets, _, quieter = _relative_logs(logs, window, p, min_after)
+    wide = RunWide(kernels[kept], pd.Index(runs["run_id"]), offsets, quieter)
+    # the offset series: one value per run with an offset, in time order (ties as they came)
+    ratio = np.exp(offsets)
+    at = np.flatnonzero(np.isfinite(ratio))
+    splits = split_points_many([ratio[at]], p=p, min_after=min_after, window=window)[0] if len(at) else []
+    # kept where most kernels moved with it (the kernels' own logs, not less the offsets)
+    splits = broad(logs[:, at], splits, window) if splits else []
+    if not splits:
+        return wide, []
+    # the unit stays the metric's, so the better direction is the metric's; the values are ratios
+    frame = runs.iloc[at].assign(unit=unit(int(at[0])))
+    name = {"machine": key[0], "suite": key[1], "kernel": RUN_WIDE, "metric": key[2]}
+    return wide, _records(name, frame, np.arange(len(at)), ratio[at], _unix_seconds(frame["time"]), splits,
+                                    window, min_change_pct)
 
 
-def _relative_parts(frame: "pd.DataFrame", window: int = WINDOW, p: float = P_VALUE,
-                    min_after: int = MIN_AFTER) -> "list[pd.DataFrame]":
-    """``relative_frame`` as the frames it concatenates: each machine x suite x metric,
-    and its run-wide series after it."""
+def relative_values(frame: "pd.DataFrame", offsets: "Mapping[tuple[str, str, str], RunWide]") -> np.ndarray:
+    """The values of ``frame`` divided by their run-wide offsets, where its machine x suite
+    x metric has them (``offsets``: each slice's ``run_wide``), as the whole slice's
+    ``detect(relative=True)`` divides them; a part's names are looked up once each."""
     import pandas as pd
 
-    parts = []
+    value = frame["value"].to_numpy(dtype="float64", copy=True)
+    if not offsets or not len(frame):
+        return value
+    kernel_code, kernel_names = pd.factorize(frame["kernel"])
+    run_code, run_ids = pd.factorize(frame["run_id"])
+    for key, rows in frame.groupby(["machine", "suite", "metric"], sort=False, observed=True).indices.items():
+        wide = offsets.get(tuple(map(str, key)))  # type: ignore[arg-type]
+        if wide is None:
+            continue
+        # a code of -1 (a missing name) takes the -1 appended: no row or column
+        kernel = np.append(wide.kernels.get_indexer(kernel_names), -1)[kernel_code[rows]]
+        run = np.append(wide.runs.get_indexer(run_ids), -1)[run_code[rows]]
+        value[rows] = wide.adjusted(value[rows], kernel, run)
+    return value
+
+
+def _relative_parts(frame: "pd.DataFrame", *, window: int, p: float, min_after: int,
+                    min_change_pct: float) -> "Iterator[tuple[pd.DataFrame, list[ChangePoint]]]":
+    """Each machine x suite x metric of ``frame`` with its values divided by its run-wide
+    offsets (``run_wide``; a group of fewer than ``MIN_KERNELS`` kernels as it is), and
+    the change points of its offset series. Not sorted (a copy of every value): ``detect``
+    takes each series' rows by time."""
+    import pandas as pd
+
     group_key = ["machine", "suite", "metric"]
     grouped = frame.groupby(group_key, sort=True, observed=True)
-    # one machine x suite x metric (history detect --relative reads one such slice at a
-    # time, a year of nights of every kernel): the frame itself, not a copy of it
+    # one machine x suite x metric: the frame itself, not a copy of it
     whole = grouped.ngroups == 1 and not frame[group_key].isna().to_numpy().any()
     for _, group in [(None, frame)] if whole else grouped:
-        kernels = group["kernel"].unique()
-        if len(kernels) < MIN_KERNELS:
-            parts.append(group)
+        if len(group["kernel"].unique()) < MIN_KERNELS:
+            yield group, []
             continue
         runs = group.drop_duplicates("run_id").sort_values("time")
-        value = group["value"].to_numpy(dtype="float64")
-        with np.errstate(divide="ignore", invalid="ignore"):
-            log = np.where(value > 0, np.log(np.where(value > 0, value, 1.0)), np.nan)
-        # the kernels x runs matrix of logs by codes (a pivot table and its stacked lookup held
-        # several copies of a year of every kernel's names): kernels sorted, each cell its
-        # last finite log, a kernel without one left out, the runs in time order
-        kernel_code, _ = pd.factorize(group["kernel"], sort=True)
+        kernel_code, kernels = pd.factorize(group["kernel"], sort=True)
         run_at = pd.Index(runs["run_id"]).get_indexer(group["run_id"])
-        named = (kernel_code >= 0) & (run_at >= 0)  # a missing name is in no cell (as in a pivot table)
-        full = np.full((int(kernel_code.max()) + 1 if len(kernel_code) else 0, len(runs)), np.nan)
-        finite = np.isfinite(log) & named
-        full[kernel_code[finite], run_at[finite]] = log[finite]
-        kept = np.isfinite(full).any(axis=1)
-        offsets_, adjusted_ = relative_logs(full[kept], window=window, p=p, min_after=min_after)
-        row = np.cumsum(kept) - 1
-        looked_up = np.full(len(group), np.nan)
-        found = named.copy()
-        found[named] = kept[kernel_code[named]]
-        looked_up[found] = adjusted_[row[kernel_code[found]], run_at[found]]
-        # a value without a finite offset-adjusted log (<= 0, NaN, a run without an offset) stays as it is
-        adjusted = np.where(np.isfinite(looked_up), np.exp(looked_up), value)
-        parts.append(group.assign(value=adjusted))
-        # the unit stays the metric's, so the better direction is the metric's; the values are ratios
-        wide = runs.assign(kernel=RUN_WIDE, value=np.exp(offsets_))
-        parts.append(wide[np.isfinite(wide["value"].to_numpy(dtype="float64"))][group.columns])
-    # not sorted here (a copy of every value): ``detect`` takes each series' rows by time
-    return parts
-
-
-def _kernel_logs(frame: "pd.DataFrame", key: tuple, runs: "pd.Series") -> np.ndarray:
-    """kernels x runs log values of the machine x suite x metric of ``key``, runs in
-    the order of ``runs``."""
-    machine, suite, _, metric = key
-    ours = (frame["machine"] == machine) & (frame["suite"] == suite) & (frame["metric"] == metric) \
-        & (frame["kernel"] != RUN_WIDE)
-    mine = frame if ours.all() else frame[ours]  # a slice of one metric (detect --relative): no copy of it
-    value = mine["value"].to_numpy(dtype="float64")
-    logged = mine.assign(log=np.log(np.where(value > 0, value, np.nan)))
-    matrix = logged.pivot_table(index="kernel", columns="run_id", values="log", aggfunc="last", observed=True)
-    return matrix.reindex(columns=runs.to_numpy()).to_numpy(dtype="float64")
+        value = group["value"].to_numpy(dtype="float64")
+        first = group[["machine", "suite", "metric"]].iloc[0]
+        wide, found = run_wide(
+            pd.Index(kernels), kernel_code, runs[[c for c in ("run_id", "time", "commit") if c in runs]], run_at, value,
+            key=(str(first["machine"]), str(first["suite"]), str(first["metric"])),
+            unit=lambda r: str(runs["unit"].iloc[r]) if "unit" in runs else "", window=window, p=p,
+            min_after=min_after, min_change_pct=min_change_pct)
+        # a code of -1 (a missing name) takes the -1 appended: no row
+        adjusted = wide.adjusted(value, np.append(wide.kernels.get_indexer(kernels), -1)[kernel_code], run_at)
+        yield group.assign(value=adjusted), found
 
 
 def levels(values: np.ndarray, splits: Sequence[Split], window: int = WINDOW) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -850,6 +1014,15 @@ def _unix_seconds(times: "pd.Series") -> np.ndarray:
     return times.to_numpy(dtype="float64")
 
 
+def recent_in(points: Sequence[ChangePoint], size: int, last: int = 3) -> list[ChangePoint]:
+    """``recent_regressions`` of the change points of one series of ``size`` runs."""
+    return [cp for cp in points if _recent(cp, size, last)]
+
+
+def _recent(cp: ChangePoint, size: int, last: int) -> bool:
+    return cp.regression and cp.index >= size - last
+
+
 def recent_regressions(points: Sequence[ChangePoint], frame: "pd.DataFrame", last: int = 3) -> list[ChangePoint]:
     """Regression change points that start in the last ``last`` runs of their series."""
     if not points:
@@ -863,4 +1036,4 @@ def recent_regressions(points: Sequence[ChangePoint], frame: "pd.DataFrame", las
             return int(runs.get((cp.machine, cp.suite, cp.metric), 0))
         return int(sizes.get((cp.machine, cp.suite, cp.kernel, cp.metric), 0))
 
-    return [cp for cp in points if cp.regression and cp.index >= size(cp) - last]
+    return [cp for cp in points if _recent(cp, size(cp), last)]

@@ -8,13 +8,15 @@ whole ``series()`` frame, because each step needs only:
 
 * a series' change points: that series (a part holds it whole);
 * ``--relative``: every kernel of one machine x suite x metric (the run-wide offset is
-  a median over kernels): read one such slice at a time;
+  a median over kernels): first the values alone (``HistoryStore.values``), one such
+  slice at a time, keeping only what a kernel's values are divided by (``RunWide``: a
+  number per run and per kernel); then the parts as above, their values divided;
 * grouping and diagnosis: the kernel's own series, plus two small things from the
   whole store, gathered on the first pass (``findings.Context``): the order of the
   runs of each machine x suite, and how many kernels each machine x suite x metric
   has with the change points of all of them (whether the whole run moved).
 
-So the values are read twice (three times with ``--relative``): once to find the
+So the values are read twice (with ``--relative``, their numbers once more): once to find the
 change points, then again only for the kernels that have one, to group and diagnose.
 """
 
@@ -27,11 +29,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from perfcheck.history.changepoints import KEY, RUN_WIDE, ChangePoint, detect, recent_regressions
+from perfcheck.history.changepoints import (KEY, MIN_KERNELS, RUN_WIDE, ChangePoint, RunWide, detect,
+                                            detect_relative_to, recent_in, run_wide)
 from perfcheck.history.findings import (Context, Finding, assemble, explain, findings, group, headline_candidates,
                                         run_positions, watched, whole_runs, with_states, worst_first)
 from perfcheck.history.partindex import PartIndex
-from perfcheck.history.store import BATCH_ROWS, concat_batches
+from perfcheck.history.store import BATCH_ROWS
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -81,6 +84,7 @@ def scan(
     kernels, so a series' states are complete in it); ``hide_recovered``: leave out the
     recovered regressions ``lifecycle.shown`` hides (as ``history detect`` lists them);
     ``named``: the metrics asked for by name (``with_states``)."""
+    import numpy as np
     import pandas as pd
 
     from perfcheck.history import lifecycle
@@ -91,8 +95,7 @@ def scan(
     states: dict[ChangePoint, State] = {}
     level = last if last is not None else 3
 
-    def judged(found: list[ChangePoint], part: "pd.DataFrame", index: PartIndex | None = None) -> list[ChangePoint]:
-        here = lifecycle.states(found, part, accepted, last=level, index=index)
+    def judged(found: list[ChangePoint], here: "list[State]") -> list[ChangePoint]:
         states.update((st.point, st) for st in here)
         if not hide_recovered:
             return found
@@ -123,36 +126,33 @@ def scan(
             order.setdefault((m, s, k), len(order))
         return len(keys)
 
-    if not relative:
-        for part in store.batches(**where, columns=DETECTED):  # type: ignore[attr-defined]
-            index = PartIndex.of(part)  # where its kernels and series lie, for every step below
-            series += gather(part, index)
-            found = judged(detect(part, **options), part, index)
+    offsets: dict[tuple[str, str, str], RunWide] = {}
+    if relative:
+        # the run-wide offsets first: every kernel of a machine x suite x metric at once (the
+        # offset is a median over kernels), from its values alone, one such slice at a time;
+        # what is kept of each is a number per run and per kernel (``RunWide``), and the
+        # change points of its offset series (a series of no stored kernel)
+        for key in _slices(store, machine=machine, suite=suite, kernel=kernel, metric=metric):
+            wide, found, size = _run_wide(store, key, kernel=kernel, since=since, last=tail, options=options)
+            if wide is not None:
+                offsets[key] = wide
+            found = judged(found, lifecycle.series_states(found, np.array([]), size, accepted, level))
             points.extend(found)
-            # the regressions in the last runs of their series (``recent_regressions``): the
-            # states' ``new``, judged with the same ``last`` over the same series
-            if last is not None:
-                recent.extend(cp for cp in found if cp.regression and states[cp].new)
-            early.diagnose(found, part, firsts[-1], index, select=select, arches=arches)
-    else:
-        # the run-wide offset: every kernel of a machine x suite x metric at once, slice by slice;
-        # the slices hold every series once, so they say what the parts would (no pass of its own)
-        for m, s, key_metric in _slices(store, machine=machine, suite=suite, kernel=kernel, metric=metric):
-            part = concat_batches(_tested(p) for p in store.batches(  # type: ignore[attr-defined]
-                machine=m, suite=s, metric=key_metric, kernel=kernel, since=since, last=tail, rows=rows,
-                columns=TESTED))
-            if not len(part):
-                continue  # no value in the runs asked for
-            series += gather(part)
-            found = judged(detect(part, relative=True, **options), part)
-            points.extend(found)
-            recent.extend(recent_regressions(found, part, last=last) if last is not None else [])
-            del part  # the next slice is read without this one (each is a year of every kernel's values)
-        order.clear()  # the slices' order is not the store's: the kernels are read again below, in its order
-        if _tied(firsts):  # runs of one time are ordered by where they are first seen: in the store's order
-            firsts = [part.drop_duplicates(["machine", "suite", "run_id"])[["machine", "suite", "run_id", "time"]]
-                      for part in store.batches(**where, columns=FIRSTS)]  # type: ignore[attr-defined]
-        # as detect over the whole frame lists them: by series, each oldest first (sort is stable)
+            recent.extend(recent_in(found, size, last) if last is not None else [])
+    # then every kernel, part by part in the store's order, its values divided by those
+    # offsets where --relative asks it: the change points, and their diagnoses from the part
+    for part in store.batches(**where, columns=DETECTED):  # type: ignore[attr-defined]
+        index = PartIndex.of(part)  # where its kernels and series lie, for every step below
+        series += gather(part, index)
+        found = detect_relative_to(part, offsets, **options) if relative else detect(part, **options)
+        found = judged(found, lifecycle.states(found, part, accepted, last=level, index=index))
+        points.extend(found)
+        # the regressions in the last runs of their series (``recent_regressions``): the
+        # states' ``new``, judged with the same ``last`` over the same series
+        if last is not None:
+            recent.extend(cp for cp in found if cp.regression and states[cp].new)
+        early.diagnose(found, part, firsts[-1], index, select=select, arches=arches)
+    if relative:  # as detect over the whole frame lists them: by series, each oldest first (sort is stable)
         points.sort(key=lambda cp: (cp.machine, cp.suite, cp.kernel, cp.metric))
     if not points:
         return Scan([], [], series, states)
@@ -193,20 +193,10 @@ def scan(
     return Scan(with_states(out, states, named=named), points, series, states)
 
 
-# What --relative's slices are read for (the change points, their states and what the
-# first pass gathers): a slice holds a year of every kernel's values, so not the rest
-TESTED = ("machine", "suite", "kernel", "metric", "unit", "run_id", "time", "commit", "value")
-
-
 # What the first pass and the findings read of a part (``detect``, ``gather``,
 # ``lifecycle.states``, ``findings``: ``watched`` reads the outcome): each part need
 # not carry the other columns (n, median, spread, low, high, branch, CI job and URL)
-DETECTED = (*TESTED, "outcome")
-FIRSTS = ("machine", "suite", "run_id", "time")  # the runs of each machine x suite, in order (``run_positions``)
-
-
-def _tested(part: "pd.DataFrame") -> "pd.DataFrame":
-    return part[[c for c in part.columns if c in TESTED]]
+DETECTED = ("machine", "suite", "kernel", "metric", "unit", "run_id", "time", "commit", "value", "outcome")
 
 
 def _slices(store: "HistoryStore", *, machine: Sequence[str] | str | None, suite: Sequence[str] | str | None,
@@ -233,15 +223,45 @@ def _firsts(part: "pd.DataFrame", index: PartIndex) -> "pd.DataFrame":
     return part.iloc[rows[np.sort(first)]][["machine", "suite", "run_id", "time"]]
 
 
-def _tied(firsts: Sequence["pd.DataFrame"]) -> bool:
-    """Whether two runs of one machine x suite have the same time (``run_positions`` then
-    orders them by where each is first seen)."""
+def _run_wide(store: "HistoryStore", key: tuple[str, str, str], *, kernel: Sequence[str] | str | None,
+              since: float | None, last: int | None,
+              options: Mapping[str, float]) -> tuple[RunWide | None, list[ChangePoint], int]:
+    """The run-wide offsets of one machine x suite x metric (``changepoints.run_wide``;
+    None where it has fewer than ``MIN_KERNELS`` kernels), the change points of its offset
+    series and its number of runs, from its values alone (``HistoryStore.values``: a year
+    of 2,000 kernels' values of one metric is 6 MB of numbers), as ``detect(relative=True)``
+    finds them in the slice's frame."""
+    import numpy as np
     import pandas as pd
 
-    if not firsts:
-        return False
-    runs = pd.concat(firsts, ignore_index=True).drop_duplicates(["machine", "suite", "run_id"])
-    return bool(runs.duplicated(["machine", "suite", "time"]).any())
+    machine, suite, metric = key
+    got = store.values(machine=machine, suite=suite, kernel=kernel, metric=metric, since=since,  # type: ignore[attr-defined]
+                       last=last)
+    # the runs in the order the slice's frame first shows them (series by series, each by
+    # time), then by time: the frame's ``drop_duplicates("run_id").sort_values("time")``
+    seen, first = np.unique(got.run, return_index=True)
+    by_sight = np.argsort(first)
+    seen, first = seen[by_sight], first[by_sight]
+    present = np.unique(got.series)  # the slice's series with a value: one per kernel, in name order
+    if len(present) < MIN_KERNELS:
+        return None, [], len(seen)
+    runs = got.runs.iloc[seen].reset_index(drop=True).sort_values("time")
+    sighted = runs.index.to_numpy()
+    place = np.empty(len(got.runs), dtype=np.int64)
+    place[seen[sighted]] = np.arange(len(runs))
+    runs = runs.reset_index(drop=True)
+    names = got.keys["kernel"].to_numpy(dtype=object)
+
+    def unit(r: int) -> str:
+        """The unit of the first value of run ``r`` (of the offset series' first run): read alone."""
+        at = int(first[sighted[r]])
+        one = store.series(machine=machine, suite=suite, metric=metric,  # type: ignore[attr-defined]
+                           kernel=str(names[got.series[at]]), run_id=str(runs["run_id"].iloc[r]))
+        return str(one["unit"].iloc[0])
+
+    wide, found = run_wide(pd.Index(names[present]), np.searchsorted(present, got.series), runs, place[got.run],
+                           got.value, key=key, unit=unit, **options)  # type: ignore[arg-type]
+    return wide, found, len(seen)
 
 
 class _Early:
