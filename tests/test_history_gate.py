@@ -367,6 +367,11 @@ def test_latest_values_say_a_damaged_value_in_one_line(tmp_path: Path) -> None:
     with open_store(path) as store, pytest.raises(InputError, match="column 'value' holds 'garbage'") as caught:
         store.latest_values(machine="m", suite="s", pairs=[("k", "duration")], last=30)
     assert "\n" not in str(caught.value)
+    for text in ("nan", "1_0"):  # text numpy would read as a number (missing; 10) is no number either
+        with sqlite3.connect(path) as db:
+            db.execute("UPDATE results SET value = ? WHERE run = 3", (text,))
+        with open_store(path) as store, pytest.raises(InputError, match=f"column 'value' holds '{text}'"):
+            store.latest_values(machine="m", suite="s", pairs=[("k", "duration")], last=30)
     with sqlite3.connect(path) as db:
         db.execute("UPDATE results SET value = 1.0")
         db.execute("UPDATE runs SET time = 1e12 WHERE run = 2")  # past 2200

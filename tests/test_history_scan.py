@@ -242,3 +242,31 @@ def test_detect_over_names_as_categories_is_detect_over_text(tmp_path) -> None: 
             warnings.simplefilter("error", FutureWarning)
             found = detect(coded, relative=relative, **OPTIONS)
         assert found == detect(frame, relative=relative, **OPTIONS) and len(found) >= 3
+
+
+def test_a_regression_recovered_in_the_last_runs_is_not_a_recent_one(store_at) -> None:  # noqa: ANN001
+    # the lifecycle calls a recovered regression "new" when its recovery is recent; the
+    # regression itself started long ago, so it is not one of the last runs' regressions
+    rng = np.random.default_rng(3)
+    with open_store(store_at()) as store:
+        for i in range(40):
+            rows = []
+            for k in range(6):
+                step = 1.3 if k == 2 and 10 <= i < 38 else 1.0  # regresses at run 10, recovers at run 38
+                step *= 1.6 if k == 4 and i >= 15 else 1.0  # a larger regression, for good: listed first
+                value = 1e-3 * (1 + k) * step * float(np.exp(rng.normal(0, 0.005)))
+                rows.append(Result("m1", "nightly", f"kern<{k:02d}>", "duration", value, "s"))
+            store.add(RunRecord(f"run-{i:03d}", T0 + i * DAY), rows, [Machine("m1", {"arch": "gfx90a"})])
+        frame = store.series()
+        points = detect(frame, **OPTIONS)
+        assert any(cp.regression and cp.index == 10 for cp in points)  # the planted regression is found
+        states = {s.point: s for s in lifecycle.states(points, frame, (), last=3)}
+        regression = next(cp for cp in points if cp.regression and cp.index == 10)
+        assert states[regression].new  # the lifecycle's sense: its recovery is recent
+        expected = with_states(findings(points, frame, recent=recent_regressions(points, frame, last=3), select="all"),
+                               states)
+        done = scan(store, last=3, select="all", **OPTIONS)
+        assert [json.dumps(f.as_dict(), sort_keys=True) for f in done.found] == \
+            [json.dumps(f.as_dict(), sort_keys=True) for f in expected]
+        assert regression not in recent_regressions(points, frame, last=3)
+        assert [f.kernel for f in done.found][:2] == ["kern<04>", "kern<02>"]  # neither is a recent regression

@@ -76,6 +76,10 @@ def latest_values(keys: Sequence[Sequence[object]], runs: Sequence[Sequence[obje
     if not rows:
         return empty()
     row_series, row_runs, row_values = zip(*(row[:3] for row in rows))
+    # text in a value (SQLite's REAL columns take it) is a damaged store, as ``latest``
+    # says: numpy would read "nan" as missing and "1_0" as 10
+    if any(isinstance(value, (str, bytes)) for value in row_values):
+        _damaged(rows, runs, clean, where)
     try:
         values = np.asarray(row_values, dtype="float64")
         row_ids = np.asarray(row_series, dtype="int64")

@@ -432,15 +432,14 @@ class PostgresStore(SeriesReader):
         keys = sorted(keys, key=lambda key: key[1:])  # series order: Python sorts text by code point, as COLLATE "C"
         runs = self._rows("SELECT run, run_id, time, commit_sha, branch, ci_job, ci_url FROM runs")
         by_number = runs_in_order(runs)
-        width = len(columns)
 
         def read(ids: list[int]) -> list[tuple[object, ...]]:
             if by_number:  # each series' last ``last`` rows of its primary key range
                 return self._rows(f"SELECT {', '.join(f'v.{c}' for c in columns)} FROM unnest(%s::bigint[]) AS ids(id) "
                                   "CROSS JOIN LATERAL (SELECT * FROM results x WHERE x.series_id = ids.id "
                                   "ORDER BY x.run DESC LIMIT %s) AS v", [ids, last])
-            rows = self._rows(values_sql("v.series_id = ANY(%s)", last, "%s", ' COLLATE "C"'), [ids, last])
-            return rows if width == len(VALUE_COLUMNS) else [row[:width] for row in rows]
+            return self._rows(values_sql("v.series_id = ANY(%s)", last, "%s", ' COLLATE "C"', fetched=columns),
+                              [ids, last])
 
         return keys, runs, read
 

@@ -84,7 +84,6 @@ def scan(
     kernels, so a series' states are complete in it); ``hide_recovered``: leave out the
     recovered regressions ``lifecycle.shown`` hides (as ``history detect`` lists them);
     ``named``: the metrics asked for by name (``with_states``)."""
-    import numpy as np
     import pandas as pd
 
     from perfcheck.history import lifecycle
@@ -147,10 +146,13 @@ def scan(
         found = detect_relative_to(part, offsets, **options) if relative else detect(part, **options)
         found = judged(found, lifecycle.states(found, part, accepted, last=level, index=index))
         points.extend(found)
-        # the regressions in the last runs of their series (``recent_regressions``): the
-        # states' ``new``, judged with the same ``last`` over the same series
-        if last is not None:
-            recent.extend(cp for cp in found if cp.regression and states[cp].new)
+        # the regressions in the last runs of their series (``recent_regressions``), each
+        # series' length from the index (not the states' ``new``: a recovered regression's
+        # ``new`` is its recovery's, which may be recent while the regression is not)
+        if last is not None and found:
+            sizes, number = index.series.sizes(), index.series.number
+            recent.extend(cp for cp in found
+                          if recent_in([cp], int(sizes[number[(cp.machine, cp.suite, cp.kernel, cp.metric)]]), last))
         early.diagnose(found, part, firsts[-1], index, select=select, arches=arches)
     if relative:  # as detect over the whole frame lists them: by series, each oldest first (sort is stable)
         points.sort(key=lambda cp: (cp.machine, cp.suite, cp.kernel, cp.metric))
@@ -231,7 +233,6 @@ def _run_wide(store: "HistoryStore", key: tuple[str, str, str], *, kernel: Seque
     series and its number of runs, from its values alone (``HistoryStore.values``: a year
     of 2,000 kernels' values of one metric is 6 MB of numbers), as ``detect(relative=True)``
     finds them in the slice's frame."""
-    import numpy as np
     import pandas as pd
 
     machine, suite, metric = key

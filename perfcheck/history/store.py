@@ -683,7 +683,6 @@ class Store(SeriesReader):
         keys = sorted(set(keys), key=lambda key: key[1:])  # the order of series (text sorts as SQLite's BINARY)
         runs = self._rows("SELECT run, run_id, time, commit_sha, branch, ci_job, ci_url FROM runs")
         by_number = runs_in_order(runs)
-        width = len(columns)
 
         def read(ids: list[int]) -> list[tuple[object, ...]]:
             if by_number:  # each series' last ``last`` rows of its primary key range
@@ -693,8 +692,8 @@ class Store(SeriesReader):
                     "CROSS JOIN results v ON v.series_id = ids.id AND v.run >= coalesce((SELECT x.run FROM results x "
                     "WHERE x.series_id = ids.id ORDER BY x.run DESC LIMIT 1 OFFSET ?), -9223372036854775808)",
                     [*ids, max(0, last - 1)])
-            rows = self._rows(values_sql(f"v.series_id IN ({', '.join('?' * len(ids))})", last, "?", ""), [*ids, last])
-            return rows if width == len(VALUE_COLUMNS) else [row[:width] for row in rows]
+            return self._rows(values_sql(f"v.series_id IN ({', '.join('?' * len(ids))})", last, "?", "",
+                                         fetched=columns), [*ids, last])
 
         return keys, runs, read
 
