@@ -29,11 +29,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from perfcheck.history.changepoints import (KEY, MIN_KERNELS, RUN_WIDE, ChangePoint, RunWide, detect,
+from perfcheck.history.changepoints import (MIN_KERNELS, RUN_WIDE, ChangePoint, RunWide, detect,
                                             detect_relative_to, recent_in, run_wide)
 from perfcheck.history.findings import (Context, Finding, assemble, explain, findings, group, headline_candidates,
                                         run_positions, watched, whole_runs, with_states, worst_first)
 from perfcheck.history.partindex import PartIndex
+from perfcheck.history.backend import SERIES_COLUMNS
 from perfcheck.history.store import BATCH_ROWS
 
 if TYPE_CHECKING:
@@ -199,6 +200,9 @@ def scan(
 # ``lifecycle.states``, ``findings``: ``watched`` reads the outcome): each part need
 # not carry the other columns (n, median, spread, low, high, branch, CI job and URL)
 DETECTED = ("machine", "suite", "kernel", "metric", "unit", "run_id", "time", "commit", "value", "outcome")
+# What the Markdown digest reads of a part: the change points' columns and each value's
+# budget (its "outside the budget" rows); not n, median, spread, branch or the CI columns
+DIGESTED = (*DETECTED, "low", "high")
 
 
 def _slices(store: "HistoryStore", *, machine: Sequence[str] | str | None, suite: Sequence[str] | str | None,
@@ -351,8 +355,10 @@ class ReportPass:
     reading those kernels again."""
 
     def __init__(self, store: "HistoryStore", *, where: Mapping[str, object], last: int | None,
-                 accepted: "Sequence[Acceptance]" = (), rows: int = BATCH_ROWS) -> None:
+                 accepted: "Sequence[Acceptance]" = (), rows: int = BATCH_ROWS,
+                 columns: Sequence[str] | None = None) -> None:
         self.store, self.where, self.last, self.accepted, self.rows = store, dict(where), last, accepted, rows
+        self.columns = columns  # None: every column (the HTML pages show them all); else these, the rest empty
         self.points: list[ChangePoint] = []
         self.states: dict[ChangePoint, State] = {}
         self._firsts: list[pd.DataFrame] = []
@@ -363,26 +369,24 @@ class ReportPass:
 
     def parts(self) -> "Iterator[tuple[pd.DataFrame, list[ChangePoint]]]":
         """Each part and its change points (lifecycle in ``states``), as ``scan`` finds them."""
-        import pandas as pd
-
         from perfcheck.history import lifecycle
         from perfcheck.history.changepoints import MIN_AFTER, P_VALUE, WINDOW
 
-        for part in self.store.batches(**self.where, last=self.last, rows=self.rows):  # type: ignore[attr-defined]
-            self._firsts.append(part.drop_duplicates(["machine", "suite", "run_id"])[["machine", "suite", "run_id",
-                                                                                       "time"]])
-            counts = part.groupby(["machine", "suite", "metric"], sort=False, observed=True)["kernel"].nunique()
-            self._kernels.update({tuple(map(str, k)): int(v) for k, v in counts.items()})
-            runs_rows = part[part["kernel"].str.startswith("@run", na=False)].drop_duplicates(["machine", "suite",
-                                                                                                 "kernel"])
-            for m, s, k in runs_rows[["machine", "suite", "kernel"]].itertuples(index=False, name=None):
-                self._timelines.setdefault((str(m), str(s)), set()).add(str(k))
+        read = {} if self.columns is None else {"columns": self.columns}
+        for part in self.store.batches(**self.where, last=self.last, rows=self.rows, **read):  # type: ignore[attr-defined]
+            if self.columns is not None:  # the columns not asked for: there, and empty
+                part = part.assign(**{c: np.nan if c in ("median", "spread", "low", "high") else None
+                                      for c in SERIES_COLUMNS if c not in part.columns})[list(SERIES_COLUMNS)]
+            index = PartIndex.of(part)  # as ``scan``'s first pass: the kernels and series found once
+            self._firsts.append(_firsts(part, index))
+            self._kernels.update(Counter((m, s, x) for m, s, _, x in index.series.keys))
+            for m, s, k in index.kernels.keys:
+                if k.startswith("@run"):
+                    self._timelines.setdefault((m, s), set()).add(k)
             found = detect(part, p=P_VALUE, min_after=MIN_AFTER, window=WINDOW)
             if found:
-                # the lifecycle reads only the series that have a change point
-                keys = {(cp.machine, cp.suite, cp.kernel, cp.metric) for cp in found}
-                mine = pd.MultiIndex.from_frame(part[list(KEY)]).isin(list(keys))
-                self.states.update((st.point, st) for st in lifecycle.states(found, part[mine], self.accepted, last=3))
+                self.states.update((st.point, st) for st in lifecycle.states(found, part, self.accepted, last=3,
+                                                                             index=index))
             self.points.extend(found)
             yield part, found
 
@@ -473,7 +477,7 @@ def digest(store: "HistoryStore", *, suites: Sequence[str] | None = None, machin
     from perfcheck.history.dashboard import digest_text
 
     where = {"machine": machine, "suite": list(suites) if suites else None, "kernel": kernel, "metric": metric}
-    report = ReportPass(store, where=where, last=last, accepted=accepted, rows=rows)
+    report = ReportPass(store, where=where, last=last, accepted=accepted, rows=rows, columns=DIGESTED)
     facts = digest_facts(report, title=title)
     return digest_text(facts, title=title, link=link)
 
