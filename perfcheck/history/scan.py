@@ -29,12 +29,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from perfcheck.history.backend import SERIES_COLUMNS
 from perfcheck.history.changepoints import (MIN_KERNELS, RUN_WIDE, ChangePoint, RunWide, detect,
                                             detect_relative_to, recent_in, run_wide)
 from perfcheck.history.findings import (Context, Finding, assemble, explain, findings, group, headline_candidates,
                                         run_positions, watched, whole_runs, with_states, worst_first)
 from perfcheck.history.partindex import PartIndex
-from perfcheck.history.backend import SERIES_COLUMNS
 from perfcheck.history.store import BATCH_ROWS
 
 if TYPE_CHECKING:
