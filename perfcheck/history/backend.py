@@ -138,6 +138,17 @@ class SeriesReader:
         return pd.DataFrame(self._rows(f"SELECT machine, suite, kernel, metric FROM series ORDER BY {self._by_name()}"),
                             columns=["machine", "suite", "kernel", "metric"])
 
+    def _keys(self, machine: object, suite: object, kernel: object, metric: object) -> list[tuple[object, ...]]:
+        """(series_id, machine, suite, kernel, metric) of the series the name filters
+        select, in series order (names by their bytes): ``batches``' and ``values``' series."""
+        where, params = series_filters(machine, suite, kernel, metric, self.MARK)
+        return self._rows("SELECT series_id, machine, suite, kernel, metric FROM series"
+                          + (" WHERE " + " AND ".join(where) if where else "") + f" ORDER BY {self._by_name()}", params)
+
+    def _since(self, since: float) -> tuple[list[str], list[object]]:
+        """The term (on the values ``v``) keeping the runs from ``since`` on, and its parameter."""
+        return [f"v.run IN (SELECT run FROM runs WHERE time >= {self.MARK})"], [float(since)]
+
     def batches(
         self,
         *,
@@ -161,9 +172,7 @@ class SeriesReader:
         columns among them are fetched: a reader that needs few reads less."""
         mark = self.MARK
         fetched = value_columns(columns)
-        where, params = series_filters(machine, suite, kernel, metric, mark)
-        keys = self._rows("SELECT series_id, machine, suite, kernel, metric FROM series"
-                          + (" WHERE " + " AND ".join(where) if where else "") + f" ORDER BY {self._by_name()}", params)
+        keys = self._keys(machine, suite, kernel, metric)
         chosen: list[str] = []
         chosen_params: list[object] = []
         if since is not None:
@@ -181,8 +190,7 @@ class SeriesReader:
             term, when_params = self._any("v.run", [row[0] for row in runs])
             when.append(term)
         elif since is not None:
-            when.append(f"v.run IN (SELECT run FROM runs WHERE time >= {mark})")
-            when_params.append(float(since))
+            when, when_params = self._since(since)
 
         def read(ids: list[int]) -> list[tuple[object, ...]]:
             term, id_params = self._any("v.series_id", ids)
@@ -209,21 +217,18 @@ class SeriesReader:
         import numpy as np
         import pandas as pd
 
-        where, params = series_filters(machine, suite, kernel, metric, self.MARK)
-        keys = self._rows("SELECT series_id, machine, suite, kernel, metric FROM series"
-                          + (" WHERE " + " AND ".join(where) if where else "") + f" ORDER BY {self._by_name()}", params)
+        keys = self._keys(machine, suite, kernel, metric)
         runs = self._rows("SELECT run, run_id, time, commit_sha FROM runs"
                           + (f" WHERE time >= {self.MARK}" if since is not None else ""),
                           [float(since)] if since is not None else [])
-        when = [f"v.run IN (SELECT run FROM runs WHERE time >= {self.MARK})"] if since is not None else []
+        when, when_params = self._since(since) if since is not None else ([], [])
         rows: list[tuple[object, ...]] = []
         ids = [key[0] for key in keys]
         for at in range(0, len(ids) if runs else 0, MAX_IDS):
             term, id_params = self._any("v.series_id", ids[at:at + MAX_IDS])
             rows.extend(self._rows(values_sql(" AND ".join([term, *when]), last, self.MARK, self.BYTE_ORDER,
                                               fetched=("series_id", "run", "value")),
-                                   [*id_params, *([float(since)] if since is not None else []),
-                                    *([last] if last is not None else [])]))
+                                   [*id_params, *when_params, *([last] if last is not None else [])]))
         names = pd.DataFrame([key[1:] for key in keys], columns=["machine", "suite", "kernel", "metric"])
         # numbers (None: missing), as a number column holds them (a frame of the tuples cost
         # 3x the reading; numpy's rows of tuples, half as much again as its records)
