@@ -112,20 +112,28 @@ def test_empty_input_gives_empty_table() -> None:
     assert summarise([]).empty
 
 
+def _chunks(seed: int, sizes: tuple[int, ...], kernels: list[str], *, scale: float,
+            empty: float) -> list[pd.DataFrame]:
+    """Dispatch chunks of these sizes: random kernels and durations, a share ``empty``
+    of durations left empty, and the last kernel's all empty."""
+    rng = np.random.default_rng(seed)
+    chunks = []
+    for size in sizes:
+        kernel = rng.choice(kernels, size=size)
+        duration = rng.random(size) * scale
+        duration[rng.random(size) < empty] = np.nan
+        duration[kernel == kernels[-1]] = np.nan
+        chunks.append(pd.DataFrame({"kernel": kernel, "duration": duration}))
+    return chunks
+
+
 def test_medians_are_pandas_medians_over_chunks_with_gaps() -> None:
     """The summary's medians (one sort of every dispatch by kernel, a selection per
     kernel) are exactly pandas' groupby medians: odd and even counts, durations left
     empty, a kernel with none, kernels spread over several chunks."""
     from perfcheck.metrics.summary import KernelSummary
 
-    rng = np.random.default_rng(23)
-    chunks = []
-    for size in (1000, 1, 2, 777):
-        kernel = rng.choice(["a", "b", "c", "d", "e"], size=size)
-        duration = rng.random(size) * 1e-5
-        duration[rng.random(size) < 0.2] = np.nan
-        duration[kernel == "e"] = np.nan
-        chunks.append(pd.DataFrame({"kernel": kernel, "duration": duration}))
+    chunks = _chunks(23, (1000, 1, 2, 777), ["a", "b", "c", "d", "e"], scale=1e-5, empty=0.2)
     summary = KernelSummary()
     for chunk in chunks:
         summary.add(chunk)
@@ -144,14 +152,7 @@ def test_counts_and_extremes_are_pandas_groupby_over_chunks_with_gaps() -> None:
     medians) and sums and means (pandas over the dispatches in file order) are
     exactly pandas' groupby over the dispatches: kernels spread over chunks, durations
     left empty, a kernel with none (counted, no extremes), the table in its order."""
-    rng = np.random.default_rng(5)
-    chunks = []
-    for size in (500, 3, 1, 1200):
-        kernel = rng.choice(["p", "q", "r", "s", "t", "u"], size=size)
-        duration = rng.random(size) * 1e-4
-        duration[rng.random(size) < 0.3] = np.nan
-        duration[kernel == "u"] = np.nan
-        chunks.append(pd.DataFrame({"kernel": kernel, "duration": duration}))
+    chunks = _chunks(5, (500, 3, 1, 1200), ["p", "q", "r", "s", "t", "u"], scale=1e-4, empty=0.3)
     summary = KernelSummary()
     for chunk in chunks:
         summary.add(chunk)
