@@ -115,13 +115,8 @@ def scan(
     def gather(part: "pd.DataFrame", index: PartIndex | None = None) -> int:
         """What a part says of the whole store (the module docstring); its number of series."""
         index = index if index is not None else PartIndex.of(part)
-        firsts.append(_firsts(part, index))
+        _gathered(part, index, firsts, kernels, timelines)
         keys = index.series.keys  # each series' names, in the order of its first row
-        # how many kernels each machine x suite x metric has (parts hold whole kernels)
-        kernels.update(Counter((m, s, x) for m, s, _, x in keys))
-        for m, s, k in index.kernels.keys:
-            if k.startswith("@run"):
-                timelines.setdefault((m, s), set()).add(k)
         for m, s, k, _ in keys:
             order.setdefault((m, s, k), len(order))
         return len(keys)
@@ -215,6 +210,18 @@ def _slices(store: "HistoryStore", *, machine: Sequence[str] | str | None, suite
             keys = keys[keys[column].isin([wanted] if isinstance(wanted, str) else list(wanted))]
     return sorted({(str(m), str(s), str(x)) for m, s, x in keys[["machine", "suite", "metric"]].itertuples(
         index=False, name=None)})
+
+
+def _gathered(part: "pd.DataFrame", index: PartIndex, firsts: "list[pd.DataFrame]",
+              kernels: Counter[tuple[str, str, str]], timelines: dict[tuple[str, str], set[str]]) -> None:
+    """What a part says of the whole store (the module docstring), for ``scan`` and
+    ``ReportPass``: its runs' first rows (``_firsts``), how many kernels each machine x
+    suite x metric has (parts hold whole kernels), its run timeline rows (@run...)."""
+    firsts.append(_firsts(part, index))
+    kernels.update(Counter((m, s, x) for m, s, _, x in index.series.keys))
+    for m, s, k in index.kernels.keys:
+        if k.startswith("@run"):
+            timelines.setdefault((m, s), set()).add(k)
 
 
 def _firsts(part: "pd.DataFrame", index: PartIndex) -> "pd.DataFrame":
@@ -378,11 +385,7 @@ class ReportPass:
                 part = part.assign(**{c: np.nan if c in ("median", "spread", "low", "high") else None
                                       for c in SERIES_COLUMNS if c not in part.columns})[list(SERIES_COLUMNS)]
             index = PartIndex.of(part)  # as ``scan``'s first pass: the kernels and series found once
-            self._firsts.append(_firsts(part, index))
-            self._kernels.update(Counter((m, s, x) for m, s, _, x in index.series.keys))
-            for m, s, k in index.kernels.keys:
-                if k.startswith("@run"):
-                    self._timelines.setdefault((m, s), set()).add(k)
+            _gathered(part, index, self._firsts, self._kernels, self._timelines)
             found = detect(part, p=P_VALUE, min_after=MIN_AFTER, window=WINDOW)
             if found:
                 self.states.update((st.point, st) for st in lifecycle.states(found, part, self.accepted, last=3,
