@@ -372,8 +372,15 @@ class Store(SeriesReader):
         self._retry(self._check_schema)  # another process may be switching to WAL this moment
 
     def _check_identity(self) -> None:
-        app = self._db.execute("PRAGMA application_id").fetchone()[0]
-        kinds = dict(self._db.execute("SELECT type, count(*) FROM sqlite_master GROUP BY type").fetchall())
+        # one read transaction, so one snapshot: another process creating the store commits
+        # its tables and its application id together, and two separate reads could see the
+        # id before it and the tables after it (a store of another tool, by mistake)
+        self._db.execute("BEGIN")
+        try:
+            app = self._db.execute("PRAGMA application_id").fetchone()[0]
+            kinds = dict(self._db.execute("SELECT type, count(*) FROM sqlite_master GROUP BY type").fetchall())
+        finally:
+            self._db.execute("COMMIT")
         if app not in (0, APPLICATION_ID) or (app == 0 and kinds.get("table")):
             raise InputError(self.path, "is an SQLite database but not a perfcheck history store",
                              hint="name another file for --history")
