@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 
 from perfcheck.documents import json_loads
 from perfcheck.errors import InputError
-from perfcheck.history.store import MAX_TIME, MIN_TIME, Machine, Result, RunRecord, finite, machine_key
+from perfcheck.history.store import MAX_TIME, MIN_TIME, Machine, Result, RunRecord, ValueRows, finite, machine_key
 
 if TYPE_CHECKING:
     from perfcheck.analysis import Analysis
@@ -151,9 +151,14 @@ def duration_samples(analysis: "Analysis") -> dict[str, dict[str, float | int]]:
 @dataclass(frozen=True)
 class ImportedRun:
     run: RunRecord
-    results: tuple[Result, ...]
+    values: ValueRows  # what the store writes: give it to ``add`` as it is
     machines: tuple[Machine, ...]
     notices: tuple[str, ...] = ()
+
+    @property
+    def results(self) -> tuple[Result, ...]:
+        """The values as ``Result``s, made when asked for (``add`` takes ``values``)."""
+        return tuple(self.values.results())
 
 
 _WORST = {"error": 3, "failed": 2, "recorded": 1, "passed": 0}
@@ -186,7 +191,7 @@ def read_results(path: str | Path) -> ImportedRun:
     _validate(path, raw, doc)
     notices: list[str] = []
     run = _run_of(doc.get("run"), path, raw, notices)
-    results: list[Result] = []
+    groups: dict[tuple[str, str], dict[tuple[str, str], tuple[object, ...]]] = {}
     machines: dict[str, Machine] = {}
     for suite, entry in doc["suites"].items():
         if not isinstance(entry, dict):
@@ -205,8 +210,10 @@ def read_results(path: str | Path) -> ImportedRun:
         fingerprint = {str(k): str(v) for k, v in fingerprint.items()}
         machine = str(entry.get("machine") or machine_key(fingerprint))
         machines.setdefault(machine, Machine(machine, fingerprint))
-        results.extend(_suite_results(path, raw, str(suite), machine, entry))
-    return ImportedRun(run, tuple(results), tuple(machines.values()), tuple(notices))
+        rows = _suite_results(path, raw, str(suite), entry)
+        if rows:
+            groups[(machine, str(suite))] = rows
+    return ImportedRun(run, ValueRows(groups), tuple(machines.values()), tuple(notices))
 
 
 def read_results_files(paths: "Sequence[str | Path]") -> list[ImportedRun]:
@@ -368,7 +375,8 @@ def _row_fields(checks: object) -> object:
     return [{k: c[k] for k in CHECK_FIELDS if k in c} if isinstance(c, dict) else c for c in checks]
 
 
-def _suite_results(path: Path, raw: bytes, suite: str, machine: str, entry: Mapping[str, object]) -> list[Result]:
+def _suite_results(path: Path, raw: bytes, suite: str, entry: Mapping[str, object]) -> dict[tuple[str, str], tuple[object, ...]]:
+    """(kernel, metric) -> the stored columns (``store.ValueRows``) of one suite of a results document."""
     from perfcheck.schema import metric_unit
 
     outcome: dict[tuple[str, str], str] = {}
@@ -399,34 +407,36 @@ def _suite_results(path: Path, raw: bytes, suite: str, machine: str, entry: Mapp
                 lows[key] = max(lows.get(key, reference), reference)
             if relation in ("<=", "<", "=="):
                 highs[key] = min(highs.get(key, reference), reference)
-    values: dict[tuple[str, str], float | None] = dict(observed)
+    # the stored columns of each (kernel, metric), built in one pass over the values with
+    # no object per value (32,000 a night): value, unit, n, median, spread, outcome, low, high
+    unit_of, outcome_of, low_of, high_of = units.get, outcome.get, lows.get, highs.get
+    default_unit: dict[str, str] = {}  # metric -> its unit by name: a results file has few metrics, many kernels
+
+    def unit(metric: str) -> str:
+        found = default_unit.get(metric)
+        return found if found is not None else default_unit.setdefault(metric, metric_unit(metric))
+
+    rows: dict[tuple[str, str], tuple[object, ...]] = {
+        key: (value, unit_of(key) or unit(key[1]), None, None, None, outcome_of(key), low_of(key), high_of(key))
+        for key, value in observed.items()}
     table = entry.get("measurements", {})
     if isinstance(table, dict):
         for kernel, metrics in table.items():
-            if isinstance(metrics, dict):
-                for metric, value in metrics.items():
-                    values[(str(kernel), str(metric))] = finite(value)
+            if not isinstance(metrics, dict):
+                continue
+            kernel = str(kernel)
+            for metric, value in metrics.items():
+                key = (kernel, metric)
+                rows[key] = (finite(value), unit_of(key) or unit(metric), None, None, None, outcome_of(key),
+                             low_of(key), high_of(key))
     samples = entry.get("samples", {}) if isinstance(entry.get("samples"), dict) else {}
-    out = []
-    append = out.append  # 32,000 rows a night: the loop's lookups bound once
-    metric_units: dict[str, str] = {}  # a results file has few metrics and many kernels
-    unit_of, outcome_of, low_of, high_of = units.get, outcome.get, lows.get, highs.get
-    for key, value in values.items():
-        kernel, metric = key
-        stats = samples.get(kernel) if metric == "duration" else None
-        if isinstance(stats, dict):
+    for kernel, stats in samples.items():  # a kernel's duration: its dispatches' count, median and spread
+        row = rows.get((kernel, "duration"))
+        if isinstance(stats, dict) and row is not None:
             n = stats.get("n")
             n = int(n) if isinstance(n, int) and not isinstance(n, bool) else None
-            median, spread = finite(stats.get("median")), finite(stats.get("spread"))
-        else:
-            n = median = spread = None
-        unit = unit_of(key)
-        if not unit:
-            unit = metric_units.get(metric) or metric_units.setdefault(metric, metric_unit(metric))
-        # positional, in Result's field order (machine ... high): keywords cost a fifth more
-        append(Result(machine, suite, kernel, metric, value, unit, n, median, spread, outcome_of(key), low_of(key),
-                      high_of(key)))
-    return out
+            rows[(kernel, "duration")] = (*row[:2], n, finite(stats.get("median")), finite(stats.get("spread")), *row[5:])
+    return rows
 
 
 # --- from a finished run (the suite runner) ---------------------------------------------------
@@ -443,7 +453,7 @@ def suite_extras(analysis: "Analysis") -> dict[str, object]:
             "samples": duration_samples(analysis), "labels": kernel_labels(analysis)}
 
 
-def results_of(document: Mapping[str, object], suites: Sequence[str]) -> tuple[list[Result], list[Machine]]:
+def results_of(document: Mapping[str, object], suites: Sequence[str]) -> tuple[ValueRows, list[Machine]]:
     """The store's rows of ``suites`` (the suites that were read) of a finished run's
     results document (``perfcheck.checking.results_of_run``: what the JSON results
     file holds). The same rows ``read_results`` makes of the results file written from it."""
@@ -456,10 +466,12 @@ def results_of(document: Mapping[str, object], suites: Sequence[str]) -> tuple[l
                                         **({"checks": _row_fields(entries[name]["checks"])}  # type: ignore[index]
                                            if "checks" in entries[name] else {})}  # type: ignore[operator]
                                  for name in suites}, allow_nan=False))
-    results: list[Result] = []
+    groups: dict[tuple[str, str], dict[tuple[str, str], tuple[object, ...]]] = {}
     machines: dict[str, Machine] = {}
     for name, entry in doc.items():
         machine = entry["machine"]
         machines.setdefault(machine, Machine(machine, entry["fingerprint"]))
-        results.extend(_suite_results(Path("<run>"), b"", name, machine, entry))
-    return results, list(machines.values())
+        rows = _suite_results(Path("<run>"), b"", name, entry)
+        if rows:
+            groups[(machine, name)] = rows
+    return ValueRows(groups), list(machines.values())
