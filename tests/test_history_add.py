@@ -138,3 +138,26 @@ def test_check_history_appends_rows_made_without_results(tmp_path: Path) -> None
         assert store.add(RunRecord("r-1", T0), values, machines).values == 9
     with sqlite3.connect(tmp_path / "h.sqlite") as db:
         assert db.execute("SELECT count(*) FROM series").fetchone() == (9,)
+
+
+def test_a_suite_s_ids_are_read_from_the_table_or_the_index_alike(tmp_path: Path) -> None:
+    """Most of the store's series: the table is scanned (its long names overflow the
+    names' index on 1 KB pages); a few: the index. Both give each value its series."""
+    kernel = "void ck::kernel_gemm<" + "ck::half_t, " * 30 + "{}>(ck::Argument)"  # a name longer than an index entry
+    row = (1.0, "s", None, None, None, None, None, None)
+    big = {(kernel.format(i), metric): row for i in range(40) for metric in ("duration", "vgpr")}
+    small = {(kernel.format(i), "duration"): row for i in range(3)}
+    statements: list[str] = []
+    with open_store(tmp_path / "h.sqlite") as store:
+        store._db.set_trace_callback(statements.append)
+        for night in range(2):
+            with_other = {key: (float(night), *columns[1:]) for key, columns in big.items()}
+            store.add(RunRecord(f"r-{night}", T0 + night), ValueRows({("m", "big"): with_other, ("m", "small"): small}))
+        scans = [s for s in statements if s.startswith("SELECT kernel, metric, series_id")]
+        # each night the big suite is most of the series, the small one is not; the first
+        # night reads each again after making its series
+        assert ["NOT INDEXED" in s for s in scans] == [True, True, False, False, True, False]
+        frame = store.series()
+    assert len(frame) == 2 * (80 + 3)
+    by_name = frame[frame["suite"] == "big"].groupby(["kernel", "metric"])["value"].agg(list)
+    assert set(map(tuple, by_name)) == {(0.0, 1.0)} and len(by_name) == 80

@@ -20,14 +20,10 @@ time the file's modification time, with a notice.
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import json
 import math
 import os
 import re
-import secrets
-import socket
-import subprocess
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -51,6 +47,10 @@ def _env(env: Mapping[str, str], *names: str) -> str | None:
 
 
 def _git(*args: str, cwd: Path | None = None) -> str | None:
+    # subprocess, secrets, socket and hashlib are imported where they are used: reading a
+    # results file (`history add`) needs none of them, and they were 10 ms of its start
+    import subprocess
+
     try:
         done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=5, check=False)
     except (OSError, subprocess.SubprocessError):
@@ -61,6 +61,8 @@ def _git(*args: str, cwd: Path | None = None) -> str | None:
 
 def new_run_id(now: float) -> str:
     """Sortable by time, unique across hosts: ``20260124T031500Z-<12 hex>``."""
+    import secrets
+
     stamp = dt.datetime.fromtimestamp(now, dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     return f"{stamp}-{secrets.token_hex(6)}"
 
@@ -88,6 +90,8 @@ def ci_job(env: Mapping[str, str]) -> tuple[str | None, str | None, str | None]:
 
 def current_run(env: Mapping[str, str] | None = None, *, now: float | None = None, cwd: Path | None = None) -> RunRecord:
     """This process's run: a fresh id, the time, commit, branch, CI job and host."""
+    import socket
+
     env = os.environ if env is None else env
     now = time.time() if now is None else now
     commit = _env(env, "GITHUB_SHA", "CI_COMMIT_SHA", "PERFCHECK_COMMIT") or _git("rev-parse", "HEAD", cwd=cwd)
@@ -341,6 +345,8 @@ def _run_of(block: object, path: Path, raw: bytes, notices: list[str]) -> RunRec
         return RunRecord(block["id"], when, text(block.get("commit")), text(block.get("branch")),
                          text(ci.get("system")), text(ci.get("job")), text(ci.get("url")), text(block.get("host")),
                          str(path))
+    import hashlib
+
     stat_time = path.stat().st_mtime
     run_id = "file-" + hashlib.sha256(raw).hexdigest()[:24]
     notices.append(f"{path}: no run block (an older perfcheck wrote it): run id {run_id}, time from the file's "
@@ -375,10 +381,18 @@ def _row_fields(checks: object) -> object:
     return [{k: c[k] for k in CHECK_FIELDS if k in c} if isinstance(c, dict) else c for c in checks]
 
 
+class _UnitsByName(dict):
+    """metric -> its unit by its name (``schema.metric_unit``), each worked out once."""
+
+    def __missing__(self, metric: str) -> str:
+        from perfcheck.schema import metric_unit
+
+        unit = self[metric] = metric_unit(metric)
+        return unit
+
+
 def _suite_results(path: Path, raw: bytes, suite: str, entry: Mapping[str, object]) -> dict[tuple[str, str], tuple[object, ...]]:
     """(kernel, metric) -> the stored columns (``store.ValueRows``) of one suite of a results document."""
-    from perfcheck.schema import metric_unit
-
     outcome: dict[tuple[str, str], str] = {}
     units: dict[tuple[str, str], str] = {}
     observed: dict[tuple[str, str], float | None] = {}
@@ -410,14 +424,9 @@ def _suite_results(path: Path, raw: bytes, suite: str, entry: Mapping[str, objec
     # the stored columns of each (kernel, metric), built in one pass over the values with
     # no object per value (32,000 a night): value, unit, n, median, spread, outcome, low, high
     unit_of, outcome_of, low_of, high_of = units.get, outcome.get, lows.get, highs.get
-    default_unit: dict[str, str] = {}  # metric -> its unit by name: a results file has few metrics, many kernels
-
-    def unit(metric: str) -> str:
-        found = default_unit.get(metric)
-        return found if found is not None else default_unit.setdefault(metric, metric_unit(metric))
-
+    by_name = _UnitsByName()  # a results file has few metrics and many kernels
     rows: dict[tuple[str, str], tuple[object, ...]] = {
-        key: (value, unit_of(key) or unit(key[1]), None, None, None, outcome_of(key), low_of(key), high_of(key))
+        key: (value, unit_of(key) or by_name[key[1]], None, None, None, outcome_of(key), low_of(key), high_of(key))
         for key, value in observed.items()}
     table = entry.get("measurements", {})
     if isinstance(table, dict):
@@ -427,7 +436,7 @@ def _suite_results(path: Path, raw: bytes, suite: str, entry: Mapping[str, objec
             kernel = str(kernel)
             for metric, value in metrics.items():
                 key = (kernel, metric)
-                rows[key] = (finite(value), unit_of(key) or unit(metric), None, None, None, outcome_of(key),
+                rows[key] = (finite(value), unit_of(key) or by_name[metric], None, None, None, outcome_of(key),
                              low_of(key), high_of(key))
     samples = entry.get("samples", {}) if isinstance(entry.get("samples"), dict) else {}
     for kernel, stats in samples.items():  # a kernel's duration: its dispatches' count, median and spread
