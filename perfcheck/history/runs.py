@@ -438,7 +438,7 @@ def _suite_results(path: Path, raw: bytes, suite: str, entry: Mapping[str, objec
             if not isinstance(metrics, dict):
                 continue
             kernel = str(kernel)
-            for metric, value in metrics.items():
+            for metric, value in metrics.items():  # a JSON object's keys are text
                 key = (kernel, metric)
                 rows[key] = (finite(value), unit_of(key) or by_name[metric], None, None, None, outcome_of(key),
                              low_of(key), high_of(key))
