@@ -455,7 +455,7 @@ def _history_add(args: argparse.Namespace) -> int:
             for notice in run.notices:
                 print(f"perfcheck: notice: {notice}", file=sys.stderr)
             try:
-                done = store.add(run.run, run.results, run.machines)  # one transaction per file
+                done = store.add(run.run, run.values, run.machines)  # one transaction per file
             except InputError as exc:
                 if index == 0:
                     raise

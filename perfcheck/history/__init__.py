@@ -45,7 +45,8 @@ Writing (the suite runner and ``perfcheck history add`` only; checks never write
     store.add(RunRecord(...), [Result(machine, suite, kernel, metric, value, unit, n, median,
               spread, outcome), ...], [Machine(slug, fingerprint)]) -> AddResult(run_id, added, values)
     store.prune(keep_days=N) -> runs deleted
-    read_results(path) -> ImportedRun(run, results, machines, notices)   # a check --json file
+    read_results(path) -> ImportedRun(run, values, machines, notices)    # a check --json file; .results
+    store.add(imported.run, imported.values, imported.machines)         # its rows as they are stored
     current_run() -> RunRecord                      # id, time, commit, branch, CI job from the environment
 
 The lifecycle of a regression (``perfcheck.history.lifecycle``; docs/history.md)::

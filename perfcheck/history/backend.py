@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from perfcheck.history.latest import LatestValues
-    from perfcheck.history.store import AddResult, Machine, Result, RunRecord
+    from perfcheck.history.store import AddResult, Machine, Result, RunRecord, ValueRows
     from perfcheck.storeurl import StoreURL
 
     # what checks a number column as read: (its name, its values as read, each row's run
@@ -84,7 +84,7 @@ class HistoryStore(Protocol):
     def latest_values(self, *, machine: str, suite: str, pairs: Sequence[tuple[str, str | None]],
                       last: int) -> "LatestValues": ...  # ``latest`` as arrays (perfcheck.history.latest)
 
-    def add(self, run: "RunRecord", results: Iterable["Result"], machines: Iterable["Machine"] = ()) -> "AddResult": ...
+    def add(self, run: "RunRecord", results: "Iterable[Result] | ValueRows", machines: Iterable["Machine"] = ()) -> "AddResult": ...
 
     def prune(self, *, keep_days: float, now: float | None = None) -> int: ...
 

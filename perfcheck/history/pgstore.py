@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import json
 import time as _time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from perfcheck.documents import json_loads
@@ -45,9 +45,11 @@ from perfcheck.history.store import (
     runs_in_order,
     same_run_sql,
     same_values,
+    stored_rows,
     UpgradeRefused,
     upgrade_refused,
     value_rows,
+    ValueRows,
 )
 from perfcheck.storeurl import StoreURL, masked_in
 
@@ -294,12 +296,12 @@ class PostgresStore(SeriesReader):
 
     # --- writing -------------------------------------------------------------------------
 
-    def add(self, run: RunRecord, results: Iterable[Result], machines: Iterable[Machine] = ()) -> AddResult:
+    def add(self, run: RunRecord, results: "Iterable[Result] | ValueRows", machines: Iterable[Machine] = ()) -> AddResult:
         """Append one run and its values in one transaction. A run id already stored is
         left alone (``added`` False): importing the same results file twice adds nothing."""
         rows = value_rows(results)
         named = {m.machine: m for m in machines}
-        for machine in {key[0] for key in rows} - set(named):
+        for machine in {machine for machine, _ in rows.groups} - set(named):
             named[machine] = Machine(machine)
         done = self._add(run, rows, named)
         if done is None:
@@ -307,8 +309,7 @@ class PostgresStore(SeriesReader):
                              hint="a run id names one run: give the other run its own id (the results file's run.id)")
         return done
 
-    def _add(self, run: RunRecord, rows: dict[tuple[str, str, str, str], tuple[object, ...]],
-             named: dict[str, Machine]) -> AddResult | None:
+    def _add(self, run: RunRecord, rows: ValueRows, named: dict[str, Machine]) -> AddResult | None:
         try:
             with self._db.transaction():
                 claimed = self._db.execute(
@@ -333,34 +334,33 @@ class PostgresStore(SeriesReader):
                         [(m.machine, json.dumps(dict(m.fingerprint), sort_keys=True))
                          for m in sorted(named.values(), key=lambda m: m.machine)],
                     )
-                    ids = self._series_ids(cursor, sorted(rows))
+                    values = stored_rows(rows, number, lambda machine, suite, group: self._series_ids(
+                        cursor, machine, suite, group))
                     # COPY: one round trip for the values (the run is new, so no key is there yet)
                     with cursor.copy("COPY results (series_id, run, value, unit, n, median, spread, outcome, low, high) "
                                      "FROM STDIN") as copy:
-                        # in key order: the primary key's pages are changed once each, in one pass
-                        for key in sorted(rows, key=ids.__getitem__):
-                            copy.write_row((ids[key], number, *rows[key]))
+                        for row in values:
+                            copy.write_row(row)
         except self._errors as exc:
             raise self._failed("write to", exc) from None
         return AddResult(run.run_id, True, len(rows))
 
-    def _series_ids(self, cursor: Any, keys: list[tuple[str, str, str, str]]) -> dict[tuple[str, str, str, str], int]:
-        """The id of each series key, making the ones not stored yet (in key order)."""
-        ids: dict[tuple[str, str, str, str], int] = {}
-        for machine, suite in sorted({key[:2] for key in keys}):
-            cursor.execute("SELECT series_id, kernel, metric FROM series WHERE machine = %s AND suite = %s", (machine, suite))
-            ids.update(((machine, suite, k, me), i) for i, k, me in cursor.fetchall())
-        missing = [key for key in keys if key not in ids]
+    def _series_ids(self, cursor: Any, machine: str, suite: str,
+                    keys: Mapping[tuple[str, str], object]) -> dict[tuple[str, str], int]:
+        """(kernel, metric) -> series id of every key of ``keys`` in one machine x suite,
+        making the ones not stored yet (in key order)."""
+        query = "SELECT kernel, metric, series_id FROM series WHERE machine = %s AND suite = %s"
+        cursor.execute(query, (machine, suite))
+        ids = {(kernel, metric): number for kernel, metric, number in cursor.fetchall()}
+        missing = sorted(keys.keys() - ids.keys())
         if missing:
             cursor.executemany("INSERT INTO series (machine, suite, kernel, metric) VALUES (%s, %s, %s, %s) "
-                               "ON CONFLICT DO NOTHING", missing)
-            for machine, suite in sorted({key[:2] for key in missing}):
-                cursor.execute("SELECT series_id, kernel, metric FROM series WHERE machine = %s AND suite = %s",
-                               (machine, suite))
-                ids.update(((machine, suite, k, me), i) for i, k, me in cursor.fetchall())
+                               "ON CONFLICT DO NOTHING", [(machine, suite, kernel, metric) for kernel, metric in missing])
+            cursor.execute(query, (machine, suite))
+            ids = {(kernel, metric): number for kernel, metric, number in cursor.fetchall()}
         return ids
 
-    def _same_run(self, run: RunRecord, rows: dict[tuple[str, str, str, str], tuple[object, ...]]) -> bool:
+    def _same_run(self, run: RunRecord, rows: ValueRows) -> bool:
         """The run already stored under ``run.run_id`` holds exactly these values (as the
         SQLite store decides: the time left out, a copied file's modification time moves)."""
         stored = self._db.execute("SELECT commit_sha, branch, ci_system, ci_job, ci_url, host FROM runs "

@@ -20,14 +20,10 @@ time the file's modification time, with a notice.
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import json
 import math
 import os
 import re
-import secrets
-import socket
-import subprocess
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -36,7 +32,7 @@ from typing import TYPE_CHECKING
 
 from perfcheck.documents import json_loads
 from perfcheck.errors import InputError
-from perfcheck.history.store import MAX_TIME, MIN_TIME, Machine, Result, RunRecord, finite, machine_key
+from perfcheck.history.store import MAX_TIME, MIN_TIME, Machine, Result, RunRecord, ValueRows, finite, machine_key
 
 if TYPE_CHECKING:
     from perfcheck.analysis import Analysis
@@ -51,6 +47,10 @@ def _env(env: Mapping[str, str], *names: str) -> str | None:
 
 
 def _git(*args: str, cwd: Path | None = None) -> str | None:
+    # subprocess, secrets, socket and hashlib are imported where they are used: reading a
+    # results file (`history add`) needs none of them, and they were 10 ms of its start
+    import subprocess
+
     try:
         done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=5, check=False)
     except (OSError, subprocess.SubprocessError):
@@ -61,6 +61,8 @@ def _git(*args: str, cwd: Path | None = None) -> str | None:
 
 def new_run_id(now: float) -> str:
     """Sortable by time, unique across hosts: ``20260124T031500Z-<12 hex>``."""
+    import secrets
+
     stamp = dt.datetime.fromtimestamp(now, dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     return f"{stamp}-{secrets.token_hex(6)}"
 
@@ -88,6 +90,8 @@ def ci_job(env: Mapping[str, str]) -> tuple[str | None, str | None, str | None]:
 
 def current_run(env: Mapping[str, str] | None = None, *, now: float | None = None, cwd: Path | None = None) -> RunRecord:
     """This process's run: a fresh id, the time, commit, branch, CI job and host."""
+    import socket
+
     env = os.environ if env is None else env
     now = time.time() if now is None else now
     commit = _env(env, "GITHUB_SHA", "CI_COMMIT_SHA", "PERFCHECK_COMMIT") or _git("rev-parse", "HEAD", cwd=cwd)
@@ -151,9 +155,14 @@ def duration_samples(analysis: "Analysis") -> dict[str, dict[str, float | int]]:
 @dataclass(frozen=True)
 class ImportedRun:
     run: RunRecord
-    results: tuple[Result, ...]
+    values: ValueRows  # what the store writes: give it to ``add`` as it is
     machines: tuple[Machine, ...]
     notices: tuple[str, ...] = ()
+
+    @property
+    def results(self) -> tuple[Result, ...]:
+        """The values as ``Result``s, made when asked for (``add`` takes ``values``)."""
+        return tuple(self.values.results())
 
 
 _WORST = {"error": 3, "failed": 2, "recorded": 1, "passed": 0}
@@ -186,7 +195,7 @@ def read_results(path: str | Path) -> ImportedRun:
     _validate(path, raw, doc)
     notices: list[str] = []
     run = _run_of(doc.get("run"), path, raw, notices)
-    results: list[Result] = []
+    groups: dict[tuple[str, str], dict[tuple[str, str], tuple[object, ...]]] = {}
     machines: dict[str, Machine] = {}
     for suite, entry in doc["suites"].items():
         if not isinstance(entry, dict):
@@ -205,8 +214,10 @@ def read_results(path: str | Path) -> ImportedRun:
         fingerprint = {str(k): str(v) for k, v in fingerprint.items()}
         machine = str(entry.get("machine") or machine_key(fingerprint))
         machines.setdefault(machine, Machine(machine, fingerprint))
-        results.extend(_suite_results(path, raw, str(suite), machine, entry))
-    return ImportedRun(run, tuple(results), tuple(machines.values()), tuple(notices))
+        rows = _suite_results(path, raw, str(suite), entry)
+        if rows:
+            groups[(machine, str(suite))] = rows
+    return ImportedRun(run, ValueRows(groups), tuple(machines.values()), tuple(notices))
 
 
 def read_results_files(paths: "Sequence[str | Path]") -> list[ImportedRun]:
@@ -249,11 +260,15 @@ def _field(trail: tuple[object, ...]) -> str:
 # at most 99 stay below 1e117). With every digit made "0", each is a substring search
 # (a regular expression tried at every digit took as long as the walk); a digit run
 # inside a string (a commit's hex) is told from a number by the byte before its token.
+# Every "+" is dropped, so "e+100" is found as "e000" too (one search of the bytes less;
+# a "+" can only be in a number right after its "e": a token it joins elsewhere is text,
+# and at most sends the file through the walk).
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89abcdefABCDEF]")
 _ZERO_DIGITS = bytes.maketrans(b"123456789E", b"000000000e")
-_LONG_TOKENS = (b"0" * 19, b"e000", b"e+000")
-_NUMBER_BYTES = frozenset(b"0.+-e")  # a number token's bytes, digits made "0"
-_NUMBER_RUN = re.compile(rb"[0.+\-e]*")
+_DROPPED = b"+"
+_LONG_TOKENS = (b"0" * 19, b"e000")
+_NUMBER_BYTES = frozenset(b"0.-e")  # a number token's bytes, digits made "0" (and "+" dropped)
+_NUMBER_RUN = re.compile(rb"[0.\-e]*")
 _BEFORE_NUMBER = frozenset(b" \t\r\n:[,")  # what a JSON number token follows
 
 
@@ -261,7 +276,7 @@ def _maybe_refused(raw: bytes) -> bool:
     """Whether the walk of ``_validate`` could refuse something in ``raw``."""
     if _SURROGATE_ESCAPE.search(raw):
         return True
-    flat = raw.translate(_ZERO_DIGITS)
+    flat = raw.translate(_ZERO_DIGITS, _DROPPED)
     for token in _LONG_TOKENS:
         found = flat.find(token)
         while found >= 0:
@@ -334,6 +349,8 @@ def _run_of(block: object, path: Path, raw: bytes, notices: list[str]) -> RunRec
         return RunRecord(block["id"], when, text(block.get("commit")), text(block.get("branch")),
                          text(ci.get("system")), text(ci.get("job")), text(ci.get("url")), text(block.get("host")),
                          str(path))
+    import hashlib
+
     stat_time = path.stat().st_mtime
     run_id = "file-" + hashlib.sha256(raw).hexdigest()[:24]
     notices.append(f"{path}: no run block (an older perfcheck wrote it): run id {run_id}, time from the file's "
@@ -368,9 +385,18 @@ def _row_fields(checks: object) -> object:
     return [{k: c[k] for k in CHECK_FIELDS if k in c} if isinstance(c, dict) else c for c in checks]
 
 
-def _suite_results(path: Path, raw: bytes, suite: str, machine: str, entry: Mapping[str, object]) -> list[Result]:
-    from perfcheck.schema import metric_unit
+class _UnitsByName(dict):
+    """metric -> its unit by its name (``schema.metric_unit``), each worked out once."""
 
+    def __missing__(self, metric: str) -> str:
+        from perfcheck.schema import metric_unit
+
+        unit = self[metric] = metric_unit(metric)
+        return unit
+
+
+def _suite_results(path: Path, raw: bytes, suite: str, entry: Mapping[str, object]) -> dict[tuple[str, str], tuple[object, ...]]:
+    """(kernel, metric) -> the stored columns (``store.ValueRows``) of one suite of a results document."""
     outcome: dict[tuple[str, str], str] = {}
     units: dict[tuple[str, str], str] = {}
     observed: dict[tuple[str, str], float | None] = {}
@@ -399,34 +425,31 @@ def _suite_results(path: Path, raw: bytes, suite: str, machine: str, entry: Mapp
                 lows[key] = max(lows.get(key, reference), reference)
             if relation in ("<=", "<", "=="):
                 highs[key] = min(highs.get(key, reference), reference)
-    values: dict[tuple[str, str], float | None] = dict(observed)
+    # the stored columns of each (kernel, metric), built in one pass over the values with
+    # no object per value (32,000 a night): value, unit, n, median, spread, outcome, low, high
+    unit_of, outcome_of, low_of, high_of = units.get, outcome.get, lows.get, highs.get
+    by_name = _UnitsByName()  # a results file has few metrics and many kernels
+    rows: dict[tuple[str, str], tuple[object, ...]] = {
+        key: (value, unit_of(key) or by_name[key[1]], None, None, None, outcome_of(key), low_of(key), high_of(key))
+        for key, value in observed.items()}
     table = entry.get("measurements", {})
     if isinstance(table, dict):
         for kernel, metrics in table.items():
-            if isinstance(metrics, dict):
-                for metric, value in metrics.items():
-                    values[(str(kernel), str(metric))] = finite(value)
+            if not isinstance(metrics, dict):
+                continue
+            kernel = str(kernel)
+            for metric, value in metrics.items():  # a JSON object's keys are text
+                key = (kernel, metric)
+                rows[key] = (finite(value), unit_of(key) or by_name[metric], None, None, None, outcome_of(key),
+                             low_of(key), high_of(key))
     samples = entry.get("samples", {}) if isinstance(entry.get("samples"), dict) else {}
-    out = []
-    append = out.append  # 32,000 rows a night: the loop's lookups bound once
-    metric_units: dict[str, str] = {}  # a results file has few metrics and many kernels
-    unit_of, outcome_of, low_of, high_of = units.get, outcome.get, lows.get, highs.get
-    for key, value in values.items():
-        kernel, metric = key
-        stats = samples.get(kernel) if metric == "duration" else None
-        if isinstance(stats, dict):
+    for kernel, stats in samples.items():  # a kernel's duration: its dispatches' count, median and spread
+        row = rows.get((kernel, "duration"))
+        if isinstance(stats, dict) and row is not None:
             n = stats.get("n")
             n = int(n) if isinstance(n, int) and not isinstance(n, bool) else None
-            median, spread = finite(stats.get("median")), finite(stats.get("spread"))
-        else:
-            n = median = spread = None
-        unit = unit_of(key)
-        if not unit:
-            unit = metric_units.get(metric) or metric_units.setdefault(metric, metric_unit(metric))
-        # positional, in Result's field order (machine ... high): keywords cost a fifth more
-        append(Result(machine, suite, kernel, metric, value, unit, n, median, spread, outcome_of(key), low_of(key),
-                      high_of(key)))
-    return out
+            rows[(kernel, "duration")] = (*row[:2], n, finite(stats.get("median")), finite(stats.get("spread")), *row[5:])
+    return rows
 
 
 # --- from a finished run (the suite runner) ---------------------------------------------------
@@ -443,7 +466,7 @@ def suite_extras(analysis: "Analysis") -> dict[str, object]:
             "samples": duration_samples(analysis), "labels": kernel_labels(analysis)}
 
 
-def results_of(document: Mapping[str, object], suites: Sequence[str]) -> tuple[list[Result], list[Machine]]:
+def results_of(document: Mapping[str, object], suites: Sequence[str]) -> tuple[ValueRows, list[Machine]]:
     """The store's rows of ``suites`` (the suites that were read) of a finished run's
     results document (``perfcheck.checking.results_of_run``: what the JSON results
     file holds). The same rows ``read_results`` makes of the results file written from it."""
@@ -456,10 +479,12 @@ def results_of(document: Mapping[str, object], suites: Sequence[str]) -> tuple[l
                                         **({"checks": _row_fields(entries[name]["checks"])}  # type: ignore[index]
                                            if "checks" in entries[name] else {})}  # type: ignore[operator]
                                  for name in suites}, allow_nan=False))
-    results: list[Result] = []
+    groups: dict[tuple[str, str], dict[tuple[str, str], tuple[object, ...]]] = {}
     machines: dict[str, Machine] = {}
     for name, entry in doc.items():
         machine = entry["machine"]
         machines.setdefault(machine, Machine(machine, entry["fingerprint"]))
-        results.extend(_suite_results(Path("<run>"), b"", name, machine, entry))
-    return results, list(machines.values())
+        rows = _suite_results(Path("<run>"), b"", name, entry)
+        if rows:
+            groups[(machine, name)] = rows
+    return ValueRows(groups), list(machines.values())

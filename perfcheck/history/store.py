@@ -41,7 +41,7 @@ import math
 import os
 import sqlite3
 import time as _time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -474,12 +474,12 @@ class Store(SeriesReader):
 
     # --- writing -------------------------------------------------------------------------
 
-    def add(self, run: RunRecord, results: Iterable[Result], machines: Iterable[Machine] = ()) -> AddResult:
+    def add(self, run: RunRecord, results: "Iterable[Result] | ValueRows", machines: Iterable[Machine] = ()) -> AddResult:
         """Append one run and its values in one transaction. A run id already stored is
         left alone (``added`` False): importing the same results file twice adds nothing."""
         rows = value_rows(results)
         named = {m.machine: m for m in machines}
-        for machine in {key[0] for key in rows} - set(named):
+        for machine in {machine for machine, _ in rows.groups} - set(named):
             named[machine] = Machine(machine)
         summary = run_summary(rows)
 
@@ -504,10 +504,8 @@ class Store(SeriesReader):
                     "WHERE excluded.fingerprint != '{}'",
                     [(m.machine, json.dumps(dict(m.fingerprint), sort_keys=True)) for m in named.values()],
                 )
-                ids = self._series_ids(sorted(rows))
-                # in key order: each leaf page of the values is changed once, in one pass
                 db.executemany("INSERT INTO results VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                               sorted(((ids[key], number, *values) for key, values in rows.items()), key=_first))
+                               stored_rows(rows, number, self._series_ids))
                 db.execute("COMMIT")
             except BaseException:
                 db.execute("ROLLBACK")
@@ -525,27 +523,28 @@ class Store(SeriesReader):
                              hint="a run id names one run: give the other run its own id (the results file's run.id)")
         return done
 
-    def _series_ids(self, keys: list[tuple[str, str, str, str]]) -> dict[tuple[str, str, str, str], int]:
-        """The id of each series key (in a write transaction), making the ones not stored
-        yet (in key order). A nightly run's series are all there: one range of the names'
-        index per machine x suite is read, and nothing is inserted."""
-        ids: dict[tuple[str, str, str, str], int] = {}
-
-        def known(pairs: Iterable[tuple[str, str]]) -> None:
-            for machine, suite in sorted(set(pairs)):
-                # the names it asked for are the keys' first two: not read back 32,000 times
-                ids.update(((machine, suite, k, me), i) for i, k, me in self._db.execute(
-                    "SELECT series_id, kernel, metric FROM series WHERE machine = ? AND suite = ?", (machine, suite)))
-
-        known(key[:2] for key in keys)
-        missing = [key for key in keys if key not in ids]
+    def _series_ids(self, machine: str, suite: str, keys: Mapping[tuple[str, str], object]) -> dict[tuple[str, str], int]:
+        """(kernel, metric) -> series id of every key of ``keys`` in one machine x suite (in a
+        write transaction), making the ones not stored yet (in key order). A nightly run's
+        series are all there: their names are read once, and nothing is inserted."""
+        # An entry of the names' index keeps at most 231 bytes in a 1 KB page ((U - 12) x
+        # 64 / 255 - 23 for an index page, https://www.sqlite.org/fileformat2.html 1.6), so
+        # each long C++ kernel name goes on to an overflow page of its own: the index is 3.4
+        # times the size of the table (37 vs 11 MB for 32,000 series), and reading a whole
+        # suite through it took 66 ms against 38 ms for a scan of the table. Where the group
+        # is at least half of the store's series, the table is scanned.
+        highest = self._db.execute("SELECT max(series_id) FROM series").fetchone()[0] or 0  # at least their count
+        scan = "NOT INDEXED " if 2 * len(keys) >= highest else ""
+        query = f"SELECT kernel, metric, series_id FROM series {scan}WHERE machine = ? AND suite = ?"
+        ids = {(kernel, metric): number for kernel, metric, number in self._db.execute(query, (machine, suite))}
+        missing = sorted(keys.keys() - ids.keys())
         if missing:
             self._db.executemany("INSERT OR IGNORE INTO series (machine, suite, kernel, metric) VALUES (?, ?, ?, ?)",
-                                 missing)
-            known(key[:2] for key in missing)
+                                 [(machine, suite, kernel, metric) for kernel, metric in missing])
+            ids = {(kernel, metric): number for kernel, metric, number in self._db.execute(query, (machine, suite))}
         return ids
 
-    def _same_run(self, run: RunRecord, rows: Mapping[tuple[str, str, str, str], tuple[object, ...]]) -> bool:
+    def _same_run(self, run: RunRecord, rows: ValueRows) -> bool:
         """The run already stored under ``run.run_id`` holds exactly these values (the
         same results file imported again, from wherever it was copied to). The time is
         left out: a file without a run block takes its modification time, which a copy
@@ -745,12 +744,55 @@ def _first(row: tuple[object, ...]) -> int:
     return row[0]  # type: ignore[return-value]
 
 
-def value_rows(results: Iterable[Result]) -> dict[tuple[str, str, str, str], tuple[object, ...]]:
-    """(machine, suite, kernel, metric) -> the stored columns after series_id and run
-    (a key given twice: the last wins, as INSERT OR REPLACE did)."""
-    return {(r.machine, r.suite, r.kernel, r.metric): (
-        finite(r.value), r.unit or "", r.n, finite(r.median), finite(r.spread), r.outcome, finite(r.low),
-        finite(r.high)) for r in results}
+# (kernel, metric) -> the stored columns after series_id and run: value, unit, n, median,
+# spread, outcome, low, high (numbers finite or None, unit text)
+Group = Mapping[tuple[str, str], tuple[object, ...]]
+
+
+@dataclass(frozen=True)
+class ValueRows:
+    """A run's values as both stores write them, grouped as the series ids are looked
+    up: (machine, suite) -> (kernel, metric) -> the stored columns. ``value_rows`` makes
+    it of ``Result``s; ``runs.read_results`` makes it straight from a results file
+    (32,000 Results, then their rows made again, were 90 ms of `history add`'s CPU)."""
+
+    groups: Mapping[tuple[str, str], Group]
+
+    def __len__(self) -> int:
+        return sum(map(len, self.groups.values()))
+
+    def results(self) -> list[Result]:
+        return [Result(machine, suite, kernel, metric, *columns)  # type: ignore[arg-type]
+                for (machine, suite), group in self.groups.items() for (kernel, metric), columns in group.items()]
+
+
+def value_rows(results: "Iterable[Result] | ValueRows") -> ValueRows:
+    """The stored columns of each value (a key given twice: the last wins, as INSERT OR
+    REPLACE did); a ``ValueRows`` is already that."""
+    if isinstance(results, ValueRows):
+        return results
+    groups: dict[tuple[str, str], dict[tuple[str, str], tuple[object, ...]]] = {}
+    for r in results:
+        group = groups.get((r.machine, r.suite))
+        if group is None:
+            group = groups[(r.machine, r.suite)] = {}
+        group[(r.kernel, r.metric)] = (finite(r.value), r.unit or "", r.n, finite(r.median), finite(r.spread),
+                                       r.outcome, finite(r.low), finite(r.high))
+    return ValueRows(groups)
+
+
+def stored_rows(rows: ValueRows, run: int,
+                series_ids: "Callable[[str, str, Group], Mapping[tuple[str, str], int]]") -> list[tuple[object, ...]]:
+    """The value rows to insert, (series_id, run, columns...) sorted by series: each leaf
+    page of the values is changed once, in one pass. ``series_ids(machine, suite, group)``
+    gives a group's ids, making the missing ones: called in key order, so new series are
+    numbered in key order."""
+    out: list[tuple[object, ...]] = []
+    for (machine, suite), group in sorted(rows.groups.items()):
+        ids = series_ids(machine, suite, group)
+        out += [(number, run, *columns) for number, columns in zip(map(ids.__getitem__, group), group.values())]
+    out.sort(key=_first)
+    return out
 
 
 def same_run_sql(mark: str) -> str:
@@ -760,16 +802,18 @@ def same_run_sql(mark: str) -> str:
             f"WHERE r.run_id = {mark}")
 
 
-def same_values(have: Iterable[Sequence[object]], rows: Mapping[tuple[str, str, str, str], tuple[object, ...]]) -> bool:
+def same_values(have: Iterable[Sequence[object]], rows: ValueRows) -> bool:
     """The stored rows (``same_run_sql``) are exactly ``rows`` (``value_rows``)."""
-    wanted = [(*key, *values) for key, values in rows.items()]
+    wanted = [(machine, suite, *key, *columns) for (machine, suite), group in rows.groups.items()
+              for key, columns in group.items()]
     return sorted(map(tuple, have), key=repr) == sorted(wanted, key=repr)
 
 
-def run_summary(rows: Mapping[tuple[str, str, str, str], object]) -> tuple[str | None, str | None, int]:
+def run_summary(rows: ValueRows) -> tuple[str | None, str | None, int]:
     """The run's machines and suites (sorted, comma-joined; None without values) and its value count."""
-    machines = ",".join(sorted({key[0] for key in rows})) or None
-    suites = ",".join(sorted({key[1] for key in rows})) or None
+    filled = [name for name, group in rows.groups.items() if group]
+    machines = ",".join(sorted({machine for machine, _ in filled})) or None
+    suites = ",".join(sorted({suite for _, suite in filled})) or None
     return machines, suites, len(rows)
 
 
