@@ -711,31 +711,6 @@ class Store(SeriesReader):
         self._numbers(frame, ["values"])
         return frame["values"]
 
-    def _check(self, name: str, raw: "np.ndarray", run_id: "np.ndarray") -> "np.ndarray":
-        """A number column of a part as read (``run_id``: each row's run) as float64: text
-        or blobs in it (SQLite's REAL columns take anything), or a run time outside
-        1970-2200, is a damaged store, not a crash or a wrong number in a reader."""
-        import numpy as np
-        import pandas as pd
-
-        values = numbers(raw)  # only numbers: nothing to check but the time's range
-        if values is None:
-            values = np.asarray(pd.to_numeric(raw, errors="coerce"), dtype=np.float64)
-            bad = np.isnan(values) & ~pd.isna(raw)
-        else:
-            bad = np.zeros(len(values), dtype=bool)
-        if bad.any():
-            raise InputError(self.path, f"the history store is damaged (column {name!r} holds "
-                             f"{raw[bad][0]!r} in {int(bad.sum())} row(s), not a number)",
-                             hint="restore it from a copy, or name a new file for --history")
-        if name == "time":
-            bad = ~((values >= MIN_TIME) & (values <= MAX_TIME))
-            if bad.any():
-                raise InputError(self.path, f"run {run_id[bad][0]!r} has time {values[bad][0]!r}, outside 1970-2200 "
-                                 "(an older perfcheck stored it)",
-                                 hint="`perfcheck history prune` removes runs with impossible times")
-        return values
-
 
 # --- shared by both backends ------------------------------------------------------------------
 
