@@ -107,6 +107,7 @@ class SeriesReader:
     its columns take any type (SQLite), ``_check``."""
 
     MARK: ClassVar[str] = "?"  # the driver's placeholder
+    path: "Path | StoreURL"  # what the store's messages name (set by the backend)
     BYTE_ORDER: ClassVar[str] = ""  # appended to a text column to sort it by its bytes
 
     def _rows(self, sql: str, params: Sequence[object] = ()) -> list[tuple[object, ...]]:
@@ -137,12 +138,12 @@ class SeriesReader:
         else:
             bad = np.zeros(len(values), dtype=bool)
         if bad.any():
-            raise InputError(self.path, f"the history store is damaged (column {name!r} holds "  # type: ignore[attr-defined]
+            raise InputError(self.path, f"the history store is damaged (column {name!r} holds "
                              f"{raw[bad][0]!r} in {int(bad.sum())} row(s), not a number)", hint=DAMAGED_HINT)
         if name == "time":
             bad = ~((values >= MIN_TIME) & (values <= MAX_TIME))
             if bad.any():
-                raise InputError(self.path, f"run {run_id[bad][0]!r} has time {values[bad][0]!r}, "  # type: ignore[attr-defined]
+                raise InputError(self.path, f"run {run_id[bad][0]!r} has time {float(values[bad][0])!r}, "
                                  "outside 1970-2200 (an older perfcheck stored it)",
                                  hint="`perfcheck history prune` removes runs with impossible times")
         return values
@@ -161,9 +162,9 @@ class SeriesReader:
         bad = np.fromiter((not isinstance(x, (int, np.integer)) or isinstance(x, bool) for x in raw.tolist()),
                           dtype=bool, count=len(raw))
         row = "series_id" if name == "results.run" else "run id"
-        raise InputError(self.path, f"the history store is damaged ({name} holds {raw[bad][0]!r} in "  # type: ignore[attr-defined]
-                         f"{int(bad.sum())} row(s), not a run number; the first at {row} {where[bad].tolist()[0]!r})",
-                         hint=DAMAGED_HINT)
+        raise InputError(self.path, f"the history store is damaged ({name} holds {raw[bad][0]!r} in "
+                         f"{int(bad.sum())} row(s), not a run number; the first at {row} "
+                         f"{where[bad].tolist()[0]!r})", hint=DAMAGED_HINT)
 
     def _clean(self, frame: "pd.DataFrame") -> None:
         """``_check`` of a frame's columns in place (its run numbers as int64, its number

@@ -408,7 +408,7 @@ class PostgresStore(SeriesReader):
             sql += " WHERE time >= %s"
             params.append(float(since))
         sql += ' ORDER BY time, run_id COLLATE "C"'
-        return runs_frame(self._rows(sql, params), limit)
+        return runs_frame(self._rows(sql, params), limit, self.path)
 
     def latest(self, *, machine: str, suite: str, pairs: Sequence[tuple[str, str | None]], last: int) -> "pd.DataFrame":
         """As ``Store.latest``: the latest ``last`` runs of the series ``pairs`` names."""

@@ -627,15 +627,8 @@ class Store(SeriesReader):
             frame[column] = values.astype("float64")
 
     def _times(self, frame: "pd.DataFrame", column: str) -> None:
-        import pandas as pd
-
         self._numbers(frame, [column])
-        bad = ~frame[column].between(MIN_TIME, MAX_TIME)
-        if bad.any():
-            raise InputError(self.path, f"run {frame.loc[bad, 'run_id'].iloc[0]!r} has {column} "
-                             f"{frame.loc[bad, column].iloc[0]!r}, outside 1970-2200 (an older perfcheck stored it)",
-                             hint="`perfcheck history prune` removes runs with impossible times")
-        frame[column] = pd.to_datetime(frame[column], unit="s", utc=True)
+        as_times(frame, column, self.path)
 
     def runs(self, *, since: float | None = None, limit: int | None = None) -> "pd.DataFrame":
         """One row per run, oldest first: RUN_COLUMNS, ``time``/``added`` as UTC
@@ -761,14 +754,30 @@ def runs_in_order(runs: Sequence[Sequence[object]]) -> bool:
     return all(a < b for a, b in zip(stamps, stamps[1:]))
 
 
-def runs_frame(rows: list[tuple[object, ...]], limit: int | None) -> "pd.DataFrame":
+def as_times(frame: "pd.DataFrame", column: str, where: "Path | StoreURL") -> None:
+    """``frame[column]`` (Unix seconds, float64) as UTC timestamps in place; a time
+    outside 1970-2200 (an older perfcheck stored such) names its run (``where``: the
+    store): pandas 2 cannot hold it, pandas 3 would show the year 33658."""
+    import pandas as pd
+
+    bad = ~frame[column].between(MIN_TIME, MAX_TIME)
+    if bad.any():
+        raise InputError(where, f"run {frame.loc[bad, 'run_id'].iloc[0]!r} has {column} "
+                         f"{float(frame.loc[bad, column].iloc[0])!r}, outside 1970-2200 (an older perfcheck stored it)",
+                         hint="`perfcheck history prune` removes runs with impossible times")
+    frame[column] = pd.to_datetime(frame[column], unit="s", utc=True)
+
+
+def runs_frame(rows: list[tuple[object, ...]], limit: int | None, where: "Path | StoreURL") -> "pd.DataFrame":
+    """``runs``' frame of a store of typed columns (PostgreSQL's) from its rows."""
     import pandas as pd
 
     frame = pd.DataFrame(rows, columns=list(RUN_COLUMNS))
     if limit is not None:
         frame = frame.tail(limit).reset_index(drop=True)
     for column in ("time", "added"):
-        frame[column] = pd.to_datetime(frame[column].astype("float64"), unit="s", utc=True)
+        frame[column] = frame[column].astype("float64")
+        as_times(frame, column, where)
     frame["values"] = frame["values"].astype("int64")
     return frame
 
