@@ -194,6 +194,21 @@ def test_a_run_number_that_is_not_an_integer_is_a_one_line_error(cli, tmp_path: 
     assert path.read_bytes() == before
 
 
+@pytest.mark.parametrize("command", sorted(set(ID_COMMANDS) - {"list"}))
+@pytest.mark.parametrize("damage", ["text", "blob"])
+def test_a_value_of_no_series_is_a_one_line_error(cli, tmp_path: Path, damage: str, command: str) -> None:  # noqa: ANN001
+    # text or a blob in results.series_id matches no series: every read left that value
+    # out without a word (the series showed a missing night); found by one step to the
+    # primary key's end, where SQLite sorts them after every number
+    path = _store(tmp_path / "h.sqlite", runs=12, kernels=6)
+    bad = {"text": "'k0'", "blob": "X'30'"}[damage]
+    with closing(sqlite3.connect(path)) as db, db:
+        db.execute(f"UPDATE results SET series_id = {bad} WHERE {_ONE_ROW}")
+    shown = {"text": "'k0'", "blob": "b'0'"}[damage]
+    one_line_error(cli(*ID_COMMANDS[command], "--history", path), path,
+                   f"the history store is damaged (results.series_id holds {shown}, not a series number")
+
+
 @pytest.mark.parametrize("damage", sorted(ID_DAMAGE))
 def test_the_gate_says_which_run_number_is_not_an_integer(cli, tmp_path: Path, damage: str) -> None:  # noqa: ANN001
     # check --history: the gate's lean read of the judged series (history.latest) says

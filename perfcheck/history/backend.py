@@ -196,6 +196,10 @@ class SeriesReader:
         if not integral(run):
             self._ids("results.run", run, column(rows, 0))  # named by the series id
 
+    def _unjoinable_values(self) -> None:
+        """The store's error where a value's series is not a series number, which only
+        a store whose columns take any type can hold (SQLite's: ``Store``); here none."""
+
     def _by_name(self) -> str:
         return ", ".join(f"{column}{self.BYTE_ORDER}" for column in ("machine", "suite", "kernel", "metric"))
 
@@ -210,6 +214,7 @@ class SeriesReader:
     def _keys(self, machine: object, suite: object, kernel: object, metric: object) -> list[tuple[object, ...]]:
         """(series_id, machine, suite, kernel, metric) of the series the name filters
         select, in series order (names by their bytes): ``batches``' and ``values``' series."""
+        self._unjoinable_values()
         where, params = series_filters(machine, suite, kernel, metric, self.MARK)
         return self._rows("SELECT series_id, machine, suite, kernel, metric FROM series"
                           + (" WHERE " + " AND ".join(where) if where else "") + f" ORDER BY {self._by_name()}", params)

@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING
 from perfcheck.errors import InputError, UsageError
 from perfcheck.history.backend import (  # noqa: F401 (the read path's names, imported from here by other modules)
     BATCH_ROWS,
+    DAMAGED_HINT,
     MAX_IDS,
     SERIES_COLUMNS,
     VALUE_COLUMNS,
@@ -696,6 +697,18 @@ class Store(SeriesReader):
                                          fetched=columns), [*ids, last])
 
         return keys, runs, read
+
+    def _unjoinable_values(self) -> None:
+        """Text or a blob in ``results.series_id`` (its INTEGER column keeps what another
+        tool wrote) is a damaged store: such a row matches no series, so every read would
+        leave its value out without a word. Text and blobs sort after every number in the
+        primary key (series_id, run): one step from its end finds one, not a scan of the
+        values (a fraction, 2.5, sorts among the numbers: found only by such a scan, so
+        left to the reads, which see no value of it)."""
+        last = self._rows("SELECT series_id FROM results ORDER BY series_id DESC LIMIT 1")
+        if last and not isinstance(last[0][0], int):
+            raise InputError(self.path, f"the history store is damaged (results.series_id holds {last[0][0]!r}, "
+                             "not a series number: its value belongs to no series)", hint=DAMAGED_HINT)
 
     def _integers(self, values: "pd.Series") -> "pd.Series":
         import pandas as pd
