@@ -4,11 +4,14 @@ file or the complete new one, never a part.
 Every file perfcheck writes (baselines, machine files, reports, plots) goes
 through ``write_atomic``: a temporary file in the same directory (same file
 system, so the rename is atomic), flushed and fsynced, renamed over the target,
-and the directory fsynced so the rename itself survives a crash.
+and the directory fsynced so the rename itself survives a crash. A target that is
+a symbolic link is written where the link points (``through_links``): the link
+stays, as it does for any program that opens the file and writes it.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import secrets
@@ -30,12 +33,30 @@ def temp_name(path: Path) -> Path:
     return path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}{TEMP_SUFFIX}")
 
 
+def through_links(path: str | Path) -> Path:
+    """What ``path`` names once its symbolic links are followed (a chain of them too),
+    or ``path`` itself where it is no link: what a write renames its temporary file or
+    folder onto. A rename onto the link would replace the link itself (a site folder or
+    an export that a link points at, say from a web server's root, would be left behind
+    unchanged, the link gone). A loop of links is an OSError (ELOOP), as opening it is."""
+    path = Path(path)
+    if not path.is_symlink():
+        return path
+    real = Path(os.path.realpath(path))
+    if real.is_symlink():  # realpath stops where the links go round
+        raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), str(path))
+    return real
+
+
 def write_atomic(path: str | Path, data: str | bytes | Iterable[str | bytes]) -> Path:
     """Write ``data`` (text is UTF-8 encoded) to ``path`` atomically; creates parent
     directories. Returns the path. ``data`` may be an iterable of pieces, written as
-    they come (an export of a whole history is larger than memory should hold)."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
+    they come (an export of a whole history is larger than memory should hold). A
+    symbolic link is followed (``through_links``): the file it points at is replaced,
+    beside it, and the link kept."""
+    given = Path(path)
+    given.parent.mkdir(parents=True, exist_ok=True)
+    target = through_links(given)  # a dangling link's folder is not made: that is an error, as open() says
     pieces = [data] if isinstance(data, (str, bytes)) else data
     tmp = temp_name(target)
     # 0o666 through the umask, as open() would create the file: mkstemp's 0o600
@@ -55,7 +76,7 @@ def write_atomic(path: str | Path, data: str | bytes | Iterable[str | bytes]) ->
         tmp.unlink(missing_ok=True)
         raise
     _sync_directory(target.parent)
-    return target
+    return given
 
 
 def _sync_directory(folder: Path) -> None:
@@ -114,11 +135,13 @@ def clean_stale_temps(folder: str | Path, name: str | None = None) -> list[Path]
 
 def new_directory_beside(target: str | Path) -> Path:
     """An empty hidden directory next to ``target`` (same file system, so it can be
-    renamed onto it: ``publish_directory``), named as ``temp_name`` names files."""
-    target = Path(target)
+    renamed onto it: ``publish_directory``), named as ``temp_name`` names files. A
+    link is followed (``through_links``): the directory is made beside what it points at."""
+    given = Path(target)
+    given.parent.mkdir(parents=True, exist_ok=True)
+    target = through_links(given)
     clean_stale_temps(target.parent, target.name)  # what a killed run left
     path = temp_name(target)
-    path.parent.mkdir(parents=True, exist_ok=True)
     path.mkdir()
     return path
 
@@ -129,10 +152,13 @@ def publish_directory(built: Path, target: str | Path) -> Path:
     ``target`` is replaced at once; an existing one is first renamed aside, then
     removed (between the two renames, for a moment, there is no ``target``: POSIX has
     no atomic exchange of two directories). The caller decides whether ``target``'s
-    contents may go (``perfcheck.history.site`` replaces only a site it wrote)."""
+    contents may go (``perfcheck.history.site`` replaces only a site it wrote). A
+    symbolic link ``target`` is kept: the folder it points at is replaced (``built``
+    was made beside that one). Returns ``target`` as given."""
     import shutil
 
-    target = Path(target)
+    given = Path(target)
+    target = through_links(given)
     for path in built.rglob("*"):  # the pages on disk before the name points at them
         if path.is_file():
             fd = os.open(path, os.O_RDONLY)
@@ -155,4 +181,4 @@ def publish_directory(built: Path, target: str | Path) -> Path:
     _sync_directory(target.parent)  # the rename itself survives a power cut, as write_atomic's does
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
-    return target
+    return given

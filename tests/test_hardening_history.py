@@ -149,6 +149,86 @@ def test_damaged_and_foreign_stores_are_one_line_errors_on_every_command(cli, tm
         assert path.read_bytes() == before  # refused before anything was written
 
 
+# Run numbers another tool wrote into SQLite's INTEGER columns, which keep text, blobs and
+# fractions as given: numpy read 4.5 as run 4, b"4" and "4_0" as runs 4 and 40 (a value
+# joined to the wrong run, silently), and "x" was an internal error (exit 3).
+_ONE_ROW = "run = 5 AND series_id = (SELECT min(series_id) FROM results)"
+ID_DAMAGE = {
+    "text-run": (f"UPDATE results SET run = 'x' WHERE {_ONE_ROW}", "results.run holds 'x' in 1 row(s)"),
+    "fraction-run": (f"UPDATE results SET run = 4.5 WHERE {_ONE_ROW}", "results.run holds 4.5 in 1 row(s)"),
+    "blob-run": (f"UPDATE results SET run = X'34' WHERE {_ONE_ROW}", "results.run holds b'4' in 1 row(s)"),
+    "digits-run": (f"UPDATE results SET run = '4_0' WHERE {_ONE_ROW}", "results.run holds '4_0' in 1 row(s)"),
+    # the runs table rebuilt by another tool without its key (the columns perfcheck reads are all there)
+    "runs-rebuilt": ("CREATE TABLE runs_copy AS SELECT * FROM runs; DROP TABLE runs; "
+                     "ALTER TABLE runs_copy RENAME TO runs; UPDATE runs SET run = 5.5 WHERE run_id = 'night-05'",
+                     "runs.run holds 5.5 in 1 row(s), not a run number; the first at run id 'night-05'"),
+}
+ID_COMMANDS = {
+    "detect": ("history", "detect"),
+    "detect-relative": ("history", "detect", "--relative"),
+    "report-markdown": ("history", "report", "--markdown", "digest.md"),
+    "report-html": ("history", "report", "--html", "site"),
+    "export-openmetrics": ("history", "export", "--openmetrics", "m.txt"),
+    "export-bencher": ("history", "export", "--bencher", "bencher"),
+    "list": ("history", "list"),  # reads no run numbers: the runs, as stored
+}
+
+
+@pytest.mark.parametrize("command", sorted(ID_COMMANDS))
+@pytest.mark.parametrize("damage", sorted(ID_DAMAGE))
+def test_a_run_number_that_is_not_an_integer_is_a_one_line_error(cli, tmp_path: Path, damage: str,
+                                                                  command: str) -> None:  # noqa: ANN001
+    path = _store(tmp_path / "h.sqlite", runs=12, kernels=6)
+    sql, what = ID_DAMAGE[damage]
+    with closing(sqlite3.connect(path)) as db, db:
+        db.executescript(sql)
+    _settled(path)
+    before = path.read_bytes()
+    result = cli(*ID_COMMANDS[command], "--history", path)
+    if command == "list":
+        assert result.code == 0, result.err
+        assert len(cli("history", "list", "--history", path, "--json").json()["runs"]) == 12
+    else:
+        one_line_error(result, path, "the history store is damaged (", what, "restore it from a copy")
+        assert not any((tmp_path / name).exists() for name in ("digest.md", "site", "m.txt", "bencher"))  # none written
+    assert path.read_bytes() == before
+
+
+@pytest.mark.parametrize("command", sorted(set(ID_COMMANDS) - {"list"}))
+@pytest.mark.parametrize("damage", ["text", "blob"])
+def test_a_value_of_no_series_is_a_one_line_error(cli, tmp_path: Path, damage: str, command: str) -> None:  # noqa: ANN001
+    # text or a blob in results.series_id matches no series: every read left that value
+    # out without a word (the series showed a missing night); found by one step to the
+    # primary key's end, where SQLite sorts them after every number
+    path = _store(tmp_path / "h.sqlite", runs=12, kernels=6)
+    bad = {"text": "'k0'", "blob": "X'30'"}[damage]
+    with closing(sqlite3.connect(path)) as db, db:
+        db.execute(f"UPDATE results SET series_id = {bad} WHERE {_ONE_ROW}")
+    shown = {"text": "'k0'", "blob": "b'0'"}[damage]
+    one_line_error(cli(*ID_COMMANDS[command], "--history", path), path,
+                   f"the history store is damaged (results.series_id holds {shown}, not a series number")
+
+
+@pytest.mark.parametrize("damage", sorted(ID_DAMAGE))
+def test_the_gate_says_which_run_number_is_not_an_integer(cli, tmp_path: Path, damage: str) -> None:  # noqa: ANN001
+    # check --history: the gate's lean read of the judged series (history.latest) says
+    # what the full read says (before: "a value or a run's time is not a number", or
+    # the run 4.5 judged as run 4)
+    store = tmp_path / "h.sqlite"
+    for i in range(3):
+        first = _check(cli, store, f"night{i}")
+        assert first.code in (0, 1), first.err
+    sql, what = ID_DAMAGE[damage]
+    latest = "run = (SELECT max(run) FROM results)"  # every value of the latest run: the judged ones too
+    with closing(sqlite3.connect(store)) as db, db:
+        db.executescript(sql.replace(_ONE_ROW, latest).replace("'night-05'", "(SELECT max(run_id) FROM runs)"))
+    result = _check(cli, store, "run")
+    assert result.code == 2, (result.out, result.err)
+    last = one_line_error_last(result)
+    assert str(store) in last and "the history store is damaged (" in last, last
+    assert what.split(" in 1 row")[0] in last, last
+
+
 @pytest.mark.parametrize("damage", sorted(d for d in DAMAGE if d not in ("text-in-real", "text-time")))
 def test_add_into_a_damaged_or_foreign_store_is_a_one_line_error(cli, tmp_path: Path, damage: str) -> None:  # noqa: ANN001
     path = _store(tmp_path / "h.sqlite", runs=3, kernels=2)

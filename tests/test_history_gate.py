@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 import shutil
+import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from conftest import one_line_error
 from perfcheck.history import Result, RunRecord, open_store
 from perfcheck.history.gate import MIN_RUNS, reference, judge, within_run_se
 
@@ -390,3 +393,43 @@ def test_the_gates_median_is_numpys_to_the_bit() -> None:
             assert _median(x) == float(np.median(x)), (n, scale)
             logs = np.log(x)
             assert _median(np.abs(logs - _median(logs))) == float(np.median(np.abs(logs - np.median(logs))))
+
+
+def _execute(location, sql: str) -> None:  # noqa: ANN001
+    """``sql`` on the store at ``location`` (an SQLite file or a PostgreSQL URL), as another tool would."""
+    if isinstance(location, Path):
+        with closing(sqlite3.connect(location)) as db, db:
+            db.execute(sql)
+        return
+    import psycopg
+
+    with psycopg.connect(location, autocommit=True) as db:
+        db.execute(sql)
+
+
+def test_a_judged_run_time_outside_1970_2200_is_named_on_either_backend(cli, store_at) -> None:  # noqa: ANN001
+    # An older perfcheck stored run times past 2200 (1e12 s): the gate's read of the judged
+    # series names the run and the time, as the SQLite store always did (PostgreSQL said
+    # "a value or a run's time is not a number": its double precision column holds 1e12).
+    from perfcheck.errors import InputError
+    from perfcheck.history import gate
+
+    location = store_at()
+    with open_store(location) as store:
+        for i in range(6):
+            store.add(RunRecord(f"r{i}", T0 + i * 86400.0), [Result("m", "s", "k", "duration", 1.0 + i / 100, "s")])
+    _execute(location, "UPDATE runs SET time = 1e12 WHERE run_id = 'r3'")
+    with open_store(location) as store:
+        for read in (store.latest_values, store.latest):
+            with pytest.raises(InputError) as caught:
+                read(machine="m", suite="s", pairs=[("k", "duration")], last=30)
+            message = str(caught.value)
+            assert "run 'r3' has time 1000000000000.0, outside 1970-2200" in message, message
+            assert "prune" in message and "\n" not in message and "not a number" not in message
+    with pytest.raises(InputError, match="run 'r3' has time 1000000000000.0, outside 1970-2200"):
+        gate.references(location, "m", "s", [("k", "duration")])
+    # and the commands that read every run (PostgreSQL's list showed the year 33658 on
+    # pandas 3; pandas 2 cannot hold it)
+    for command in (("history", "list"), ("history", "detect")):
+        one_line_error(cli(*command, "--history", location), None, "run 'r3' has time 1000000000000.0, outside 1970-2200",
+                       "prune")

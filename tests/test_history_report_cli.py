@@ -87,3 +87,56 @@ def test_the_digest_in_the_site_folder_is_written_with_it_night_after_night(cli,
         assert result.code == 0, result.err
         assert "**1 open regression**" in (site / "nightly.md").read_text()
     assert sorted(p.name.split("-")[0] for p in site.iterdir()) == ["index.html", "nightly.md", "suite", "suite"]
+
+
+def _hidden(*folders: Path) -> list[str]:
+    """What a write left beside its target: temporary files and folders (``.NAME.PID.X.tmp``)."""
+    return sorted(p.name for folder in folders for p in folder.iterdir() if p.name.startswith("."))
+
+
+def test_a_site_folder_given_as_a_link_stays_a_link(cli, store: Path, tmp_path: Path) -> None:  # noqa: ANN001
+    # `--html site` where site links to the folder a web server publishes: the site is
+    # built beside the folder the link names and renamed onto it, so the link stays
+    # (before: renamed onto the link, the link became a folder and the served one kept
+    # the old pages; into an empty folder, the rename failed, exit 2)
+    served = tmp_path / "www" / "perf"
+    served.mkdir(parents=True)
+    link = tmp_path / "site"
+    link.symlink_to(served, target_is_directory=True)
+    for round in range(2):  # into the empty folder, then over the site written before
+        result = cli("history", "report", "--history", store, "--html", link, "--markdown", link / "nightly.md")
+        assert result.code == 0, result.err
+        assert link.is_symlink() and link.resolve() == served.resolve(), round
+        assert sorted(p.name.split("-")[0] for p in served.iterdir()) == ["index.html", "nightly.md", "suite", "suite"]
+        assert f"dashboard: {link / 'index.html'}" in result.err
+        assert _hidden(tmp_path, served.parent) == []  # nothing half-built left beside the link or the folder
+    (served / "index.html").write_text("old")
+    chained = tmp_path / "again"  # a link to the link
+    chained.symlink_to(link, target_is_directory=True)
+    assert cli("history", "report", "--history", store, "--html", chained, "--markdown", chained / "nightly.md").code == 0
+    assert chained.is_symlink() and link.is_symlink() and (served / "index.html").read_text() != "old"
+
+
+def test_an_export_file_given_as_a_link_stays_a_link(cli, store: Path, tmp_path: Path) -> None:  # noqa: ANN001
+    # the same for the text exports (every file perfcheck writes goes through write_atomic):
+    # the file the link names is replaced, beside it, and the link kept (before: the link
+    # itself was replaced by a file, and the file it named kept the old export)
+    shared = tmp_path / "scrape"
+    shared.mkdir()
+    (shared / "perf.om").write_text("old")
+    link = tmp_path / "m.om"
+    link.symlink_to(shared / "perf.om")
+    result = cli("history", "export", "--history", store, "--openmetrics", link, "--prometheus", tmp_path / "p.txt")
+    assert result.code == 0, result.err
+    assert link.is_symlink() and link.resolve() == (shared / "perf.om").resolve()
+    text = (shared / "perf.om").read_text()
+    assert text.startswith("# ") and text.endswith("# EOF\n")
+    assert _hidden(tmp_path, shared) == []
+    dangling = tmp_path / "next.om"  # a link to a file not yet written: written where it points
+    dangling.symlink_to(shared / "next.om")
+    assert cli("history", "export", "--history", store, "--openmetrics", dangling).code == 0
+    assert dangling.is_symlink() and (shared / "next.om").read_text() == text
+    loop = tmp_path / "loop.om"
+    loop.symlink_to(tmp_path / "loop.om")
+    one_line_error(cli("history", "export", "--history", store, "--openmetrics", loop), None, str(loop), "cannot write")
+    assert loop.is_symlink()

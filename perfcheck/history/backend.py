@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Protocol
 
@@ -31,9 +32,10 @@ if TYPE_CHECKING:
     from perfcheck.history.store import AddResult, Machine, Result, RunRecord, ValueRows
     from perfcheck.storeurl import StoreURL
 
-    # what checks a number column as read: (its name, its values as read, each row's run
-    # id, for messages) -> the values as float64, or InputError for a damaged store
-    # (SQLite's columns take any type: ``Store._check``)
+    # what checks a column as read: (its name, its values as read, each row's run id, for
+    # messages) -> a number column as float64, a run number column (ID_COLUMNS; each row's
+    # series id for ``results.run``) as int64, or InputError for a damaged store (SQLite's
+    # columns take any type: ``SeriesReader._check``)
     Clean = Callable[[str, np.ndarray, np.ndarray], np.ndarray]
 
 SERIES_COLUMNS = (
@@ -41,6 +43,9 @@ SERIES_COLUMNS = (
     "ci_job", "ci_url", "value", "n", "median", "spread", "outcome", "low", "high",
 )
 VALUE_COLUMNS = ("series_id", "run", "value", "unit", "n", "median", "spread", "outcome", "low", "high")
+# the run numbers a read joins on (``SeriesReader._ids``): a value's run, a run's own
+ID_COLUMNS = ("results.run", "runs.run")
+DAMAGED_HINT = "restore it from a copy, or name a new file for --history"
 BATCH_ROWS = 100_000  # values per part read: ~100-200 MB at most in the commands, and few queries
 MAX_IDS = 4_000  # series per query: under SQLite's 32,766 bound variables
 MAX_RUNS = 1_000  # runs per query of ``run_parts`` (runs without values add nothing to a part's size)
@@ -102,6 +107,7 @@ class SeriesReader:
     its columns take any type (SQLite), ``_check``."""
 
     MARK: ClassVar[str] = "?"  # the driver's placeholder
+    path: "Path | StoreURL"  # what the store's messages name (set by the backend)
     BYTE_ORDER: ClassVar[str] = ""  # appended to a text column to sort it by its bytes
 
     def _rows(self, sql: str, params: Sequence[object] = ()) -> list[tuple[object, ...]]:
@@ -112,20 +118,87 @@ class SeriesReader:
         return f"{column} IN ({', '.join([self.MARK] * len(values))})", list(values)
 
     def _check(self, name: str, raw: "np.ndarray", run_id: "np.ndarray") -> "np.ndarray":
-        """A number column as read (``name``: time, value, median, spread, low, high or
-        n; ``run_id``: each row's run) as float64: ``series_batches``' ``clean``."""
-        return _floats(name, raw, run_id)
+        """A column as read, checked: ``series_batches``' ``clean``. A number column
+        (``name``: time, value, median, spread, low, high or n; ``run_id``: each row's
+        run, for messages) as float64: text or blobs in it (SQLite's REAL columns take
+        anything), or a run time outside 1970-2200 (an older perfcheck stored such, on
+        either backend), is a damaged store, not a crash or a wrong number in a reader.
+        A run number (``results.run``, ``runs.run``: ``_ids``) as int64."""
+        import numpy as np
+        import pandas as pd
+
+        from perfcheck.history.store import MAX_TIME, MIN_TIME
+
+        if name in ID_COLUMNS:
+            return self._ids(name, raw, run_id)
+        values = numbers(raw)  # only numbers: nothing to check but the time's range
+        if values is None:
+            values = np.asarray(pd.to_numeric(raw, errors="coerce"), dtype=np.float64)
+            bad = np.isnan(values) & ~pd.isna(raw)
+        else:
+            bad = np.zeros(len(values), dtype=bool)
+        if bad.any():
+            raise InputError(self.path, f"the history store is damaged (column {name!r} holds "
+                             f"{raw[bad][0]!r} in {int(bad.sum())} row(s), not a number)", hint=DAMAGED_HINT)
+        if name == "time":
+            bad = ~((values >= MIN_TIME) & (values <= MAX_TIME))
+            if bad.any():
+                raise InputError(self.path, f"run {run_id[bad][0]!r} has time {float(values[bad][0])!r}, "
+                                 "outside 1970-2200 (an older perfcheck stored it)",
+                                 hint="`perfcheck history prune` removes runs with impossible times")
+        return values
+
+    def _ids(self, name: str, raw: "np.ndarray", where: "np.ndarray") -> "np.ndarray":
+        """A column of run numbers as read (``name``: ``results.run``, a value's run, or
+        ``runs.run``; ``where``: each row's series id, or its run id, for messages) as
+        int64. SQLite's INTEGER columns keep text, blobs and fractions as another tool
+        wrote them: numpy would take 1.5 as run 1, b"7" and "1_0" as runs 7 and 10 (a
+        value joined to the wrong run), and "x" is a ValueError; each is a damaged store."""
+        import numpy as np
+
+        if integral(raw):
+            return raw.astype(np.int64)
+        # found only once the column is known to be damaged (a loop over its rows is no cost then)
+        bad = np.fromiter((not isinstance(x, (int, np.integer)) or isinstance(x, bool) for x in raw.tolist()),
+                          dtype=bool, count=len(raw))
+        row = "series_id" if name == "results.run" else "run id"
+        raise InputError(self.path, f"the history store is damaged ({name} holds {raw[bad][0]!r} in "
+                         f"{int(bad.sum())} row(s), not a run number; the first at {row} "
+                         f"{where[bad].tolist()[0]!r})", hint=DAMAGED_HINT)
 
     def _clean(self, frame: "pd.DataFrame") -> None:
-        """``_check`` of a frame's number columns in place, as float64: for a reader that
-        makes a frame of the rows it could not convert, to raise the store's own message
-        (the gate's lean read of the latest values, ``history.latest``, on main)."""
+        """``_check`` of a frame's columns in place (its run numbers as int64, its number
+        columns as float64): for a reader that makes a frame of the rows it could not
+        convert, to raise the store's own message (the gate's lean read of the latest
+        values, ``history.latest``). A column ``results.run`` is named by each row's
+        ``series_id``, the others by its ``run_id``."""
         import numpy as np
 
         run_id = frame["run_id"].to_numpy(dtype=object) if "run_id" in frame else np.full(len(frame), None)
-        for column in ("time", "value", "median", "spread", "low", "high", "n"):
+        for column in ("runs.run", "results.run", "time", "value", "median", "spread", "low", "high", "n"):
             if column in frame:
-                frame[column] = self._check(column, frame[column].to_numpy(dtype=object), run_id)
+                where = frame["series_id"].to_numpy(dtype=object) if column == "results.run" else run_id
+                frame[column] = self._check(column, frame[column].to_numpy(dtype=object), where)
+
+    def _run_numbers(self, rows: list[tuple[object, ...]], runs: list[tuple[object, ...]]) -> None:
+        """The store's error where a value row's run (its second field) or a run's number
+        (the first of ``runs``' rows) is not an integer (``_ids``): for ``values``, which
+        reads the rows straight into int64."""
+        import numpy as np
+
+        def column(table: list[tuple[object, ...]], at: int) -> "np.ndarray":
+            return np.fromiter(map(itemgetter(at), table), dtype=object, count=len(table))
+
+        numbers = column(runs, 0)
+        if not integral(numbers):
+            self._ids("runs.run", numbers, column(runs, 1))  # named by the run id
+        run = column(rows, 1)
+        if not integral(run):
+            self._ids("results.run", run, column(rows, 0))  # named by the series id
+
+    def _unjoinable_values(self) -> None:
+        """The store's error where a value's series is not a series number, which only
+        a store whose columns take any type can hold (SQLite's: ``Store``); here none."""
 
     def _by_name(self) -> str:
         return ", ".join(f"{column}{self.BYTE_ORDER}" for column in ("machine", "suite", "kernel", "metric"))
@@ -141,6 +214,7 @@ class SeriesReader:
     def _keys(self, machine: object, suite: object, kernel: object, metric: object) -> list[tuple[object, ...]]:
         """(series_id, machine, suite, kernel, metric) of the series the name filters
         select, in series order (names by their bytes): ``batches``' and ``values``' series."""
+        self._unjoinable_values()
         where, params = series_filters(machine, suite, kernel, metric, self.MARK)
         return self._rows("SELECT series_id, machine, suite, kernel, metric FROM series"
                           + (" WHERE " + " AND ".join(where) if where else "") + f" ORDER BY {self._by_name()}", params)
@@ -230,6 +304,7 @@ class SeriesReader:
                                               fetched=("series_id", "run", "value")),
                                    [*id_params, *when_params, *([last] if last is not None else [])]))
         names = pd.DataFrame([key[1:] for key in keys], columns=["machine", "suite", "kernel", "metric"])
+        self._run_numbers(rows, runs)  # before numpy reads them as int64 (1.5 as run 1)
         # numbers (None: missing), as a number column holds them (a frame of the tuples cost
         # 3x the reading; numpy's rows of tuples, half as much again as its records)
         kinds = {type(row[2]) for row in rows}
@@ -396,12 +471,24 @@ def series_batches(keys: list[tuple[object, ...]], runs: list[tuple[object, ...]
 
 
 def _floats(name: str, raw: "np.ndarray", run_id: "np.ndarray") -> "np.ndarray":
-    """A number column as read as float64 (None: NaN), where no check is needed."""
+    """A number column as read as float64 (None: NaN), a run number column as int64,
+    where no check is needed."""
     import numpy as np
     import pandas as pd
 
+    if name in ID_COLUMNS:  # a store of typed columns (PostgreSQL's): integers only
+        return raw.astype(np.int64)
     fast = numbers(raw)
     return fast if fast is not None else np.asarray(pd.to_numeric(raw, errors="coerce"), dtype=np.float64)
+
+
+def integral(raw: "np.ndarray") -> bool:
+    """Whether ``raw`` (objects as read) holds only integers: what a column of run
+    numbers must hold (``SeriesReader._ids``), found by pandas' C loop over the
+    objects, a few ns a row, before they are converted."""
+    import pandas as pd
+
+    return pd.api.types.infer_dtype(raw, skipna=False) in ("integer", "empty")
 
 
 def numbers(raw: "np.ndarray") -> "np.ndarray | None":
@@ -432,13 +519,13 @@ class _Runs:
 
         table = np.empty((len(runs), 7), dtype=object)
         table[:] = runs
-        number = table[:, 0].astype(np.int64)
+        self.clean = clean or _floats
+        number = self.clean("runs.run", table[:, 0], table[:, 1])
         self.sorter = np.argsort(number, kind="stable")
         self.number = number[self.sorter]  # run numbers, sorted: a row's run found by searchsorted
         self.run_id = table[:, 1]
         self.raw_time = table[:, 2]
         self.text = {name: table[:, i] for i, name in enumerate(("commit", "branch", "ci_job", "ci_url"), start=3)}
-        self.clean = clean or _floats
         try:
             self.time: np.ndarray | None = self.clean("time", self.raw_time, self.run_id)
         except InputError:  # a damaged run time: said by the part that holds one of its rows (row by row)
@@ -472,12 +559,16 @@ def _frame(names: "np.ndarray", runs: _Runs, values: list[tuple[object, ...]], f
     import numpy as np
     import pandas as pd
 
-    # the rows straight into typed columns (keys as integers, the rest as the objects read)
-    table = np.fromiter(values, dtype=np.dtype([(c, np.int64 if c in ("series_id", "run") else object) for c in fetched]),
+    # the rows straight into typed columns: the series as integers (a row read is one of
+    # an integer series_id the query named: text, a blob or 1.5 there matches none), the
+    # rest as the objects read, the run numbers checked (``Clean``: 1.5, "x" or a blob
+    # there is a damaged store) before they are made integers
+    table = np.fromiter(values, dtype=np.dtype([(c, np.int64 if c == "series_id" else object) for c in fetched]),
                         count=len(values))
     raw = {column: table[column] for column in fetched}
     sid = raw.pop("series_id")
-    run, found = runs.find(raw.pop("run"))
+    convert = clean or _floats
+    run, found = runs.find(convert("results.run", raw.pop("run"), sid))
     # each row's series: its place among the part's (ids unique, so one match each)
     ids = names[:, 0].astype(np.int64)
     by_id = np.argsort(ids, kind="stable")
@@ -486,7 +577,6 @@ def _frame(names: "np.ndarray", runs: _Runs, values: list[tuple[object, ...]], f
     keep = np.flatnonzero(found)  # a value of a run not read (inner join)
     keep = keep[np.argsort(series[keep] * len(runs.rank) + runs.rank[run[keep]], kind="stable")]
     series, run = series[keep], run[keep]
-    convert = clean or _floats
     # the number columns as float64, checked in the order the store's checks name them
     numbers: dict[str, np.ndarray] = {}
     stamps = runs.stamps

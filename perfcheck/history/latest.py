@@ -80,11 +80,19 @@ def latest_values(keys: Sequence[Sequence[object]], runs: Sequence[Sequence[obje
     # says: numpy would read "nan" as missing and "1_0" as 10
     if any(isinstance(value, (str, bytes)) for value in row_values):
         _damaged(rows, runs, clean, where)
+    from perfcheck.history.backend import integral
+
+    # the run numbers as read, checked before they are made integers: numpy would take a
+    # run 1.5 as 1, b"7" and "1_0" as 7 and 10 (SQLite's INTEGER columns keep what another
+    # tool wrote), a value joined to the wrong run
+    row_numbers = np.asarray(row_runs, dtype=object)
+    numbers = np.asarray([run[0] for run in runs], dtype=object)  # the runs table's, in its order
+    if not (integral(row_numbers) and integral(numbers)):
+        _damaged(rows, runs, clean, where)
     try:
         values = np.asarray(row_values, dtype="float64")
-        row_ids = np.asarray(row_series, dtype="int64")
-        row_numbers = np.asarray(row_runs, dtype="int64")
-        numbers = np.asarray([run[0] for run in runs], dtype="int64")  # the runs table's, in its order
+        row_ids = np.asarray(row_series, dtype="int64")  # an integer id the query named (no text matches one)
+        row_numbers, numbers = row_numbers.astype("int64"), numbers.astype("int64")
     except (TypeError, ValueError, OverflowError):
         _damaged(rows, runs, clean, where)
     from perfcheck.history.store import MAX_TIME, MIN_TIME
@@ -139,18 +147,22 @@ def _seconds(value: object) -> float:
 
 def _damaged(rows: Sequence[tuple[object, ...]], runs: Sequence[Sequence[object]],
              clean: "Callable[[pd.DataFrame], None] | None", where: object) -> NoReturn:
-    """Raise the store's own error for rows whose value, or whose run's time, is not a
-    number (or not a possible time): the frame its ``clean`` checks, made only then."""
+    """Raise the store's own error for rows whose run number, value, or run's time is not
+    a number (or not a possible time, or a run number not an integer): the frames its
+    ``clean`` checks, made only then."""
     import pandas as pd
 
     times = {run[0]: (run[1], run[2]) for run in runs}
     frame = pd.DataFrame({
+        "series_id": [row[0] for row in rows],
+        "results.run": [row[1] for row in rows],
         "run_id": [times.get(row[1], (None, None))[0] for row in rows],
         "time": [times.get(row[1], (None, None))[1] for row in rows],
         "value": [row[2] for row in rows],
         **{column: [None] * len(rows) for column in ("median", "spread", "low", "high", "n")},
-    })
+    }, dtype=object)
     if clean is not None:
+        clean(pd.DataFrame({"runs.run": [run[0] for run in runs], "run_id": [run[1] for run in runs]}, dtype=object))
         clean(frame)
     raise InputError(where, "the history store is damaged (a value or a run's time is not a number)",  # type: ignore[arg-type]
                      hint="restore it from a copy, or name a new file for --history")

@@ -408,18 +408,19 @@ class PostgresStore(SeriesReader):
             sql += " WHERE time >= %s"
             params.append(float(since))
         sql += ' ORDER BY time, run_id COLLATE "C"'
-        return runs_frame(self._rows(sql, params), limit)
+        return runs_frame(self._rows(sql, params), limit, self.path)
 
     def latest(self, *, machine: str, suite: str, pairs: Sequence[tuple[str, str | None]], last: int) -> "pd.DataFrame":
         """As ``Store.latest``: the latest ``last`` runs of the series ``pairs`` names."""
         keys, runs, read = self._latest_parts(machine, suite, pairs, last, VALUE_COLUMNS)
-        return as_text(concat_batches(series_batches(keys, runs, read, last=last)))
+        return as_text(concat_batches(series_batches(keys, runs, read, last=last, clean=self._check)))
 
     def latest_values(self, *, machine: str, suite: str, pairs: Sequence[tuple[str, str | None]],
                       last: int) -> LatestValues:
         """As ``Store.latest_values``: ``latest`` as arrays, only the values read."""
         keys, runs, read = self._latest_parts(machine, suite, pairs, last, LEAN_COLUMNS)
-        return latest_values(keys, runs, read, last=last, max_ids=MAX_IDS, where=self.path)
+        # ``clean``: the store's messages (a run time outside 1970-2200 says so, and which run)
+        return latest_values(keys, runs, read, last=last, max_ids=MAX_IDS, where=self.path, clean=self._clean)
 
     def _latest_parts(self, machine: str, suite: str, pairs: Sequence[tuple[str, str | None]], last: int,
                       columns: Sequence[str]):  # noqa: ANN202 (as Store._latest_parts)

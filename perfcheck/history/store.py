@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING
 from perfcheck.errors import InputError, UsageError
 from perfcheck.history.backend import (  # noqa: F401 (the read path's names, imported from here by other modules)
     BATCH_ROWS,
+    DAMAGED_HINT,
     MAX_IDS,
     SERIES_COLUMNS,
     VALUE_COLUMNS,
@@ -626,15 +627,8 @@ class Store(SeriesReader):
             frame[column] = values.astype("float64")
 
     def _times(self, frame: "pd.DataFrame", column: str) -> None:
-        import pandas as pd
-
         self._numbers(frame, [column])
-        bad = ~frame[column].between(MIN_TIME, MAX_TIME)
-        if bad.any():
-            raise InputError(self.path, f"run {frame.loc[bad, 'run_id'].iloc[0]!r} has {column} "
-                             f"{frame.loc[bad, column].iloc[0]!r}, outside 1970-2200 (an older perfcheck stored it)",
-                             hint="`perfcheck history prune` removes runs with impossible times")
-        frame[column] = pd.to_datetime(frame[column], unit="s", utc=True)
+        as_times(frame, column, self.path)
 
     def runs(self, *, since: float | None = None, limit: int | None = None) -> "pd.DataFrame":
         """One row per run, oldest first: RUN_COLUMNS, ``time``/``added`` as UTC
@@ -703,37 +697,24 @@ class Store(SeriesReader):
 
         return keys, runs, read
 
+    def _unjoinable_values(self) -> None:
+        """Text or a blob in ``results.series_id`` (its INTEGER column keeps what another
+        tool wrote) is a damaged store: such a row matches no series, so every read would
+        leave its value out without a word. Text and blobs sort after every number in the
+        primary key (series_id, run): one step from its end finds one, not a scan of the
+        values (a fraction, 2.5, sorts among the numbers: found only by such a scan, so
+        left to the reads, which see no value of it)."""
+        last = self._rows("SELECT series_id FROM results ORDER BY series_id DESC LIMIT 1")
+        if last and not isinstance(last[0][0], int):
+            raise InputError(self.path, f"the history store is damaged (results.series_id holds {last[0][0]!r}, "
+                             "not a series number: its value belongs to no series)", hint=DAMAGED_HINT)
+
     def _integers(self, values: "pd.Series") -> "pd.Series":
         import pandas as pd
 
         frame = pd.DataFrame({"values": values})
         self._numbers(frame, ["values"])
         return frame["values"]
-
-    def _check(self, name: str, raw: "np.ndarray", run_id: "np.ndarray") -> "np.ndarray":
-        """A number column of a part as read (``run_id``: each row's run) as float64: text
-        or blobs in it (SQLite's REAL columns take anything), or a run time outside
-        1970-2200, is a damaged store, not a crash or a wrong number in a reader."""
-        import numpy as np
-        import pandas as pd
-
-        values = numbers(raw)  # only numbers: nothing to check but the time's range
-        if values is None:
-            values = np.asarray(pd.to_numeric(raw, errors="coerce"), dtype=np.float64)
-            bad = np.isnan(values) & ~pd.isna(raw)
-        else:
-            bad = np.zeros(len(values), dtype=bool)
-        if bad.any():
-            raise InputError(self.path, f"the history store is damaged (column {name!r} holds "
-                             f"{raw[bad][0]!r} in {int(bad.sum())} row(s), not a number)",
-                             hint="restore it from a copy, or name a new file for --history")
-        if name == "time":
-            bad = ~((values >= MIN_TIME) & (values <= MAX_TIME))
-            if bad.any():
-                raise InputError(self.path, f"run {run_id[bad][0]!r} has time {values[bad][0]!r}, outside 1970-2200 "
-                                 "(an older perfcheck stored it)",
-                                 hint="`perfcheck history prune` removes runs with impossible times")
-        return values
 
 
 # --- shared by both backends ------------------------------------------------------------------
@@ -830,14 +811,30 @@ def runs_in_order(runs: Sequence[Sequence[object]]) -> bool:
     return all(a < b for a, b in zip(stamps, stamps[1:]))
 
 
-def runs_frame(rows: list[tuple[object, ...]], limit: int | None) -> "pd.DataFrame":
+def as_times(frame: "pd.DataFrame", column: str, where: "Path | StoreURL") -> None:
+    """``frame[column]`` (Unix seconds, float64) as UTC timestamps in place; a time
+    outside 1970-2200 (an older perfcheck stored such) names its run (``where``: the
+    store): pandas 2 cannot hold it, pandas 3 would show the year 33658."""
+    import pandas as pd
+
+    bad = ~frame[column].between(MIN_TIME, MAX_TIME)
+    if bad.any():
+        raise InputError(where, f"run {frame.loc[bad, 'run_id'].iloc[0]!r} has {column} "
+                         f"{float(frame.loc[bad, column].iloc[0])!r}, outside 1970-2200 (an older perfcheck stored it)",
+                         hint="`perfcheck history prune` removes runs with impossible times")
+    frame[column] = pd.to_datetime(frame[column], unit="s", utc=True)
+
+
+def runs_frame(rows: list[tuple[object, ...]], limit: int | None, where: "Path | StoreURL") -> "pd.DataFrame":
+    """``runs``' frame of a store of typed columns (PostgreSQL's) from its rows."""
     import pandas as pd
 
     frame = pd.DataFrame(rows, columns=list(RUN_COLUMNS))
     if limit is not None:
         frame = frame.tail(limit).reset_index(drop=True)
     for column in ("time", "added"):
-        frame[column] = pd.to_datetime(frame[column].astype("float64"), unit="s", utc=True)
+        frame[column] = frame[column].astype("float64")
+        as_times(frame, column, where)
     frame["values"] = frame["values"].astype("int64")
     return frame
 
