@@ -390,3 +390,40 @@ def test_the_gates_median_is_numpys_to_the_bit() -> None:
             assert _median(x) == float(np.median(x)), (n, scale)
             logs = np.log(x)
             assert _median(np.abs(logs - _median(logs))) == float(np.median(np.abs(logs - np.median(logs))))
+
+
+def test_the_references_of_many_series_are_each_ones_own_to_the_bit() -> None:
+    # The gate takes a suite's 2,000 references at once (``reference_rows``): each must
+    # be the one ``reference`` gives its series alone, float for float, whatever the
+    # series hold (spikes, a step, NaN, inf, zero and negative values, constant runs,
+    # too few runs) and whichever stretch the accepted level names.
+    from perfcheck.history.gate import reference_rows
+
+    rng = np.random.default_rng(22)
+    series, stretches = [], []
+    for _ in range(2500):
+        n = int(rng.integers(0, 70))
+        x = rng.lognormal(0.0, rng.choice([1e-3, 0.02, 0.3]), n) * rng.choice([1e-6, 1.0, 1e9])
+        if n and rng.random() < 0.3:
+            x[rng.integers(0, n, 3)] *= rng.choice([3.0, 0.2])
+        if n and rng.random() < 0.2:
+            x[rng.integers(0, n, 2)] = rng.choice([np.nan, np.inf, -1.0, 0.0])
+        if n and rng.random() < 0.1:
+            x[:] = x[0]
+        if n > 10 and rng.random() < 0.3:
+            x[n // 2:] *= 1.3
+        start = int(rng.integers(0, max(1, n))) if rng.random() < 0.4 else 0
+        end = int(rng.integers(start, n + 1)) if rng.random() < 0.3 else n
+        series.append(x)
+        stretches.append((start, end))
+    first = np.cumsum([0] + [len(x) for x in series])[:-1]
+    lo = first + np.asarray([s for s, _ in stretches])
+    hi = first + np.asarray([e for _, e in stretches])
+    medians, spreads, runs, comparable = reference_rows(np.concatenate(series), lo, hi)
+    kinds = set()
+    for i, x in enumerate(series):
+        ref = reference(x, stretch=stretches[i])
+        kinds.add((ref.usable, ref.comparable < len(x[stretches[i][0]:stretches[i][1]])))
+        got = (None if np.isnan(medians[i]) else float(medians[i]), float(spreads[i]), int(runs[i]), int(comparable[i]))
+        assert got == (ref.value, ref.spread, ref.runs, ref.comparable), i
+    assert kinds == {(True, True), (True, False), (False, True), (False, False)}  # each case was met
