@@ -427,3 +427,20 @@ def test_the_references_of_many_series_are_each_ones_own_to_the_bit() -> None:
         got = (None if np.isnan(medians[i]) else float(medians[i]), float(spreads[i]), int(runs[i]), int(comparable[i]))
         assert got == (ref.value, ref.spread, ref.runs, ref.comparable), i
     assert kinds == {(True, True), (True, False), (False, True), (False, False)}  # each case was met
+
+
+def test_latest_reads_named_metrics_and_whole_kernels_together(store_at) -> None:  # noqa: ANN001 (both backends)
+    # The gate asks for (kernel, metric) pairs, the diagnosis for every metric of a kernel
+    # (metric None), sometimes both of one kernel: each series is read once, in series
+    # order, whichever way it was asked for.
+    with open_store(store_at()) as store:
+        for i in range(4):
+            store.add(RunRecord(f"r{i}", T0 + i * 86400.0),
+                      [Result("m", "s", k, metric, 1.0 + i, "s") for k in ("a", "b", "c")
+                       for metric in ("duration", "occupancy", "hbm_bw")])
+        pairs = [("b", None), ("b", "duration"), ("a", "occupancy"), ("c", "hbm_bw"), ("c", "nope"), ("d", None)]
+        frame = store.latest(machine="m", suite="s", pairs=pairs, last=3)
+        got = store.latest_values(machine="m", suite="s", pairs=pairs, last=3)
+    series = list(dict.fromkeys(zip(frame["kernel"], frame["metric"])))
+    assert series == [("a", "occupancy"), ("b", "duration"), ("b", "hbm_bw"), ("b", "occupancy"), ("c", "hbm_bw")]
+    assert list(zip(got.kernels, got.metrics)) == series and len(frame) == 15 and len(got.values) == 15
