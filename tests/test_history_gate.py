@@ -444,3 +444,39 @@ def test_latest_reads_named_metrics_and_whole_kernels_together(store_at) -> None
     series = list(dict.fromkeys(zip(frame["kernel"], frame["metric"])))
     assert series == [("a", "occupancy"), ("b", "duration"), ("b", "hbm_bw"), ("b", "occupancy"), ("c", "hbm_bw")]
     assert list(zip(got.kernels, got.metrics)) == series and len(frame) == 15 and len(got.values) == 15
+
+
+def test_recent_values_are_the_latest_runs_since_the_references_start(store_at) -> None:  # noqa: ANN001 (both backends)
+    # What the diagnosis compares a failed run with: each metric's values of its latest
+    # RECENT_RUNS runs since the kernel's reference started. Read as numbers from the last
+    # RECENT_RUNS runs, it is what every column of the last SERIES_RUNS runs gave (two
+    # runs at one time, a missing value, a kernel with a metric fewer, a start later than
+    # every run, a kernel not stored, no start at all).
+    import pandas as pd
+
+    from perfcheck.history.gate import RECENT_RUNS, SERIES_RUNS, recent_values
+
+    path = store_at()
+    with open_store(path) as store:
+        for i in range(16):
+            rows = [Result("m", "s", k, metric, 1.0 + i + 0.1 * j if (i, j) != (12, 1) else None, "s")
+                    for j, k in enumerate(("k1", "k2", "k3")) for metric in ("duration", "occupancy")[:2 - (k == "k3")]]
+            store.add(RunRecord(f"r{i:02d}", T0 + min(i, 14) * 86400.0 + 0.25), rows)
+        frame = store.latest(machine="m", suite="s", pairs=[(k, None) for k in ("k1", "k2", "k3", "nope")],
+                             last=SERIES_RUNS)
+    stamp = frame.loc[frame["run_id"] == "r08", "time"].iloc[0].timestamp()  # as the gate's reference gives it
+    seconds = ((frame["time"] - pd.Timestamp(0, tz="UTC")) / pd.Timedelta(seconds=1)).to_numpy(dtype="float64")
+    for k1 in (stamp, stamp - 3600.0):
+        since = {"k1": k1, "k2": None, "k3": T0 + 40 * 86400.0, "nope": None}
+        got = recent_values(path, "m", "s", since)
+        start = frame["kernel"].map({k: v for k, v in since.items() if v is not None}).astype("float64").fillna(-np.inf)
+        want: dict[str, dict[str, np.ndarray]] = {}
+        for (kernel, metric), group in frame[seconds >= start.to_numpy()].groupby(["kernel", "metric"], sort=False):
+            want.setdefault(kernel, {})[metric] = group["value"].to_numpy(dtype="float64")[-RECENT_RUNS:]
+        assert list(got) == list(want) == ["k1", "k2"]
+        for kernel in want:
+            assert list(got[kernel]) == list(want[kernel])
+            for metric in want[kernel]:
+                np.testing.assert_array_equal(got[kernel][metric], want[kernel][metric])
+    assert len(got["k1"]["duration"]) == 8 and len(got["k2"]["duration"]) == RECENT_RUNS  # r08-r15; the last 10
+    assert np.isnan(got["k2"]["duration"]).sum() == 1
