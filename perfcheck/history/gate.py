@@ -379,11 +379,12 @@ def recent_values(store_path: "str | Path | StoreURL", machine: str, suite: str,
     stamps = pd.to_datetime(found.times[used], unit="s", utc=True)
     seconds[used] = ((stamps - pd.Timestamp(0, tz="UTC")) / pd.Timedelta(seconds=1)).to_numpy(dtype="float64")
     first = {kernel: start for kernel, start in since.items() if start is not None}
-    for i in range(len(found)):
-        at, end = found.span(i)
-        kept = found.values[at:end][seconds[found.runs[at:end]] >= first.get(found.kernels[i], -np.inf)]
-        if len(kept):
-            out.setdefault(found.kernels[i], {})[found.metrics[i]] = kept[-RECENT_RUNS:]
+    start = np.asarray([first.get(kernel, -np.inf) for kernel in found.kernels], dtype="float64")
+    kept = seconds[found.runs] >= np.repeat(start, np.diff(found.starts))  # each row: since its kernel's start
+    counts = np.bincount(np.repeat(np.arange(len(found)), np.diff(found.starts))[kept], minlength=len(found))
+    for i, values in enumerate(np.split(found.values[kept], np.cumsum(counts)[:-1])):
+        if len(values):  # (each series' last RECENT_RUNS runs were read: all of them)
+            out.setdefault(found.kernels[i], {})[found.metrics[i]] = values
     return out
 
 
