@@ -347,6 +347,10 @@ class Sides:
     after: Mapping[str, Sequence[float] | float]
     subject: str = "duration"
     arch: str | None = None
+    # as ``diagnose`` takes them (a check's diagnosis: the run's labels and within-run noise)
+    labels_before: Mapping[str, str] | None = None
+    labels_after: Mapping[str, str] | None = None
+    noise: Mapping[str, float] | None = None
 
 
 def diagnose_many(cases: Sequence[Sides]) -> list[Diagnosis]:
@@ -362,7 +366,8 @@ def diagnose_many(cases: Sequence[Sides]) -> list[Diagnosis]:
     derived: dict[tuple[int, str], str | None] = {}
     for arch, sides in wanted.items():
         derived.update(zip(sides, limiters([medians[i][side] for i, side in sides], arch)))
-    return [_explain(c.before, c.after, subject=c.subject, stats=stats[i],
+    return [_explain(c.before, c.after, subject=c.subject, stats=stats[i], labels_before=c.labels_before,
+                     labels_after=c.labels_after, noise=c.noise,
                      derive=lambda side, _, i=i: derived.get((i, side)))  # type: ignore[misc]
             for i, c in enumerate(cases)]
 

@@ -162,10 +162,16 @@ def test_diagnose_many_is_diagnose_of_each(levels) -> None:  # noqa: ANN001
              Sides(runs(lds, 3, 0.0), runs(registers, 4, 0.0), arch="gfx90a", subject="hbm_bw"),
              Sides(runs(quiet, 6, 0.005), runs({**quiet, "duration": 1.3e-3}, 6, 0.005), arch="mi100"),
              Sides(runs(timeline, 4, 0.01), runs({**timeline, "idle": 0.3}, 4, 0.01), subject="span"),
-             Sides(runs(registers, 5, 0.01), runs(registers, 5, 0.01), arch=None)]
+             Sides(runs(registers, 5, 0.01), runs(registers, 5, 0.01), arch=None),
+             # a failed check's: one run after, with its labels and within-run noise
+             Sides(runs(registers, 5, 0.01), runs(lds, 1, 0.0), arch="mi100", noise={"duration": 0.02, "vgpr": 0.02},
+                   labels_after={"occupancy_limiter": "lds", "bound": "memory", "roofline_ceiling": "hbm_bw"}),
+             Sides(runs(quiet, 1, 0.0), runs({**quiet, "hbm_bytes": 1.02e6}, 1, 0.0), arch="mi100",
+                   noise={"hbm_bytes": 0.05}, labels_before={"occupancy_limiter": "vgpr"})]
     for whole in (None, 12.5):
         many = [with_whole_run(d, whole) for d in diagnose_many(cases)]
-        one = [diagnose(c.before, c.after, subject=c.subject, arch=c.arch, whole_run_pct=whole) for c in cases]
+        one = [diagnose(c.before, c.after, subject=c.subject, arch=c.arch, whole_run_pct=whole, noise=c.noise,
+                        labels_before=c.labels_before, labels_after=c.labels_after) for c in cases]
         assert [d.as_dict() for d in many] == [d.as_dict() for d in one]
     assert "limiter" in one[0].text() and one[2].time_only and one[2].items[0].startswith("whole run moved")
 

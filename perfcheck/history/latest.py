@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import TYPE_CHECKING, NoReturn
 
 from perfcheck.errors import InputError
@@ -55,6 +56,29 @@ def empty() -> LatestValues:
     return LatestValues((), (), np.zeros(1, dtype="int64"), np.zeros(0, dtype="float64"), none, (), np.zeros(0), ())
 
 
+def _records(rows: Sequence[tuple[object, ...]],
+             runs: Sequence[Sequence[object]]) -> "tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None":
+    """(series ids, run numbers, runs table's run numbers, values) as int64, int64, int64
+    and float64 (None: NaN) where the rows hold what a store holds: integers, integers
+    and numbers, and the runs table integers; else None, for the checked way. The rows
+    go into a record array in one C loop: the three tuples of 120,000 items ``zip``
+    made, and numpy's walk over each, were a third of the gate's read at 365 nights."""
+    import numpy as np
+
+    if len(rows[0]) != 3 or {type(run[0]) for run in runs} != {int}:
+        return None
+    kinds = [set(map(type, map(itemgetter(column), rows))) for column in range(3)]
+    if kinds[0] != {int} or kinds[1] != {int} or not kinds[2] <= {float, int, type(None)}:
+        return None
+    numbers = np.asarray([run[0] for run in runs], dtype="int64")
+    if type(None) not in kinds[2]:
+        table = np.fromiter(rows, dtype=[("series_id", "i8"), ("run", "i8"), ("value", "f8")], count=len(rows))
+        return table["series_id"], table["run"], numbers, table["value"]
+    # with missing values: as floats (ids and run numbers are far below 2**53, exact)
+    table = np.array(rows, dtype="float64").reshape(len(rows), 3)
+    return table[:, 0].astype("int64"), table[:, 1].astype("int64"), numbers, table[:, 2].copy()
+
+
 def latest_values(keys: Sequence[Sequence[object]], runs: Sequence[Sequence[object]],
                   read: "Callable[[list[int]], list[tuple[object, ...]]]", *, last: int, max_ids: int,
                   where: object, clean: "Callable[[pd.DataFrame], None] | None" = None) -> LatestValues:
@@ -75,6 +99,9 @@ def latest_values(keys: Sequence[Sequence[object]], runs: Sequence[Sequence[obje
         rows.extend(read(ids[at:at + max_ids]))
     if not rows:
         return empty()
+    records = _records(rows, runs)
+    if records is not None:  # rows as a store holds them: the arrays in one C loop
+        return _joined(keys, runs, rows, *records, last=last, clean=clean, where=where)
     row_series, row_runs, row_values = zip(*(row[:3] for row in rows))
     # text in a value (SQLite's REAL columns take it) is a damaged store, as ``latest``
     # says: numpy would read "nan" as missing and "1_0" as 10
@@ -95,6 +122,17 @@ def latest_values(keys: Sequence[Sequence[object]], runs: Sequence[Sequence[obje
         row_numbers, numbers = row_numbers.astype("int64"), numbers.astype("int64")
     except (TypeError, ValueError, OverflowError):
         _damaged(rows, runs, clean, where)
+    return _joined(keys, runs, rows, row_ids, row_numbers, numbers, values, last=last, clean=clean, where=where)
+
+
+def _joined(keys: Sequence[Sequence[object]], runs: Sequence[Sequence[object]], rows: Sequence[tuple[object, ...]],
+            row_ids: "np.ndarray", row_numbers: "np.ndarray", numbers: "np.ndarray", values: "np.ndarray", *,
+            last: int, clean: "Callable[[pd.DataFrame], None] | None", where: object) -> LatestValues:
+    """``latest_values`` of the rows ``rows`` read as arrays: each row's series id, run
+    number and value, and the runs table's run numbers (in its order)."""
+    import numpy as np
+
+    ids = [key[0] for key in keys]
     from perfcheck.history.store import MAX_TIME, MIN_TIME
 
     # a run's time that is not a possible one is an error only where a value uses it

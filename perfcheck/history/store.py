@@ -671,15 +671,21 @@ class Store(SeriesReader):
         ``columns`` (the first of VALUE_COLUMNS) of each series' latest ``last`` runs."""
         wanted = sorted(set(pairs), key=lambda pair: (pair[0], pair[1] or ""))
         keys: list[tuple[object, ...]] = []
-        for at in range(0, len(wanted), MAX_IDS):
-            chunk = wanted[at:at + MAX_IDS]
-            keys.extend(self._rows(
-                f"WITH wanted(kernel, metric) AS (VALUES {', '.join(['(?, ?)'] * len(chunk))}) "
-                # CROSS JOIN keeps the names the outer loop, each one index lookup (planned
-                # freely, SQLite scanned the suite's every series once per name: seconds)
-                "SELECT DISTINCT s.series_id, s.machine, s.suite, s.kernel, s.metric FROM wanted w CROSS JOIN series s "
-                "ON s.machine = ? AND s.suite = ? AND s.kernel = w.kernel AND (w.metric IS NULL OR s.metric = w.metric)",
-                [*(name for pair in chunk for name in pair), machine, suite]))
+        # (kernel, metric) pairs and whole kernels (metric None) asked apart: a metric that
+        # may be NULL kept SQLite from the names index's last column (it read each kernel's
+        # every metric: 2.4x the time of the gate's 2,000 lookups); duplicates go below
+        named = [pair for pair in wanted if pair[1] is not None]
+        whole = [pair for pair in wanted if pair[1] is None]
+        for asked, term in ((named, " AND s.metric = w.metric"), (whole, "")):
+            for at in range(0, len(asked), MAX_IDS):
+                chunk = asked[at:at + MAX_IDS]
+                keys.extend(self._rows(
+                    f"WITH wanted(kernel, metric) AS (VALUES {', '.join(['(?, ?)'] * len(chunk))}) "
+                    # CROSS JOIN keeps the names the outer loop, each one index lookup (planned
+                    # freely, SQLite scanned the suite's every series once per name: seconds)
+                    "SELECT s.series_id, s.machine, s.suite, s.kernel, s.metric FROM wanted w CROSS JOIN series s "
+                    f"ON s.machine = ? AND s.suite = ? AND s.kernel = w.kernel{term}",
+                    [*(name for pair in chunk for name in pair), machine, suite]))
         keys = sorted(set(keys), key=lambda key: key[1:])  # the order of series (text sorts as SQLite's BINARY)
         runs = self._rows("SELECT run, run_id, time, commit_sha, branch, ci_job, ci_url FROM runs")
         by_number = runs_in_order(runs)
