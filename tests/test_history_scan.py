@@ -184,7 +184,37 @@ def test_the_newest_rows_of_parts_give_the_facts_of_their_views_made_ready(store
             assert Newest.of(unnamed, records) is None and Newest.of(part.assign(run_id=""), records) is None
         _facts_equal(Newest.facts(pieces), DigestFacts.joined(each), exact=False)
     assert len(pieces) > 5 and sum(bool(p.records) for p in pieces) >= 2
-    assert any(len(f.open) for f in each) and any(f.latest["outside"].any() for f in each)
+    assert any(len(f.open) for f in each) and (columns or any(f.latest["outside"].any() for f in each))
+
+
+@pytest.mark.parametrize("last", [None, 5])
+def test_the_budgets_of_the_newest_rows_are_those_stored(store_at, monkeypatch, last) -> None:  # noqa: ANN001
+    """``ReportPass.budgets``: the low and high of each series' newest row, read by those
+    rows' runs (a run id or a few at a time), are the ones a read of every column gives,
+    where series end at different runs, under filters; NaN where none is stored."""
+    import pandas as pd
+
+    from perfcheck.history import scan as scan_module
+    from perfcheck.history.dashboard import DigestFacts, history_view, prepare
+    from perfcheck.history.scan import ReportPass
+
+    monkeypatch.setattr(scan_module, "BUDGET_RUNS", 1)
+    with open_store(store_at()) as store:
+        _fill(store, runs=12)
+        # a last run of two series only: they end there, the others a run before
+        store.add(RunRecord("run-late", T0 + 40 * DAY), [
+            Result("m1", "nightly", "kern<00>", "duration", 5e-3, "s", outcome="failed", low=1e-4, high=2e-3),
+            Result("m2", "other", "kern<01>", "duration", 1e-3, "s")])
+        for where in ({}, {"machine": "m1", "kernel": ["kern<00>", "kern<05>"]}):
+            whole = DigestFacts.of_prepared(prepare(history_view(store.series(**where, last=last))))
+            report = ReportPass(store, where=where, last=last, columns=scan_module.DIGESTED)
+            low, high = report.budgets(whole.latest)
+            np.testing.assert_array_equal(low, whole.latest["low"].to_numpy(dtype=float))
+            np.testing.assert_array_equal(high, whole.latest["high"].to_numpy(dtype=float))
+            assert set(whole.latest["run"]) == {"run-late", "run-011"} and np.isfinite(high).any()
+            assert np.isnan(high).any()
+            read = whole.with_budgets(np.full(len(low), np.nan), np.full(len(high), np.nan)).with_budgets(low, high)
+            pd.testing.assert_frame_equal(read.latest, whole.latest)
 
 
 def test_the_digest_makes_no_view_ready(store_at, monkeypatch) -> None:  # noqa: ANN001

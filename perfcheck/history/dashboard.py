@@ -1037,6 +1037,16 @@ class DigestFacts:
         return DigestFacts(changes[changes["open"] & ~changes["member"]], latest, _units_of(latest),
                            frozenset(runs.unique()))
 
+    def with_budgets(self, low: np.ndarray, high: np.ndarray) -> "DigestFacts":
+        """These facts with ``low`` and ``high`` the budget of each ``latest`` row (in its
+        order) and whether it is outside it (``_mark_outside``): the digest reads the
+        budgets of the newest rows alone (``perfcheck.history.scan``)."""
+        from dataclasses import replace
+
+        latest = self.latest.assign(low=np.asarray(low, dtype=float), high=np.asarray(high, dtype=float))
+        _mark_outside(latest)
+        return replace(self, latest=latest)
+
     @staticmethod
     def of_newest(newest: pd.DataFrame, headline: np.ndarray, changes: pd.DataFrame | None,
                   runs: frozenset[object]) -> "DigestFacts":

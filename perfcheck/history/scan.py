@@ -194,9 +194,15 @@ def scan(
 # ``lifecycle.states``, ``findings``: ``watched`` reads the outcome): each part need
 # not carry the other columns (n, median, spread, low, high, branch, CI job and URL)
 DETECTED = ("machine", "suite", "kernel", "metric", "unit", "run_id", "time", "commit", "value", "outcome")
-# What the Markdown digest reads of a part: the change points' columns and each value's
-# budget (its "outside the budget" rows); not n, median, spread, branch or the CI columns
-DIGESTED = (*DETECTED, "low", "high")
+# What the Markdown digest reads of a part: the change points' columns (the outcome: which
+# series are checked, which newest values failed). A budget (low, high) counts only in each
+# series' newest row: read for those rows alone after the pass (``ReportPass.budgets``), as
+# reading them with every value cost a fifth of the read (two more columns fetched and made)
+DIGESTED = DETECTED
+# What ``ReportPass.budgets`` reads of the newest rows
+BUDGETED = ("machine", "suite", "kernel", "metric", "run_id", "low", "high")
+# Run ids bound in one query of ``ReportPass.budgets`` (``HistoryStore.batches(run_id=...)``)
+BUDGET_RUNS = 100
 
 
 def _slices(store: "HistoryStore", *, machine: Sequence[str] | str | None, suite: Sequence[str] | str | None,
@@ -392,6 +398,27 @@ class ReportPass:
             self.points.extend(found)
             yield part, found, index
 
+    def budgets(self, latest: "pd.DataFrame") -> tuple[np.ndarray, np.ndarray]:
+        """The budget (low, high) of each of the ``latest`` rows (``DigestFacts.latest``:
+        a series' newest row; names and ``run``) in their order, NaN where none is stored:
+        read by those rows' runs (a nightly store's newest rows are mostly of its latest
+        run), each value by the primary key's (series, run) lookup, and only the rows asked
+        for kept of each part."""
+        import pandas as pd
+
+        key = ["machine", "suite", "kernel", "metric", "run_id"]
+        wanted = pd.DataFrame({c: latest["run" if c == "run_id" else c].astype(object) for c in key})
+        runs = sorted(set(wanted["run_id"].tolist()), key=str)
+        found = [pd.DataFrame(columns=[*key, "low", "high"])]
+        for at in range(0, len(runs), BUDGET_RUNS):
+            for part in self.store.batches(**self.where, run_id=runs[at:at + BUDGET_RUNS], rows=self.rows,  # type: ignore[attr-defined]
+                                           columns=BUDGETED):
+                part = part.assign(**{c: part[c].astype(object) for c in key})
+                found.append(part.merge(wanted, on=key, how="inner"))
+        got = pd.concat(found, ignore_index=True)
+        out = wanted.merge(got, on=key, how="left")  # a (series, run) is stored once: a row each, in order
+        return out["low"].to_numpy(dtype=float), out["high"].to_numpy(dtype=float)
+
     def records(self, points: Sequence[ChangePoint]) -> list[dict[str, object]]:
         """``points`` as the dashboard's change rows, each regression open or not."""
         return [{**cp.as_dict(), "open": self.states[cp].open if cp in self.states else False} for cp in points]
@@ -510,6 +537,8 @@ def digest_facts(report: ReportPass, *, title: str = "perfcheck history",
     if newest:  # normalised once for the whole store: a few pandas calls, not a few per part
         facts.append(Newest.facts(newest))
     joined = DigestFacts.joined(facts)
+    if report.columns is not None and not {"low", "high"} <= set(report.columns):
+        joined = joined.with_budgets(*report.budgets(joined.latest))
     if not len(joined.open):
         return joined
     found = report.grouped()
