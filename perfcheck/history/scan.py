@@ -411,7 +411,8 @@ class ReportPass:
         runs = sorted(set(wanted["run_id"].tolist()), key=str)
         found = [pd.DataFrame(columns=[*key, "low", "high"])]
         for at in range(0, len(runs), BUDGET_RUNS):
-            for part in self.store.batches(**self.where, run_id=runs[at:at + BUDGET_RUNS], rows=self.rows,  # type: ignore[attr-defined]
+            chosen = runs[at:at + BUDGET_RUNS]
+            for part in self.store.batches(**self.where, run_id=chosen, rows=self.rows,  # type: ignore[attr-defined]
                                            columns=BUDGETED):
                 part = part.assign(**{c: part[c].astype(object) for c in key})
                 found.append(part.merge(wanted, on=key, how="inner"))
@@ -499,10 +500,11 @@ def digest(store: "HistoryStore", *, suites: Sequence[str] | None = None, machin
            accepted: "Sequence[Acceptance]" = (), title: str = "perfcheck history", link: str | None = None,
            rows: int = BATCH_ROWS) -> str:
     """``dashboard.markdown_digest(dashboard.history_view_of(...))`` in one read of the
-    store (``ReportPass``): each part's facts (open regressions, newest rows, units, runs)
-    summed (``DigestFacts``), then the findings' grouping over every change point (which
-    open regressions are listed inside another one's "also moved"), then the diagnosis
-    of the rows the digest shows only."""
+    store (``ReportPass``): of each part, its newest rows and change rows (``Newest``),
+    made the digest's facts once (``DigestFacts``: open regressions, newest rows, units,
+    runs) with the budgets of the newest rows alone (``ReportPass.budgets``), then the
+    findings' grouping over every change point (which open regressions are listed inside
+    another one's "also moved"), then the diagnosis of the rows the digest shows only."""
     from perfcheck.history.dashboard import digest_text
 
     where = {"machine": machine, "suite": list(suites) if suites else None, "kernel": kernel, "metric": metric}
@@ -516,7 +518,9 @@ def digest_facts(report: ReportPass, *, title: str = "perfcheck history",
                  ) -> "DigestFacts":
     """The digest's facts of the store ``report`` reads (see ``digest``); ``each``: also
     called with every part, its change points' records (``records``) and its view made
-    ready (``dashboard.prepare``, once for both; the HTML report writes its pages)."""
+    ready (``dashboard.prepare``, once for both; the HTML report writes its pages).
+    Without ``each``, each part gives only what the digest shows (``Newest``); where
+    ``report`` reads no budget columns, those of the newest rows are read after the pass."""
     from dataclasses import replace
 
     from perfcheck.history.dashboard import DigestFacts, history_view, prepare, shown_in_digest
@@ -561,7 +565,7 @@ class Newest:
     those rows: ``prepare`` ordered, numbered and normalised every row of every part (a
     year of nights: 365 rows a series) for those few facts, most of the digest's own time."""
 
-    rows: "pd.DataFrame"  # the newest row of each series as the part holds it (``run_id`` named ``run``)
+    rows: "pd.DataFrame"  # the newest row of each series as the part holds it
     headline: np.ndarray  # bool, a row's
     records: list[Mapping[str, object]]
     runs: frozenset[object]
@@ -596,8 +600,7 @@ class Newest:
             headline |= ~(np.bincount(kernel, weights=headline, minlength=len(index.kernels))[kernel] > 0)
         else:
             headline = np.ones(len(groups), dtype=bool)
-        return Newest(part.iloc[rows[groups.bounds[1:] - 1]].rename(columns={"run_id": "run"}), headline,
-                      list(records), frozenset(runs.unique()))
+        return Newest(part.iloc[rows[groups.bounds[1:] - 1]], headline, list(records), frozenset(runs.unique()))
 
     @staticmethod
     def facts(pieces: "Sequence[Newest]") -> "DigestFacts":
@@ -608,6 +611,7 @@ class Newest:
         from perfcheck.history.dashboard import DigestFacts, history_view
 
         rows = pd.concat([p.rows for p in pieces], ignore_index=True)
+        rows = rows.rename(columns={"run_id": "run"})  # as ``history_view`` names it
         changes = history_view(rows.iloc[:0], [r for p in pieces for r in p.records]).changes
         return DigestFacts.of_newest(rows, np.concatenate([p.headline for p in pieces]), changes,
                                      frozenset().union(*(p.runs for p in pieces)))
