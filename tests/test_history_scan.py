@@ -215,6 +215,7 @@ def test_the_budgets_of_the_newest_rows_are_those_stored(store_at, monkeypatch, 
             assert np.isnan(high).any()
             read = whole.with_budgets(np.full(len(low), np.nan), np.full(len(high), np.nan)).with_budgets(low, high)
             pd.testing.assert_frame_equal(read.latest, whole.latest)
+            assert [len(got) for got in report.budgets(whole.latest.iloc[:0])] == [0, 0]
 
 
 def test_the_digest_makes_no_view_ready(store_at, monkeypatch) -> None:  # noqa: ANN001
@@ -229,6 +230,8 @@ def test_the_digest_makes_no_view_ready(store_at, monkeypatch) -> None:  # noqa:
         _fill(store)
         whole = markdown_digest(history_view_of(store.series(), arches={"m1": "gfx90a", "m2": "gfx908"},
                                                 title="nightly"))
+        nothing = markdown_digest(history_view_of(store.series(kernel=["absent"]), title="nightly"))
+        assert digest(store, kernel=["absent"], title="nightly") == nothing and "No runs recorded yet" in nothing
 
         def prepare(view):  # noqa: ANN001, ANN202
             raise AssertionError("the digest made a view ready")

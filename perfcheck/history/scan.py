@@ -409,15 +409,17 @@ class ReportPass:
         key = ["machine", "suite", "kernel", "metric", "run_id"]
         wanted = pd.DataFrame({c: latest["run" if c == "run_id" else c].astype(object) for c in key})
         runs = sorted(set(wanted["run_id"].tolist()), key=str)
-        found = [pd.DataFrame(columns=[*key, "low", "high"])]
+        found: list[pd.DataFrame] = []
         for at in range(0, len(runs), BUDGET_RUNS):
             chosen = runs[at:at + BUDGET_RUNS]
             for part in self.store.batches(**self.where, run_id=chosen, rows=self.rows,  # type: ignore[attr-defined]
                                            columns=BUDGETED):
                 part = part.assign(**{c: part[c].astype(object) for c in key})
                 found.append(part.merge(wanted, on=key, how="inner"))
-        got = pd.concat(found, ignore_index=True)
-        out = wanted.merge(got, on=key, how="left")  # a (series, run) is stored once: a row each, in order
+        if not found:  # no newest rows (or their runs pruned since the pass)
+            return np.full(len(wanted), np.nan), np.full(len(wanted), np.nan)
+        # (no empty frame of other dtypes in the concat: pandas 2 warns that it will count)
+        out = wanted.merge(pd.concat(found, ignore_index=True), on=key, how="left")  # a (series, run) once: in order
         return out["low"].to_numpy(dtype=float), out["high"].to_numpy(dtype=float)
 
     def records(self, points: Sequence[ChangePoint]) -> list[dict[str, object]]:
