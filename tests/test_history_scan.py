@@ -132,6 +132,114 @@ def test_the_digest_of_parts_is_the_digest_of_the_whole_view(store_at, last) -> 
     assert "### Open regressions" in whole or last is not None
 
 
+def _facts_equal(got, expected, exact: bool = True) -> None:  # noqa: ANN001
+    """``exact=False``: the name columns' dtypes may differ (text as objects or str: a
+    merge of the parts' Categoricals gives either), not their values."""
+    import pandas as pd
+
+    for name in ("open", "latest"):
+        pd.testing.assert_frame_equal(getattr(got, name).reset_index(drop=True),
+                                      getattr(expected, name).reset_index(drop=True), check_dtype=exact)
+    assert got.units == expected.units and got.runs == expected.runs
+
+
+@pytest.mark.parametrize("columns", [None, "digested"])
+def test_the_newest_rows_of_parts_give_the_facts_of_their_views_made_ready(store_at, columns) -> None:  # noqa: ANN001
+    """``scan.Newest`` (the newest row and headline flag of each series from a part's
+    index, only those rows normalised) gives the facts ``prepare`` gives of the whole
+    part, and of the parts together their ``joined`` facts: parts as the store gives them,
+    and frames in another order, without an outcome, with nothing checked; a frame with a
+    name or the run ids missing is left to ``prepare``."""
+    from perfcheck.history.dashboard import DigestFacts, history_view, prepare
+    from perfcheck.history.scan import DIGESTED, Newest, ReportPass
+
+    def expected(part, records):  # noqa: ANN001, ANN202
+        return DigestFacts.of_prepared(prepare(history_view(part, records)))
+
+    def got(part, records, index=None):  # noqa: ANN001, ANN202
+        return Newest.facts([Newest.of(part, records, index)])
+
+    with open_store(store_at()) as store:
+        _fill(store, tied=True)
+        report = ReportPass(store, where={}, last=None, rows=90, columns=DIGESTED if columns else None)
+        pieces, each = [], []
+        for n, (part, points, index) in enumerate(report.parts()):
+            records = report.records(points)
+            pieces.append(Newest.of(part, records, index))
+            each.append(expected(part, records))
+            _facts_equal(got(part, records, index), each[-1])
+            if n % 3:
+                continue  # the variants of every third part: the same code, a third of the time
+            # the same rows in another order: names that come back, each series newest first
+            # (a tie of times: runs 10 and 11 share one)
+            for turned in (part.iloc[::-1].reset_index(drop=True),
+                           part.sample(frac=1.0, random_state=n).reset_index(drop=True)):
+                _facts_equal(got(turned, records), expected(turned, records))
+            bare = part.drop(columns=["outcome"])
+            _facts_equal(got(bare, records), expected(bare, records))
+            unchecked = part.assign(outcome=None, metric=part["metric"].astype(str).replace("duration", "time"))
+            renamed = [{**r, "metric": "time" if r["metric"] == "duration" else r["metric"]} for r in records]
+            _facts_equal(got(unchecked, renamed), expected(unchecked, renamed))
+            unnamed = part.assign(kernel=part["kernel"].astype(object).where(np.arange(len(part)) % 7 > 0))
+            assert Newest.of(unnamed, records) is None and Newest.of(part.assign(run_id=""), records) is None
+        _facts_equal(Newest.facts(pieces), DigestFacts.joined(each), exact=False)
+    assert len(pieces) > 5 and sum(bool(p.records) for p in pieces) >= 2
+    assert any(len(f.open) for f in each) and (columns or any(f.latest["outside"].any() for f in each))
+
+
+@pytest.mark.parametrize("last", [None, 5])
+def test_the_budgets_of_the_newest_rows_are_those_stored(store_at, monkeypatch, last) -> None:  # noqa: ANN001
+    """``ReportPass.budgets``: the low and high of each series' newest row, read by those
+    rows' runs (a run id or a few at a time), are the ones a read of every column gives,
+    where series end at different runs, under filters; NaN where none is stored."""
+    import pandas as pd
+
+    from perfcheck.history import scan as scan_module
+    from perfcheck.history.dashboard import DigestFacts, history_view, prepare
+    from perfcheck.history.scan import ReportPass
+
+    monkeypatch.setattr(scan_module, "BUDGET_RUNS", 1)
+    with open_store(store_at()) as store:
+        _fill(store, runs=12)
+        # a last run of two series only: they end there, the others a run before
+        store.add(RunRecord("run-late", T0 + 40 * DAY), [
+            Result("m1", "nightly", "kern<00>", "duration", 5e-3, "s", outcome="failed", low=1e-4, high=2e-3),
+            Result("m2", "other", "kern<01>", "duration", 1e-3, "s")])
+        for where in ({}, {"machine": "m1", "kernel": ["kern<00>", "kern<05>"]}):
+            whole = DigestFacts.of_prepared(prepare(history_view(store.series(**where, last=last))))
+            report = ReportPass(store, where=where, last=last, columns=scan_module.DIGESTED)
+            low, high = report.budgets(whole.latest)
+            np.testing.assert_array_equal(low, whole.latest["low"].to_numpy(dtype=float))
+            np.testing.assert_array_equal(high, whole.latest["high"].to_numpy(dtype=float))
+            assert set(whole.latest["run"]) == {"run-late", "run-011"} and np.isfinite(high).any()
+            assert np.isnan(high).any()
+            read = whole.with_budgets(np.full(len(low), np.nan), np.full(len(high), np.nan)).with_budgets(low, high)
+            pd.testing.assert_frame_equal(read.latest, whole.latest)
+            assert [len(got) for got in report.budgets(whole.latest.iloc[:0])] == [0, 0]
+
+
+def test_the_digest_makes_no_view_ready(store_at, monkeypatch) -> None:  # noqa: ANN001
+    """The Markdown digest alone takes each part's facts from its index (``part_facts``),
+    not from ``dashboard.prepare`` (ordering and normalising every row: most of the
+    digest's own time at a year of nights); its text is the whole view's."""
+    from perfcheck.history import dashboard
+    from perfcheck.history.dashboard import history_view_of, markdown_digest
+    from perfcheck.history.scan import digest
+
+    with open_store(store_at()) as store:
+        _fill(store)
+        whole = markdown_digest(history_view_of(store.series(), arches={"m1": "gfx90a", "m2": "gfx908"},
+                                                title="nightly"))
+        nothing = markdown_digest(history_view_of(store.series(kernel=["absent"]), title="nightly"))
+        assert digest(store, kernel=["absent"], title="nightly") == nothing and "No runs recorded yet" in nothing
+
+        def prepare(view):  # noqa: ANN001, ANN202
+            raise AssertionError("the digest made a view ready")
+
+        monkeypatch.setattr(dashboard, "prepare", prepare)
+        assert digest(store, title="nightly", rows=90) == whole
+
+
 def test_the_digest_diagnoses_only_the_rows_it_shows(store_at, monkeypatch) -> None:  # noqa: ANN001
     """A whole-run step is a finding per kernel; the digest lists MAX_DIGEST_ROWS of them
     with their why. It diagnoses those (it used to diagnose every finding), and its text

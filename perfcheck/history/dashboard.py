@@ -174,29 +174,48 @@ def _prepared(view: HistoryView) -> tuple[pd.DataFrame, pd.DataFrame, np.ndarray
     apart by integer codes (one factorisation per name column): grouping the rows by
     their four name columns (arrow strings, whose every row is hashed) made this most
     of a large report's time beside the charts."""
-    missing = [c for c in SERIES_COLUMNS if c not in view.series.columns]
+    series = _filled(view.series)
+    order, series_id, kernel_id = _series_order(series)
+    series = series.take(order).reset_index(drop=True)
+    series["headline"] = _headline(series, series_id, kernel_id)
+    _mark_outside(series)
+    starts = np.flatnonzero(np.diff(series_id, prepend=-1))
+    ends = np.append(starts[1:] - 1, len(series) - 1) if len(series) else starts
+    changes = _changes_of(view.changes, series.iloc[starts][[*SERIES_KEY, "headline"]])  # each series' first row
+    return series, changes, ends
+
+
+def _filled(frame: pd.DataFrame) -> pd.DataFrame:
+    """A copy of the series rows ``frame`` with every optional column present, times as
+    UTC timestamps, machine and commit as text."""
+    missing = [c for c in SERIES_COLUMNS if c not in frame.columns]
     if missing:
         raise ValueError(f"history series frame lacks columns {missing}")
-    series = view.series.copy()
+    series = frame.copy()
     for name, default in (("machine", ""), ("commit", ""), ("run", ""), ("low", np.nan), ("high", np.nan)):
         if name not in series.columns:
             series[name] = default
     series["time"] = pd.to_datetime(series["time"], utc=True)
     series["machine"] = series["machine"].astype(object).fillna("").astype(str)  # a Categorical takes no new ""
     series["commit"] = series["commit"].fillna("").astype(str)
-    order, series_id, kernel_id = _series_order(series)
-    series = series.take(order).reset_index(drop=True)
-    series["headline"] = _headline(series, series_id, kernel_id)
-    # outside its budget: beyond the stored limits, or a check of that run failed on
-    # it (a store without limits still knows the outcome)
+    return series
+
+
+def _mark_outside(series: pd.DataFrame) -> None:
+    """The ``failed`` and ``outside`` columns of ``_filled`` rows, in place: outside its
+    budget is beyond the stored limits, or a check of that run failed on it (a store
+    without limits still knows the outcome)."""
     value, low, high = (series[c].astype(float) for c in ("value", "low", "high"))
     failed = series["outcome"].astype(str).eq("failed") if "outcome" in series.columns else False
     series["failed"] = failed
     series["outside"] = (low.notna() & (value < low)) | (high.notna() & (value > high)) | series["failed"]
-    starts = np.flatnonzero(np.diff(series_id, prepend=-1))
-    ends = np.append(starts[1:] - 1, len(series) - 1) if len(series) else starts
 
-    changes = view.changes.copy() if view.changes is not None else pd.DataFrame(columns=CHANGE_COLUMNS)
+
+def _changes_of(frame: pd.DataFrame | None, flags: pd.DataFrame) -> pd.DataFrame:
+    """The change rows ``frame`` normalised (``_normalised``): every optional column, in
+    series then time order, ``open`` decided, each row's ``headline`` from ``flags`` (a
+    row per series: its names and ``headline``)."""
+    changes = frame.copy() if frame is not None else pd.DataFrame(columns=CHANGE_COLUMNS)
     missing = [c for c in CHANGE_COLUMNS if c not in changes.columns]
     if missing:
         raise ValueError(f"history change-point frame lacks columns {missing}")
@@ -211,10 +230,9 @@ def _prepared(view: HistoryView) -> tuple[pd.DataFrame, pd.DataFrame, np.ndarray
         latest = ~changes.duplicated(SERIES_KEY, keep="last")
         changes["open"] = latest & (changes["kind"] == REGRESSION)
     changes["open"] = changes["open"].fillna(False).astype(bool) & (changes["kind"] == REGRESSION)
-    flags = series.iloc[starts][[*SERIES_KEY, "headline"]]  # each series' first row
     changes = changes.drop(columns=["headline"], errors="ignore").merge(flags, on=SERIES_KEY, how="left")
     changes["headline"] = changes["headline"].fillna(True).astype(bool)
-    return series, changes, ends
+    return changes
 
 
 def _series_order(series: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -1018,6 +1036,32 @@ class DigestFacts:
         latest = series.iloc[ends].copy()  # latest_runs(series), the rows already ordered
         return DigestFacts(changes[changes["open"] & ~changes["member"]], latest, _units_of(latest),
                            frozenset(runs.unique()))
+
+    def with_budgets(self, low: np.ndarray, high: np.ndarray) -> "DigestFacts":
+        """These facts with ``low`` and ``high`` the budget of each ``latest`` row (in its
+        order) and whether it is outside it (``_mark_outside``): the digest reads the
+        budgets of the newest rows alone (``perfcheck.history.scan``)."""
+        from dataclasses import replace
+
+        latest = self.latest.assign(low=np.asarray(low, dtype=float), high=np.asarray(high, dtype=float))
+        _mark_outside(latest)
+        return replace(self, latest=latest)
+
+    @staticmethod
+    def of_newest(newest: pd.DataFrame, headline: np.ndarray, changes: pd.DataFrame | None,
+                  runs: frozenset[object]) -> "DigestFacts":
+        """``of_prepared`` from what the digest shows of a view, without ordering and
+        numbering every row of it (``prepare``, most of the digest's own time at a year
+        of nights): ``newest`` the newest row of each series (``HistoryView.series``
+        columns), ``headline`` each one's ``_headline`` flag (found over every row of its
+        series and kernel), ``changes`` the view's change rows, ``runs`` its runs."""
+        latest = _filled(newest)
+        order, _, _ = _series_order(latest)
+        latest = latest.take(order).reset_index(drop=True)
+        latest["headline"] = np.asarray(headline, dtype=bool)[order]
+        _mark_outside(latest)
+        changes = _changes_of(changes, latest[[*SERIES_KEY, "headline"]])
+        return DigestFacts(changes[changes["open"] & ~changes["member"]], latest, _units_of(latest), runs)
 
     @staticmethod
     def joined(parts: Iterable["DigestFacts"]) -> "DigestFacts":

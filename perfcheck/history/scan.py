@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from perfcheck.history.backend import SERIES_COLUMNS
 from perfcheck.history.changepoints import (MIN_KERNELS, RUN_WIDE, ChangePoint, RunWide, detect,
                                             detect_relative_to, recent_in, run_wide)
 from perfcheck.history.findings import (Context, Finding, assemble, explain, findings, group, headline_candidates,
@@ -195,9 +194,15 @@ def scan(
 # ``lifecycle.states``, ``findings``: ``watched`` reads the outcome): each part need
 # not carry the other columns (n, median, spread, low, high, branch, CI job and URL)
 DETECTED = ("machine", "suite", "kernel", "metric", "unit", "run_id", "time", "commit", "value", "outcome")
-# What the Markdown digest reads of a part: the change points' columns and each value's
-# budget (its "outside the budget" rows); not n, median, spread, branch or the CI columns
-DIGESTED = (*DETECTED, "low", "high")
+# What the Markdown digest reads of a part: the change points' columns (the outcome: which
+# series are checked, which newest values failed). A budget (low, high) counts only in each
+# series' newest row: read for those rows alone after the pass (``ReportPass.budgets``), as
+# reading them with every value cost a fifth of the read (two more columns fetched and made)
+DIGESTED = DETECTED
+# What ``ReportPass.budgets`` reads of the newest rows
+BUDGETED = ("machine", "suite", "kernel", "metric", "run_id", "low", "high")
+# Run ids bound in one query of ``ReportPass.budgets`` (``HistoryStore.batches(run_id=...)``)
+BUDGET_RUNS = 100
 
 
 def _slices(store: "HistoryStore", *, machine: Sequence[str] | str | None, suite: Sequence[str] | str | None,
@@ -365,7 +370,9 @@ class ReportPass:
                  accepted: "Sequence[Acceptance]" = (), rows: int = BATCH_ROWS,
                  columns: Sequence[str] | None = None) -> None:
         self.store, self.where, self.last, self.accepted, self.rows = store, dict(where), last, accepted, rows
-        self.columns = columns  # None: every column (the HTML pages show them all); else these, the rest empty
+        # None: every column (the HTML pages show them all); else only these (the digest's facts
+        # take the columns they show: a copy of each part with the others empty cost a second)
+        self.columns = columns
         self.points: list[ChangePoint] = []
         self.states: dict[ChangePoint, State] = {}
         self._firsts: list[pd.DataFrame] = []
@@ -374,16 +381,14 @@ class ReportPass:
         self._context: Context | None = None
         self._grouped: list[Finding] | None = None
 
-    def parts(self) -> "Iterator[tuple[pd.DataFrame, list[ChangePoint]]]":
-        """Each part and its change points (lifecycle in ``states``), as ``scan`` finds them."""
+    def parts(self) -> "Iterator[tuple[pd.DataFrame, list[ChangePoint], PartIndex]]":
+        """Each part, its change points (lifecycle in ``states``), as ``scan`` finds them,
+        and its index (``PartIndex``: where its kernels and series lie)."""
         from perfcheck.history import lifecycle
         from perfcheck.history.changepoints import MIN_AFTER, P_VALUE, WINDOW
 
         read = {} if self.columns is None else {"columns": self.columns}
         for part in self.store.batches(**self.where, last=self.last, rows=self.rows, **read):  # type: ignore[attr-defined]
-            if self.columns is not None:  # the columns not asked for: there, and empty
-                part = part.assign(**{c: np.nan if c in ("median", "spread", "low", "high") else None
-                                      for c in SERIES_COLUMNS if c not in part.columns})[list(SERIES_COLUMNS)]
             index = PartIndex.of(part)  # as ``scan``'s first pass: the kernels and series found once
             _gathered(part, index, self._firsts, self._kernels, self._timelines)
             found = detect(part, p=P_VALUE, min_after=MIN_AFTER, window=WINDOW)
@@ -391,7 +396,31 @@ class ReportPass:
                 self.states.update((st.point, st) for st in lifecycle.states(found, part, self.accepted, last=3,
                                                                              index=index))
             self.points.extend(found)
-            yield part, found
+            yield part, found, index
+
+    def budgets(self, latest: "pd.DataFrame") -> tuple[np.ndarray, np.ndarray]:
+        """The budget (low, high) of each of the ``latest`` rows (``DigestFacts.latest``:
+        a series' newest row; names and ``run``) in their order, NaN where none is stored:
+        read by those rows' runs (a nightly store's newest rows are mostly of its latest
+        run), each value by the primary key's (series, run) lookup, and only the rows asked
+        for kept of each part."""
+        import pandas as pd
+
+        key = ["machine", "suite", "kernel", "metric", "run_id"]
+        wanted = pd.DataFrame({c: latest["run" if c == "run_id" else c].astype(object) for c in key})
+        runs = sorted(set(wanted["run_id"].tolist()), key=str)
+        found: list[pd.DataFrame] = []
+        for at in range(0, len(runs), BUDGET_RUNS):
+            chosen = runs[at:at + BUDGET_RUNS]
+            for part in self.store.batches(**self.where, run_id=chosen, rows=self.rows,  # type: ignore[attr-defined]
+                                           columns=BUDGETED):
+                part = part.assign(**{c: part[c].astype(object) for c in key})
+                found.append(part.merge(wanted, on=key, how="inner"))
+        if not found:  # no newest rows (or their runs pruned since the pass)
+            return np.full(len(wanted), np.nan), np.full(len(wanted), np.nan)
+        # (no empty frame of other dtypes in the concat: pandas 2 warns that it will count)
+        out = wanted.merge(pd.concat(found, ignore_index=True), on=key, how="left")  # a (series, run) once: in order
+        return out["low"].to_numpy(dtype=float), out["high"].to_numpy(dtype=float)
 
     def records(self, points: Sequence[ChangePoint]) -> list[dict[str, object]]:
         """``points`` as the dashboard's change rows, each regression open or not."""
@@ -473,10 +502,11 @@ def digest(store: "HistoryStore", *, suites: Sequence[str] | None = None, machin
            accepted: "Sequence[Acceptance]" = (), title: str = "perfcheck history", link: str | None = None,
            rows: int = BATCH_ROWS) -> str:
     """``dashboard.markdown_digest(dashboard.history_view_of(...))`` in one read of the
-    store (``ReportPass``): each part's facts (open regressions, newest rows, units, runs)
-    summed (``DigestFacts``), then the findings' grouping over every change point (which
-    open regressions are listed inside another one's "also moved"), then the diagnosis
-    of the rows the digest shows only."""
+    store (``ReportPass``): of each part, its newest rows and change rows (``Newest``),
+    made the digest's facts once (``DigestFacts``: open regressions, newest rows, units,
+    runs) with the budgets of the newest rows alone (``ReportPass.budgets``), then the
+    findings' grouping over every change point (which open regressions are listed inside
+    another one's "also moved"), then the diagnosis of the rows the digest shows only."""
     from perfcheck.history.dashboard import digest_text
 
     where = {"machine": machine, "suite": list(suites) if suites else None, "kernel": kernel, "metric": metric}
@@ -490,19 +520,31 @@ def digest_facts(report: ReportPass, *, title: str = "perfcheck history",
                  ) -> "DigestFacts":
     """The digest's facts of the store ``report`` reads (see ``digest``); ``each``: also
     called with every part, its change points' records (``records``) and its view made
-    ready (``dashboard.prepare``, once for both; the HTML report writes its pages)."""
+    ready (``dashboard.prepare``, once for both; the HTML report writes its pages).
+    Without ``each``, each part gives only what the digest shows (``Newest``); where
+    ``report`` reads no budget columns, those of the newest rows are read after the pass."""
     from dataclasses import replace
 
     from perfcheck.history.dashboard import DigestFacts, history_view, prepare, shown_in_digest
 
-    facts = []
-    for part, points in report.parts():
+    facts: list[DigestFacts] = []
+    newest: list[Newest] = []
+    for part, points, index in report.parts():
         records = report.records(points)
+        if each is None:  # the digest alone: what it shows of the part from its index, no view made ready
+            piece = Newest.of(part, records, index)
+            if piece is not None:
+                newest.append(piece)
+                continue
         prepared = prepare(history_view(part, records, title=title))
         facts.append(DigestFacts.of_prepared(prepared))
         if each is not None:
             each(part, records, prepared)
+    if newest:  # normalised once for the whole store: a few pandas calls, not a few per part
+        facts.append(Newest.facts(newest))
     joined = DigestFacts.joined(facts)
+    if report.columns is not None and not {"low", "high"} <= set(report.columns):
+        joined = joined.with_budgets(*report.budgets(joined.latest))
     if not len(joined.open):
         return joined
     found = report.grouped()
@@ -514,3 +556,64 @@ def digest_facts(report: ReportPass, *, title: str = "perfcheck history",
                                                                                                    name=None)
              if k in by_head]
     return replace(joined, open=grouping(opened, found, report.diagnosed(heads)))
+
+
+@dataclass(frozen=True, eq=False)  # arrays: compared by identity
+class Newest:
+    """What the Markdown digest shows of a part (``Newest.of``): the newest row of each
+    series, whether it is a headline series (``dashboard._headline``, over every row of
+    its series and kernel), the part's change rows (``ReportPass.records``) and runs.
+    The pieces of a store make its ``DigestFacts`` (``Newest.facts``), normalising only
+    those rows: ``prepare`` ordered, numbered and normalised every row of every part (a
+    year of nights: 365 rows a series) for those few facts, most of the digest's own time."""
+
+    rows: "pd.DataFrame"  # the newest row of each series as the part holds it
+    headline: np.ndarray  # bool, a row's
+    records: list[Mapping[str, object]]
+    runs: frozenset[object]
+
+    @staticmethod
+    def of(part: "pd.DataFrame", records: Sequence[Mapping[str, object]],
+           index: PartIndex | None = None) -> "Newest | None":
+        """``part``'s piece, from its ``index`` (``PartIndex``: where its series and kernels
+        lie, found once by the pass); None for a frame no store gives (a missing name, no
+        run ids), whose facts ``prepare`` gives."""
+        import pandas as pd
+
+        index = index if index is not None else PartIndex.of(part)
+        groups = index.series
+        runs = part["run_id"] if "run_id" in part.columns else None
+        if not len(part) or len(groups.rows) != len(part) or runs is None or not (runs != "").any():
+            return None
+        group = np.repeat(np.arange(len(groups), dtype=np.int64), groups.sizes())  # of each of ``groups.rows``
+        time = pd.to_datetime(part["time"], utc=True).to_numpy(dtype="datetime64[ns]").view("i8")  # as ``_filled``
+        time = np.where(time == np.iinfo(np.int64).min, np.iinfo(np.int64).max, time)  # NaT last, as pandas sorts it
+        rows = groups.rows
+        if np.any((time[rows][1:] < time[rows][:-1]) & (group[1:] == group[:-1])):  # a series out of time order
+            rows = rows[np.lexsort((time[rows], group))]  # stable: rows of one time keep the frame's order
+        if "outcome" in part.columns:
+            # a series an expectation checked in some run, or duration; every series of a
+            # kernel with none of those
+            outcome = part["outcome"]
+            checked = (outcome.notna() & (outcome.astype(str) != "")).to_numpy(dtype=bool)
+            headline = (np.add.reduceat(checked[groups.rows], groups.bounds[:-1]) > 0) | \
+                np.asarray([key[3] == "duration" for key in groups.keys], dtype=bool)
+            kernel = np.asarray([index.kernels.number[key[:3]] for key in groups.keys], dtype=np.int64)
+            headline |= ~(np.bincount(kernel, weights=headline, minlength=len(index.kernels))[kernel] > 0)
+        else:
+            headline = np.ones(len(groups), dtype=bool)
+        return Newest(part.iloc[rows[groups.bounds[1:] - 1]], headline, list(records), frozenset(runs.unique()))
+
+    @staticmethod
+    def facts(pieces: "Sequence[Newest]") -> "DigestFacts":
+        """The ``DigestFacts`` of the parts of ``pieces`` (``DigestFacts.joined`` of each
+        part's ``of_prepared``)."""
+        import pandas as pd
+
+        from perfcheck.history.dashboard import DigestFacts, history_view
+
+        rows = pd.concat([p.rows for p in pieces], ignore_index=True)
+        rows = rows.rename(columns={"run_id": "run"})  # as ``history_view`` names it
+        changes = history_view(rows.iloc[:0], [r for p in pieces for r in p.records]).changes
+        return DigestFacts.of_newest(rows, np.concatenate([p.headline for p in pieces]), changes,
+                                     frozenset().union(*(p.runs for p in pieces)))
