@@ -445,3 +445,23 @@ def test_the_offsets_taken_together_are_those_of_one_kernel_at_a_time(seed: int)
     cuts = [[30] if k % 7 == 0 else [] for k in range(len(logs))]
     for window in (30, 31, 7):
         assert run_offsets(logs, window, cuts).tobytes() == reference(logs, window, cuts).tobytes()
+
+
+@pytest.mark.parametrize("kernels", [40, 2000])  # nanmedian's two ways: masked (< 600 rows), column by column
+def test_the_offsets_medians_over_kernels_are_each_runs_own(kernels: int) -> None:
+    # run_offsets takes the median over kernels of the runs without a missing value as one
+    # array median: the same floats as each run's own nanmedian
+    from perfcheck.history.changepoints import _column_medians
+
+    rng = np.random.default_rng(kernels)
+    dev = rng.normal(0.0, 0.02, (kernels, 50)) + rng.normal(0.0, 1.0, (1, 50))
+    dev[:, ::3] = np.round(dev[:, ::3], 2)  # ties in the middle pair
+    dev[:, 25:][rng.random((kernels, 25)) < 0.01] = np.nan  # a few missing in the later runs
+    dev[1:, 7] = np.nan  # one value left
+    dev[: kernels // 2, 8] = np.nan
+    whole = ~np.isnan(dev).any(axis=0)
+    assert 10 < whole.sum() < 48
+    for matrix in (dev, dev[:-1], dev[:, whole], dev[:, ~whole][:, 1:]):  # an even and an odd number of kernels
+        one_by_one = np.array([np.nanmedian(column) for column in matrix.T])
+        got = _column_medians(matrix)
+        assert got.tobytes() == one_by_one.tobytes()

@@ -64,6 +64,8 @@ import numpy as np
 if TYPE_CHECKING:
     import pandas as pd
 
+    from perfcheck.history.partindex import PartIndex
+
 P_VALUE = 0.001
 MIN_AFTER = 2
 WINDOW = 30
@@ -702,14 +704,16 @@ def detect(
 
 def detect_relative_to(frame: "pd.DataFrame", offsets: "Mapping[tuple[str, str, str], RunWide]", *,
                        p: float = P_VALUE, min_after: int = MIN_AFTER, window: int = WINDOW,
-                       min_change_pct: float = 0.0) -> list[ChangePoint]:
+                       min_change_pct: float = 0.0, index: "PartIndex | None" = None) -> list[ChangePoint]:
     """``detect(frame, relative=True)``'s change points of the kernels of ``frame``, which
     may hold some of the kernels of a machine x suite x metric only: each value divided by
     the run-wide offsets ``offsets`` found beforehand over the whole slice (``run_wide``);
-    the offset series is not in them (``run_wide`` finds its change points)."""
+    the offset series is not in them (``run_wide`` finds its change points); ``index``: the
+    part's ``PartIndex``, where the caller has it."""
     if frame is None or not len(frame):
         return []
-    return _detect_in(frame.assign(value=relative_values(frame, offsets)), True, p, min_after, window, min_change_pct)
+    return _detect_in(frame.assign(value=relative_values(frame, offsets, index)), True, p, min_after, window,
+                      min_change_pct)
 
 
 def _detect_in(frame: "pd.DataFrame", relative: bool, p: float, min_after: int, window: int,
@@ -779,7 +783,21 @@ def run_offsets(logs: np.ndarray, window: int = WINDOW, cuts: Sequence[Sequence[
     dev = np.where(finite, logs - level, np.nan)
     enough = (finite & has[:, None]).sum(axis=0) >= MIN_KERNELS
     if enough.any():
-        out[enough] = np.nanmedian(dev[:, enough], axis=0)
+        out[enough] = _column_medians(dev[:, enough])
+    return out
+
+
+def _column_medians(dev: np.ndarray) -> np.ndarray:
+    """``np.nanmedian(dev, axis=0)``: the columns without a NaN at once (a median along
+    an axis partitions each column as its own 1-D median does, then averages the same
+    middle pair: the same floats; ``nanmedian`` of a tall matrix went column by column
+    through ``apply_along_axis``, a Python call per run), the others as ``nanmedian``."""
+    out = np.empty(dev.shape[1])
+    whole = ~np.isnan(dev).any(axis=0)
+    if whole.any():
+        out[whole] = np.median(dev[:, whole], axis=0)
+    if not whole.all():
+        out[~whole] = np.nanmedian(dev[:, ~whole], axis=0)
     return out
 
 
@@ -900,15 +918,40 @@ def run_wide(kernels: "pd.Index", kernel: np.ndarray, runs: "pd.DataFrame", run:
                                     window, min_change_pct)
 
 
-def relative_values(frame: "pd.DataFrame", offsets: "Mapping[tuple[str, str, str], RunWide]") -> np.ndarray:
+def relative_values(frame: "pd.DataFrame", offsets: "Mapping[tuple[str, str, str], RunWide]",
+                    index: "PartIndex | None" = None) -> np.ndarray:
     """The values of ``frame`` divided by their run-wide offsets, where its machine x suite
     x metric has them (``offsets``: each slice's ``run_wide``), as the whole slice's
-    ``detect(relative=True)`` divides them; a part's names are looked up once each."""
+    ``detect(relative=True)`` divides them. The rows of each slice are its series' rows
+    (``index``: where they lie, ``PartIndex.of(frame)`` when not given: ``scan`` has it
+    already; a groupby over the part's names was half of this), the kernels and run ids
+    looked up once per slice; a row with a missing name is in no series and keeps its value."""
     import pandas as pd
 
     value = frame["value"].to_numpy(dtype="float64", copy=True)
     if not offsets or not len(frame):
         return value
+    if index is None:
+        from perfcheck.history.partindex import PartIndex
+
+        index = PartIndex.of(frame)
+    chosen: dict[tuple[str, str, str], list[int]] = {}  # the series of each slice with offsets
+    for n, (machine, suite, _, metric) in enumerate(index.series.keys):
+        if (machine, suite, metric) in offsets:
+            chosen.setdefault((machine, suite, metric), []).append(n)
+    sizes = index.series.sizes()
+    # the names as an Index of the dtype the offsets' indexes have (text: one of objects was
+    # looked up several times slower)
+    run_ids = pd.Index(index.run_names)
+    for key, numbers in chosen.items():
+        wide = offsets[key]
+        rows = np.concatenate([index.series.at(n) for n in numbers])
+        kernel = np.repeat(wide.kernels.get_indexer(pd.Index([index.series.keys[n][2] for n in numbers])),
+                           sizes[numbers])
+        # a run code of -1 (a missing run id) takes the -1 appended: no column
+        run = np.append(wide.runs.get_indexer(run_ids), -1)[index.run_code[rows]]
+        value[rows] = wide.adjusted(value[rows], kernel, run)
+    return value
     kernel_code, kernel_names = pd.factorize(frame["kernel"])
     run_code, run_ids = pd.factorize(frame["run_id"])
     for key, rows in frame.groupby(["machine", "suite", "metric"], sort=False, observed=True).indices.items():
