@@ -204,6 +204,63 @@ def test_values_of_a_damaged_store_is_one_error(tmp_path) -> None:  # noqa: ANN0
         store.values(metric="duration")
 
 
+def test_values_of_series_with_every_run_are_their_numbers_alone_in_one_snapshot(tmp_path) -> None:  # noqa: ANN001
+    """A series with a value at every run of its span is read as its numbers alone (sqlite3
+    makes an object of every column of every row), its runs known from its span; the
+    runs, the spans and the values are read in one transaction (one snapshot), so a run
+    added or pruned meanwhile cannot shift a value onto another run."""
+    with open_store(tmp_path / "h.sqlite") as store:
+        _fill(store, runs=14, kernels=6, tied=True)  # kern<00>'s duration lacks a run: read with its runs
+        seen: list[tuple[str, bool]] = []
+        rows = store._rows
+
+        def spy(sql, params=()):  # noqa: ANN001, ANN202
+            seen.append((sql, store._db.in_transaction))
+            return rows(sql, params)
+
+        store._rows = spy
+        got = store.values(metric="duration")
+        del store._rows
+        frame = store.series(metric="duration")
+    assert np.array_equal(got.value, frame["value"].to_numpy(dtype="float64"), equal_nan=True)
+    assert got.keys["kernel"].to_numpy(dtype=object)[got.series].tolist() == frame["kernel"].tolist()
+    assert got.runs["run_id"].to_numpy(dtype=object)[got.run].tolist() == frame["run_id"].tolist()
+    reads = [(sql, inside) for sql, inside in seen if "FROM runs" in sql or "FROM results" in sql]
+    assert len(reads) == 4 and all(inside for _, inside in reads), reads  # runs, spans, numbers, the rest
+    alone = [sql for sql, _ in reads if sql.startswith("SELECT v.value FROM")]
+    assert len(alone) == 1 and "ORDER BY v.series_id, v.run" in alone[0]
+
+
+def test_values_of_a_store_with_gaps_in_its_runs_are_those_of_series(tmp_path) -> None:  # noqa: ANN001
+    """A run deleted from the runs table (an older tool, by hand) leaves its values without a
+    run, and a value may name a run that never was: ``series`` leaves them out (its join),
+    and so does ``values``, whose spans (a value at every run from the first to the last)
+    must not take such a value for one of a stored run."""
+    import sqlite3
+
+    with open_store(tmp_path / "h.sqlite") as store:
+        _fill(store, runs=12, kernels=6)
+    db = sqlite3.connect(tmp_path / "h.sqlite")
+    gone = db.execute("SELECT run FROM runs WHERE run_id = 'run-005'").fetchone()[0]
+    db.execute("DELETE FROM runs WHERE run = ?", (gone,))  # its values stay: a gap in every span
+    series = db.execute("SELECT series_id FROM series WHERE kernel = 'kern<01>' AND metric = 'duration'").fetchone()[0]
+    last = db.execute("SELECT max(run) FROM runs").fetchone()[0]
+    # a value at a run number no run has, and that series without the last run: as many values
+    db.execute("UPDATE results SET run = ? WHERE series_id = ? AND run = ?", (last + 7, series, last))
+    db.commit()
+    db.close()
+    with open_store(tmp_path / "h.sqlite") as store:
+        for where in ({}, {"metric": "duration"}, {"since": T0 + 2 * DAY}):
+            frame = store.series(**where)
+            got = store.values(**where)
+            assert len(got.value) == len(frame) > 0
+            assert np.array_equal(got.value, frame["value"].to_numpy(dtype="float64"), equal_nan=True)
+            for column in ("machine", "suite", "kernel", "metric"):
+                assert got.keys[column].to_numpy(dtype=object)[got.series].tolist() == frame[column].tolist()
+            assert got.runs["run_id"].to_numpy(dtype=object)[got.run].tolist() == frame["run_id"].tolist()
+            assert "run-005" not in set(frame["run_id"])
+
+
 def test_relative_reads_every_kernel_once_in_parts_and_the_slices_numbers_alone(store_at, monkeypatch) -> None:  # noqa: ANN001
     """detect --relative reads each slice's numbers (``values``), then the parts of whole
     kernels as detect does; it used to read every machine x suite x metric as parts of

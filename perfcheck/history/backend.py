@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, ClassVar, Protocol
 from perfcheck.errors import InputError
 
 if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
     import numpy as np
     import pandas as pd
 
@@ -218,17 +220,20 @@ class SeriesReader:
         import pandas as pd
 
         keys = self._keys(machine, suite, kernel, metric)
-        runs = self._rows("SELECT run, run_id, time, commit_sha FROM runs"
-                          + (f" WHERE time >= {self.MARK}" if since is not None else ""),
-                          [float(since)] if since is not None else [])
         when, when_params = self._since(since) if since is not None else ([], [])
         rows: list[tuple[object, ...]] = []
         ids = [key[0] for key in keys]
-        for at in range(0, len(ids) if runs else 0, MAX_IDS):
-            term, id_params = self._any("v.series_id", ids[at:at + MAX_IDS])
-            rows.extend(self._rows(values_sql(" AND ".join([term, *when]), last, self.MARK, self.BYTE_ORDER,
-                                              fetched=("series_id", "run", "value")),
-                                   [*id_params, *when_params, *([last] if last is not None else [])]))
+        with self._snapshot():  # the runs, each series' span and its values as of one moment
+            runs = self._rows("SELECT run, run_id, time, commit_sha FROM runs"
+                              + (f" WHERE time >= {self.MARK}" if since is not None else ""),
+                              [float(since)] if since is not None else [])
+            # a series with a value at every run of its span reads its values alone (``_spans``)
+            whole, ids = self._spans(ids, when, when_params) if last is None and runs else (None, ids)
+            for at in range(0, len(ids) if runs else 0, MAX_IDS):
+                term, id_params = self._any("v.series_id", ids[at:at + MAX_IDS])
+                rows.extend(self._rows(values_sql(" AND ".join([term, *when]), last, self.MARK, self.BYTE_ORDER,
+                                                  fetched=("series_id", "run", "value")),
+                                       [*id_params, *when_params, *([last] if last is not None else [])]))
         names = pd.DataFrame([key[1:] for key in keys], columns=["machine", "suite", "kernel", "metric"])
         # numbers (None: missing), as a number column holds them (a frame of the tuples cost
         # 3x the reading; numpy's rows of tuples, half as much again as its records)
@@ -243,6 +248,8 @@ class SeriesReader:
         else:  # text or blobs in the value column (SQLite's columns take anything): checked as a part's are
             values = pd.DataFrame(rows, columns=["series_id", "run", "value"])
             self._clean(values)
+        if whole is not None:
+            values = pd.concat([whole, values], ignore_index=True) if len(values) else whole
         table = pd.DataFrame(runs, columns=["run", "run_id", "time", "commit"])
         # the runs with a value, as ``_frame``'s join keeps them
         table = table[table["run"].isin(values["run"])].reset_index(drop=True)
@@ -266,6 +273,57 @@ class SeriesReader:
             value = np.where(np.isfinite(value), value, np.nan)  # as ``_frame``: a value no float holds is missing
         table["time"] = pd.to_datetime(table["time"], unit="s", utc=True)
         return SeriesValues(names, table[["run_id", "time", "commit"]], series_at, run_at, value)
+
+    def _snapshot(self) -> "AbstractContextManager[None]":
+        """A context in which every query sees the store as of one moment (one read
+        transaction): ``values`` reads each series' span, then the values alone."""
+        raise NotImplementedError
+
+    def _spans(self, ids: list[int], when: list[str],
+               when_params: list[object]) -> "tuple[pd.DataFrame | None, list[int]]":
+        """The values (series_id, run, value) of the series of ``ids`` that hold a value at
+        every run number from their first to their last, and the ids of the others: in a
+        year of nights nearly every series, and such a series need read only its numbers,
+        in the primary key's order (sqlite3 makes a Python object of every column of every
+        row: the series and run of each value were two of its three). A series' run numbers
+        are distinct integers, so when it has as many values as its last run less its first
+        plus one, they are every number between (a value of a run the runs table lacks is
+        then left out as ``_frame``'s join leaves it out). The spans and the values must be
+        read in one snapshot (``_snapshot``)."""
+        import itertools
+
+        import numpy as np
+        import pandas as pd
+
+        spans: list[tuple[object, ...]] = []
+        for at in range(0, len(ids), MAX_IDS):
+            term, id_params = self._any("v.series_id", ids[at:at + MAX_IDS])
+            spans.extend(self._rows(f"SELECT v.series_id, count(*), min(v.run), max(v.run) FROM results v WHERE "
+                                    f"{' AND '.join([term, *when])} GROUP BY v.series_id", [*id_params, *when_params]))
+        # integers only: text in a damaged store's columns is left to the general read
+        spans = [row for row in spans if all(type(x) is int for x in row)]
+        if not spans:
+            return None, ids
+        span = np.asarray(spans, dtype=np.int64).reshape(-1, 4)
+        span = span[span[:, 1] == span[:, 3] - span[:, 2] + 1]
+        span = span[np.argsort(span[:, 0], kind="stable")]  # read in series id order
+        if not len(span):
+            return None, ids
+        values: list[tuple[object, ...]] = []
+        for at in range(0, len(span), MAX_IDS):
+            term, id_params = self._any("v.series_id", span[at:at + MAX_IDS, 0].tolist())
+            values.extend(self._rows(f"SELECT v.value FROM results v WHERE {' AND '.join([term, *when])} "
+                                     "ORDER BY v.series_id, v.run", [*id_params, *when_params]))
+        if len(values) != int(span[:, 1].sum()):  # cannot be in one snapshot; if it were, read them all whole
+            return None, ids
+        raw = np.fromiter(itertools.chain.from_iterable(values), dtype=object, count=len(values))
+        counts = span[:, 1]
+        starts = np.repeat(np.cumsum(counts) - counts, counts)
+        whole = pd.DataFrame({"series_id": np.repeat(span[:, 0], counts),
+                              "run": np.repeat(span[:, 2], counts) + (np.arange(len(raw)) - starts),
+                              "value": self._check("value", raw, np.full(len(raw), None, dtype=object))})
+        chosen = set(span[:, 0].tolist())
+        return whole, [i for i in ids if i not in chosen]
 
     def series(
         self,

@@ -25,9 +25,10 @@ leaves nothing, as the server rolls back an uncommitted transaction.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time as _time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from perfcheck.documents import json_loads
@@ -387,6 +388,17 @@ class PostgresStore(SeriesReader):
         return int(count)
 
     # --- reading -------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _snapshot(self) -> Iterator[None]:
+        """One REPEATABLE READ transaction (``SeriesReader._snapshot``): its reads see one
+        snapshot (the connection's autocommit gives each statement its own)."""
+        try:
+            with self._db.transaction():
+                self._db.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                yield
+        except self._errors as exc:
+            raise self._failed("read", exc) from None
 
     def _rows(self, sql: str, params: Sequence[object] = ()) -> list[tuple[Any, ...]]:
         try:
