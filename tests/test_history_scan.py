@@ -231,18 +231,21 @@ def test_values_of_series_with_every_run_are_their_numbers_alone_in_one_snapshot
     assert len(alone) == 1 and "ORDER BY v.series_id, v.run" in alone[0]
 
 
-def test_values_of_a_store_with_gaps_in_its_runs_are_those_of_series(tmp_path) -> None:  # noqa: ANN001
+@pytest.mark.parametrize("gap", [True, False])
+def test_values_of_a_store_with_gaps_in_its_runs_are_those_of_series(tmp_path, gap: bool) -> None:  # noqa: ANN001
     """A run deleted from the runs table (an older tool, by hand) leaves its values without a
     run, and a value may name a run that never was: ``series`` leaves them out (its join),
     and so does ``values``, whose spans (a value at every run from the first to the last)
-    must not take such a value for one of a stored run."""
+    must not take such a value for one of a stored run (``gap``: the runs are not numbered
+    without a gap, so each series' span is read, not only its count)."""
     import sqlite3
 
     with open_store(tmp_path / "h.sqlite") as store:
         _fill(store, runs=12, kernels=6)
     db = sqlite3.connect(tmp_path / "h.sqlite")
     gone = db.execute("SELECT run FROM runs WHERE run_id = 'run-005'").fetchone()[0]
-    db.execute("DELETE FROM runs WHERE run = ?", (gone,))  # its values stay: a gap in every span
+    if gap:
+        db.execute("DELETE FROM runs WHERE run = ?", (gone,))  # its values stay: a gap in every span
     series = db.execute("SELECT series_id FROM series WHERE kernel = 'kern<01>' AND metric = 'duration'").fetchone()[0]
     last = db.execute("SELECT max(run) FROM runs").fetchone()[0]
     # a value at a run number no run has, and that series without the last run: as many values
@@ -258,7 +261,7 @@ def test_values_of_a_store_with_gaps_in_its_runs_are_those_of_series(tmp_path) -
             for column in ("machine", "suite", "kernel", "metric"):
                 assert got.keys[column].to_numpy(dtype=object)[got.series].tolist() == frame[column].tolist()
             assert got.runs["run_id"].to_numpy(dtype=object)[got.run].tolist() == frame["run_id"].tolist()
-            assert "run-005" not in set(frame["run_id"])
+            assert ("run-005" in set(frame["run_id"])) is not gap
 
 
 def test_relative_reads_every_kernel_once_in_parts_and_the_slices_numbers_alone(store_at, monkeypatch) -> None:  # noqa: ANN001
@@ -327,3 +330,20 @@ def test_a_regression_recovered_in_the_last_runs_is_not_a_recent_one(store_at) -
             [json.dumps(f.as_dict(), sort_keys=True) for f in expected]
         assert regression not in recent_regressions(points, frame, last=3)
         assert [f.kernel for f in done.found][:2] == ["kern<04>", "kern<02>"]  # neither is a recent regression
+
+
+def test_values_put_whole_series_in_order_as_a_sort_of_every_value_would() -> None:
+    # the rows of a series read whole, its runs in order, are moved a stretch at a time:
+    # the order np.lexsort gives, in every case (and the sort itself where they are not so)
+    from perfcheck.history.backend import _by_series_then_run
+
+    rng = np.random.default_rng(5)
+    lengths = rng.integers(1, 9, 40)
+    series = np.repeat(rng.permutation(40), lengths)  # each series one stretch, in no order
+    runs = np.concatenate([np.sort(rng.choice(20, n, replace=False)) for n in lengths])
+    cases = [(series, runs), (series[::-1].copy(), runs[::-1].copy()),  # runs backwards: sorted
+             (np.where(series == 3, -1, series), runs), (series, np.where(runs == 4, -1, runs)),  # missing ones
+             (np.r_[series, series[:5]], np.r_[runs, runs[:5] + 30]),  # a series in two stretches
+             (np.r_[series, 41], np.r_[runs, runs[-1]]), (np.empty(0, dtype=np.int64),) * 2]
+    for series_at, run_at in cases:
+        assert np.array_equal(_by_series_then_run(series_at, run_at), np.lexsort((run_at, series_at)))

@@ -228,7 +228,7 @@ class SeriesReader:
                               + (f" WHERE time >= {self.MARK}" if since is not None else ""),
                               [float(since)] if since is not None else [])
             # a series with a value at every run of its span reads its values alone (``_spans``)
-            whole, ids = self._spans(ids, when, when_params) if last is None and runs else (None, ids)
+            whole, ids = self._spans(ids, runs, when, when_params) if last is None and runs else (None, ids)
             for at in range(0, len(ids) if runs else 0, MAX_IDS):
                 term, id_params = self._any("v.series_id", ids[at:at + MAX_IDS])
                 rows.extend(self._rows(values_sql(" AND ".join([term, *when]), last, self.MARK, self.BYTE_ORDER,
@@ -260,7 +260,7 @@ class SeriesReader:
                                        table["time"].to_numpy()))].reset_index(drop=True)
         series_at = pd.Index([key[0] for key in keys]).get_indexer(values["series_id"])
         run_at = pd.Index(table["run"]).get_indexer(values["run"])
-        order = np.lexsort((run_at, series_at))
+        order = _by_series_then_run(series_at, run_at)
         order = order[(series_at[order] >= 0) & (run_at[order] >= 0)]  # as ``_frame``'s inner joins
         series_at, run_at = series_at[order], run_at[order]
         value = values["value"].to_numpy(dtype="float64")[order]
@@ -279,7 +279,7 @@ class SeriesReader:
         transaction): ``values`` reads each series' span, then the values alone."""
         raise NotImplementedError
 
-    def _spans(self, ids: list[int], when: list[str],
+    def _spans(self, ids: list[int], runs: list[tuple[object, ...]], when: list[str],
                when_params: list[object]) -> "tuple[pd.DataFrame | None, list[int]]":
         """The values (series_id, run, value) of the series of ``ids`` that hold a value at
         every run number from their first to their last, and the ids of the others: in a
@@ -288,17 +288,29 @@ class SeriesReader:
         row: the series and run of each value were two of its three). A series' run numbers
         are distinct integers, so when it has as many values as its last run less its first
         plus one, they are every number between (a value of a run the runs table lacks is
-        then left out as ``_frame``'s join leaves it out). The spans and the values must be
-        read in one snapshot (``_snapshot``)."""
+        then left out as ``_frame``'s join leaves it out). ``runs``: the runs table's rows
+        (run number first) read in the same snapshot (``_snapshot``) as the spans and the values."""
         import itertools
 
         import numpy as np
         import pandas as pd
 
+        numbers = [row[0] for row in runs if type(row[0]) is int]
+        first, last = (min(numbers), max(numbers)) if numbers else (0, -1)
+        if len(numbers) == last - first + 1:
+            # the runs are numbered without a gap (as SQLite numbers them, a year of nights
+            # added and pruned oldest first): a series with as many values in their range as
+            # there are runs has one at every run; a count alone is cheaper than its span
+            # (a fifth of the spans' query)
+            when = [*when, f"v.run BETWEEN {self.MARK} AND {self.MARK}"]
+            when_params = [*when_params, first, last]
+            summary = f"count(*), {first}, {last}"
+        else:
+            summary = "count(*), min(v.run), max(v.run)"
         spans: list[tuple[object, ...]] = []
         for at in range(0, len(ids), MAX_IDS):
             term, id_params = self._any("v.series_id", ids[at:at + MAX_IDS])
-            spans.extend(self._rows(f"SELECT v.series_id, count(*), min(v.run), max(v.run) FROM results v WHERE "
+            spans.extend(self._rows(f"SELECT v.series_id, {summary} FROM results v WHERE "
                                     f"{' AND '.join([term, *when])} GROUP BY v.series_id", [*id_params, *when_params]))
         # integers only: text in a damaged store's columns is left to the general read
         spans = [row for row in spans if all(type(x) is int for x in row)]
@@ -316,12 +328,21 @@ class SeriesReader:
                                      "ORDER BY v.series_id, v.run", [*id_params, *when_params]))
         if len(values) != int(span[:, 1].sum()):  # cannot be in one snapshot; if it were, read them all whole
             return None, ids
-        raw = np.fromiter(itertools.chain.from_iterable(values), dtype=object, count=len(values))
+        # numbers (None: missing) as a number column holds them, in one C loop; text or blobs
+        # (SQLite's columns take anything) checked as a part's are
+        kinds = {type(row[0]) for row in values}
+        if kinds <= {float, int}:
+            number = np.fromiter(itertools.chain.from_iterable(values), dtype=np.float64, count=len(values))
+        elif kinds <= {float, int, type(None)}:
+            number = np.fromiter(values, dtype=[("value", "f8")], count=len(values))["value"]  # None: NaN
+        else:
+            raw = np.fromiter(itertools.chain.from_iterable(values), dtype=object, count=len(values))
+            number = self._check("value", raw, np.full(len(raw), None, dtype=object))
         counts = span[:, 1]
-        starts = np.repeat(np.cumsum(counts) - counts, counts)
         whole = pd.DataFrame({"series_id": np.repeat(span[:, 0], counts),
-                              "run": np.repeat(span[:, 2], counts) + (np.arange(len(raw)) - starts),
-                              "value": self._check("value", raw, np.full(len(raw), None, dtype=object))})
+                              # each series' first run, plus the value's place in the series
+                              "run": np.repeat(span[:, 2] - (np.cumsum(counts) - counts), counts)
+                              + np.arange(len(values)), "value": number})
         chosen = set(span[:, 0].tolist())
         return whole, [i for i in ids if i not in chosen]
 
@@ -384,6 +405,27 @@ def values_sql(where: str, last: int | None, mark: str, collate: str,
     return (f"SELECT {', '.join(fetched)} FROM (SELECT {columns}, row_number() OVER (PARTITION BY v.series_id "
             f"ORDER BY r.time DESC, r.run_id{collate} DESC) AS latest FROM results v JOIN runs r ON r.run = v.run "
             f"WHERE {where}) AS ranked WHERE latest <= {mark}")
+
+
+def _by_series_then_run(series_at: "np.ndarray", run_at: "np.ndarray") -> "np.ndarray":
+    """``np.lexsort((run_at, series_at))``: the rows by series, then run. Where each series'
+    rows are one stretch with its runs in order (as ``values`` reads a series whole, in
+    the primary key's order, when the runs' numbers are in their time order), only the
+    stretches are put in order, moved whole: the same order (no two rows tie), without a
+    sort of every value (a tenth of reading a slice)."""
+    import numpy as np
+
+    n = len(series_at)
+    if n:
+        other = series_at[1:] != series_at[:-1]
+        starts = np.r_[0, np.flatnonzero(other) + 1]
+        heads = series_at[starts]
+        if ((run_at[1:] > run_at[:-1]) | other).all() and len(np.unique(heads)) == len(heads):
+            lengths = np.diff(np.r_[starts, n])
+            chosen = np.argsort(heads, kind="stable")
+            moved = np.cumsum(lengths[chosen]) - lengths[chosen]  # where each stretch goes
+            return np.repeat(starts[chosen] - moved, lengths[chosen]) + np.arange(n)
+    return np.lexsort((run_at, series_at))
 
 
 def series_filters(machine: object, suite: object, kernel: object, metric: object, mark: str) -> tuple[list[str], list[object]]:
