@@ -208,8 +208,9 @@ def _slices(store: "HistoryStore", *, machine: Sequence[str] | str | None, suite
     for column, wanted in (("machine", machine), ("suite", suite), ("kernel", kernel), ("metric", metric)):
         if wanted is not None:
             keys = keys[keys[column].isin([wanted] if isinstance(wanted, str) else list(wanted))]
-    return sorted({(str(m), str(s), str(x)) for m, s, x in keys[["machine", "suite", "metric"]].itertuples(
-        index=False, name=None)})
+    # the distinct slices first: a Python tuple of each of a year's 32,000 series cost 0.2 s
+    slices = keys[["machine", "suite", "metric"]].drop_duplicates()
+    return sorted({(str(m), str(s), str(x)) for m, s, x in slices.itertuples(index=False, name=None)})
 
 
 def _gathered(part: "pd.DataFrame", index: PartIndex, firsts: "list[pd.DataFrame]",
