@@ -332,6 +332,35 @@ def test_a_regression_recovered_in_the_last_runs_is_not_a_recent_one(store_at) -
         assert [f.kernel for f in done.found][:2] == ["kern<04>", "kern<02>"]  # neither is a recent regression
 
 
+def test_values_read_a_series_with_a_run_number_not_an_integer_with_its_runs(tmp_path) -> None:  # noqa: ANN001
+    """A run number of 1.5 (SQLite's INTEGER columns keep what another tool wrote) in a
+    series with as many values as its span: its values cannot be placed by their count,
+    so the series is read with its runs, where the store's checks see it."""
+    import sqlite3
+
+    from perfcheck.errors import InputError
+
+    with open_store(tmp_path / "h.sqlite") as store:
+        _fill(store, runs=8, kernels=6)
+    db = sqlite3.connect(tmp_path / "h.sqlite")
+    series = db.execute("SELECT series_id FROM series WHERE kernel = 'kern<02>' AND metric = 'duration'").fetchone()[0]
+    db.execute("UPDATE results SET run = run + 0.5 WHERE series_id = ? AND run = 5", (series,))
+    db.commit()
+    db.close()
+    with open_store(tmp_path / "h.sqlite") as store:
+        seen: list[tuple[str, list]] = []
+        rows = store._rows
+        store._rows = lambda sql, params=(): (seen.append((sql, list(params))), rows(sql, params))[1]
+        try:
+            store.values(metric="duration")
+        except InputError:  # where the read of its runs says the store is damaged
+            pass
+        del store._rows
+    alone = [params for sql, params in seen if sql.startswith("SELECT v.value FROM")]
+    general = [params for sql, params in seen if sql.startswith("SELECT v.series_id, v.run, v.value FROM")]
+    assert series in general[0] and not any(series in params for params in alone), seen
+
+
 def test_values_put_whole_series_in_order_as_a_sort_of_every_value_would() -> None:
     # the rows of a series read whole, its runs in order, are moved a stretch at a time:
     # the order np.lexsort gives, in every case (and the sort itself where they are not so)

@@ -105,6 +105,9 @@ class SeriesReader:
 
     MARK: ClassVar[str] = "?"  # the driver's placeholder
     BYTE_ORDER: ClassVar[str] = ""  # appended to a text column to sort it by its bytes
+    # a term true where a value's run number is an integer (SQLite's INTEGER columns keep
+    # 1.5 or text as another tool wrote them; empty: the column holds integers only)
+    INTEGER_RUN: ClassVar[str] = "typeof(v.run) = 'integer'"
 
     def _rows(self, sql: str, params: Sequence[object] = ()) -> list[tuple[object, ...]]:
         raise NotImplementedError
@@ -307,11 +310,15 @@ class SeriesReader:
             summary = f"count(*), {first}, {last}"
         else:
             summary = "count(*), min(v.run), max(v.run)"
+        # only integer run numbers counted: a run of 1.5 or text makes the series' values
+        # more than its count, so it is read as before (and the read says the store is damaged)
+        counted = [*when, self.INTEGER_RUN] if self.INTEGER_RUN else when
         spans: list[tuple[object, ...]] = []
         for at in range(0, len(ids), MAX_IDS):
             term, id_params = self._any("v.series_id", ids[at:at + MAX_IDS])
             spans.extend(self._rows(f"SELECT v.series_id, {summary} FROM results v WHERE "
-                                    f"{' AND '.join([term, *when])} GROUP BY v.series_id", [*id_params, *when_params]))
+                                    f"{' AND '.join([term, *counted])} GROUP BY v.series_id",
+                                    [*id_params, *when_params]))
         # integers only: text in a damaged store's columns is left to the general read
         spans = [row for row in spans if all(type(x) is int for x in row)]
         if not spans:
@@ -326,7 +333,7 @@ class SeriesReader:
             term, id_params = self._any("v.series_id", span[at:at + MAX_IDS, 0].tolist())
             values.extend(self._rows(f"SELECT v.value FROM results v WHERE {' AND '.join([term, *when])} "
                                      "ORDER BY v.series_id, v.run", [*id_params, *when_params]))
-        if len(values) != int(span[:, 1].sum()):  # cannot be in one snapshot; if it were, read them all whole
+        if len(values) != int(span[:, 1].sum()):  # a run number not an integer (in one snapshot, nothing else)
             return None, ids
         # numbers (None: missing) as a number column holds them, in one C loop; text or blobs
         # (SQLite's columns take anything) checked as a part's are

@@ -199,6 +199,7 @@ class PostgresStore(SeriesReader):
 
     MARK = "%s"
     BYTE_ORDER = ' COLLATE "C"'  # byte order, as SQLite sorts text, whatever the database's collation
+    INTEGER_RUN = ""  # results.run is a bigint column
 
     def __init__(self, url: StoreURL, *, create: bool = True, read_only: bool = False) -> None:
         self.url = url
