@@ -865,6 +865,20 @@ class RunWide:
     offsets: np.ndarray  # each run's offset, a log (NaN: fewer than MIN_KERNELS kernels in it)
     quieter: np.ndarray  # each kernel: tested as it is (its values are quieter than divided)
 
+    def rows_of(self, names: Sequence[str]) -> np.ndarray:
+        """The row of each kernel of ``names`` (-1: none), as ``kernels.get_indexer``."""
+        return np.fromiter((self._places[0].get(name, -1) for name in names), dtype=np.int64, count=len(names))
+
+    def columns_of(self, run_ids: Sequence[str]) -> np.ndarray:
+        """The column of each run id of ``run_ids`` (-1: none), as ``runs.get_indexer``."""
+        return np.fromiter((self._places[1].get(r, -1) for r in run_ids), dtype=np.int64, count=len(run_ids))
+
+    @functools.cached_property
+    def _places(self) -> tuple[dict[str, int], dict[str, int]]:
+        """Each kernel's row and each run's column (unique names), found once: every part of
+        a store looks up its own few, and an Index lookup cost more than dividing them."""
+        return ({str(k): i for i, k in enumerate(self.kernels)}, {str(r): i for i, r in enumerate(self.runs)})
+
     def adjusted(self, value: np.ndarray, kernel: np.ndarray, run: np.ndarray) -> np.ndarray:
         """``value`` divided by its run's offset: ``kernel`` and ``run`` are each value's row
         and column (-1: none). A value <= 0 or missing, of a run without an offset (divided
@@ -926,8 +940,6 @@ def relative_values(frame: "pd.DataFrame", offsets: "Mapping[tuple[str, str, str
     (``index``: where they lie, ``PartIndex.of(frame)`` when not given: ``scan`` has it
     already; a groupby over the part's names was half of this), the kernels and run ids
     looked up once per slice; a row with a missing name is in no series and keeps its value."""
-    import pandas as pd
-
     value = frame["value"].to_numpy(dtype="float64", copy=True)
     if not offsets or not len(frame):
         return value
@@ -940,16 +952,12 @@ def relative_values(frame: "pd.DataFrame", offsets: "Mapping[tuple[str, str, str
         if (machine, suite, metric) in offsets:
             chosen.setdefault((machine, suite, metric), []).append(n)
     sizes = index.series.sizes()
-    # the names as an Index of the dtype the offsets' indexes have (text: one of objects was
-    # looked up several times slower)
-    run_ids = pd.Index(index.run_names)
     for key, numbers in chosen.items():
         wide = offsets[key]
         rows = np.concatenate([index.series.at(n) for n in numbers])
-        kernel = np.repeat(wide.kernels.get_indexer(pd.Index([index.series.keys[n][2] for n in numbers])),
-                           sizes[numbers])
+        kernel = np.repeat(wide.rows_of([index.series.keys[n][2] for n in numbers]), sizes[numbers])
         # a run code of -1 (a missing run id) takes the -1 appended: no column
-        run = np.append(wide.runs.get_indexer(run_ids), -1)[index.run_code[rows]]
+        run = np.append(wide.columns_of(index.run_names), -1)[index.run_code[rows]]
         value[rows] = wide.adjusted(value[rows], kernel, run)
     return value
     kernel_code, kernel_names = pd.factorize(frame["kernel"])

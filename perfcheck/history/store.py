@@ -618,7 +618,10 @@ class Store(SeriesReader):
         try:
             yield
         finally:
-            self._db.execute("COMMIT")
+            try:
+                self._db.execute("COMMIT")
+            except sqlite3.Error:  # a read transaction keeps nothing: the error that ended it is the one said
+                pass
 
     def _rows(self, sql: str, params: Sequence[object] = ()) -> list[tuple]:
         try:
