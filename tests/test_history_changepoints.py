@@ -445,3 +445,58 @@ def test_the_offsets_taken_together_are_those_of_one_kernel_at_a_time(seed: int)
     cuts = [[30] if k % 7 == 0 else [] for k in range(len(logs))]
     for window in (30, 31, 7):
         assert run_offsets(logs, window, cuts).tobytes() == reference(logs, window, cuts).tobytes()
+
+
+@pytest.mark.parametrize("kernels", [40, 2000])  # nanmedian's two ways: masked (< 600 rows), column by column
+def test_the_offsets_medians_over_kernels_are_each_runs_own(kernels: int) -> None:
+    # run_offsets takes the median over kernels of the runs without a missing value as one
+    # array median: the same floats as each run's own nanmedian
+    from perfcheck.history.changepoints import _column_medians
+
+    rng = np.random.default_rng(kernels)
+    dev = rng.normal(0.0, 0.02, (kernels, 50)) + rng.normal(0.0, 1.0, (1, 50))
+    dev[:, ::3] = np.round(dev[:, ::3], 2)  # ties in the middle pair
+    dev[:, 25:][rng.random((kernels, 25)) < 0.01] = np.nan  # a few missing in the later runs
+    dev[1:, 7] = np.nan  # one value left
+    dev[: kernels // 2, 8] = np.nan
+    whole = ~np.isnan(dev).any(axis=0)
+    assert 10 < whole.sum() < 48
+    for matrix in (dev, dev[:-1], dev[:, whole], dev[:, ~whole][:, 1:]):  # an even and an odd number of kernels
+        one_by_one = np.array([np.nanmedian(column) for column in matrix.T])
+        got = _column_medians(matrix)
+        assert got.tobytes() == one_by_one.tobytes()
+
+
+def test_relative_values_divide_each_slice_by_its_offsets_whatever_the_frame_order() -> None:
+    # relative_values finds each slice's rows from the part's series (PartIndex): in a frame
+    # in another order, or with a missing name, each value is divided as a lookup of its own
+    # kernel and run in its slice's offsets gives (a missing name: kept as it is)
+    import pandas as pd
+
+    from perfcheck.history.changepoints import RunWide, relative_values
+    from perfcheck.history.partindex import PartIndex
+
+    rng = np.random.default_rng(3)
+    kernels, runs = [f"k<{k}>" for k in range(6)], [f"r{i:02d}" for i in range(8)]
+    rows = [("m", "s", k, x, r, float(np.exp(rng.normal(0, 0.1))))
+            for x in ("duration", "bw") for k in kernels for r in runs]
+    frame = pd.DataFrame(rows, columns=["machine", "suite", "kernel", "metric", "run_id", "value"])
+    frame.loc[11, "value"] = -1.0  # not positive: kept
+    frame.loc[13, "kernel"] = None  # in no series: kept
+    frame.loc[17, "run_id"] = None  # no run: kept
+    wide = RunWide(pd.Index(kernels[1:]), pd.Index(runs[::-1]), rng.normal(0, 0.1, len(runs)),
+                   np.arange(len(kernels) - 1) == 2)
+    offsets = {("m", "s", "duration"): wide}  # "bw" has none: kept
+    expected = frame["value"].to_numpy(copy=True)
+    for i, row in frame.iterrows():
+        if row["metric"] == "duration" and row["kernel"] in kernels[1:] and not pd.isna(row["run_id"]) \
+                and row["value"] > 0:
+            k, r = kernels[1:].index(row["kernel"]), runs[::-1].index(row["run_id"])
+            log = np.log(row["value"])
+            expected[i] = np.exp(log if wide.quieter[k] else log - wide.offsets[r])
+    shuffled = frame.sample(frac=1.0, random_state=1)
+    for part in (frame, shuffled):
+        for index in (None, PartIndex.of(part)):
+            got = relative_values(part, offsets, index)
+            assert got.tobytes() == expected[part.index.to_numpy()].tobytes()
+    assert (expected != frame["value"].to_numpy()).sum() >= 4 * 8 - 3  # the other kernels' durations divided

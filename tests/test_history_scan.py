@@ -312,6 +312,66 @@ def test_values_of_a_damaged_store_is_one_error(tmp_path) -> None:  # noqa: ANN0
         store.values(metric="duration")
 
 
+def test_values_of_series_with_every_run_are_their_numbers_alone_in_one_snapshot(tmp_path) -> None:  # noqa: ANN001
+    """A series with a value at every run of its span is read as its numbers alone (sqlite3
+    makes an object of every column of every row), its runs known from its span; the
+    runs, the spans and the values are read in one transaction (one snapshot), so a run
+    added or pruned meanwhile cannot shift a value onto another run."""
+    with open_store(tmp_path / "h.sqlite") as store:
+        _fill(store, runs=14, kernels=6, tied=True)  # kern<00>'s duration lacks a run: read with its runs
+        seen: list[tuple[str, bool]] = []
+        rows = store._rows
+
+        def spy(sql, params=()):  # noqa: ANN001, ANN202
+            seen.append((sql, store._db.in_transaction))
+            return rows(sql, params)
+
+        store._rows = spy
+        got = store.values(metric="duration")
+        del store._rows
+        frame = store.series(metric="duration")
+    assert np.array_equal(got.value, frame["value"].to_numpy(dtype="float64"), equal_nan=True)
+    assert got.keys["kernel"].to_numpy(dtype=object)[got.series].tolist() == frame["kernel"].tolist()
+    assert got.runs["run_id"].to_numpy(dtype=object)[got.run].tolist() == frame["run_id"].tolist()
+    reads = [(sql, inside) for sql, inside in seen if "FROM runs" in sql or "FROM results" in sql]
+    assert len(reads) == 4 and all(inside for _, inside in reads), reads  # runs, spans, numbers, the rest
+    alone = [sql for sql, _ in reads if sql.startswith("SELECT v.value FROM")]
+    assert len(alone) == 1 and "ORDER BY v.series_id, v.run" in alone[0]
+
+
+@pytest.mark.parametrize("gap", [True, False])
+def test_values_of_a_store_with_gaps_in_its_runs_are_those_of_series(tmp_path, gap: bool) -> None:  # noqa: ANN001
+    """A run deleted from the runs table (an older tool, by hand) leaves its values without a
+    run, and a value may name a run that never was: ``series`` leaves them out (its join),
+    and so does ``values``, whose spans (a value at every run from the first to the last)
+    must not take such a value for one of a stored run (``gap``: the runs are not numbered
+    without a gap, so each series' span is read, not only its count)."""
+    import sqlite3
+
+    with open_store(tmp_path / "h.sqlite") as store:
+        _fill(store, runs=12, kernels=6)
+    db = sqlite3.connect(tmp_path / "h.sqlite")
+    gone = db.execute("SELECT run FROM runs WHERE run_id = 'run-005'").fetchone()[0]
+    if gap:
+        db.execute("DELETE FROM runs WHERE run = ?", (gone,))  # its values stay: a gap in every span
+    series = db.execute("SELECT series_id FROM series WHERE kernel = 'kern<01>' AND metric = 'duration'").fetchone()[0]
+    last = db.execute("SELECT max(run) FROM runs").fetchone()[0]
+    # a value at a run number no run has, and that series without the last run: as many values
+    db.execute("UPDATE results SET run = ? WHERE series_id = ? AND run = ?", (last + 7, series, last))
+    db.commit()
+    db.close()
+    with open_store(tmp_path / "h.sqlite") as store:
+        for where in ({}, {"metric": "duration"}, {"since": T0 + 2 * DAY}):
+            frame = store.series(**where)
+            got = store.values(**where)
+            assert len(got.value) == len(frame) > 0
+            assert np.array_equal(got.value, frame["value"].to_numpy(dtype="float64"), equal_nan=True)
+            for column in ("machine", "suite", "kernel", "metric"):
+                assert got.keys[column].to_numpy(dtype=object)[got.series].tolist() == frame[column].tolist()
+            assert got.runs["run_id"].to_numpy(dtype=object)[got.run].tolist() == frame["run_id"].tolist()
+            assert ("run-005" in set(frame["run_id"])) is not gap
+
+
 def test_relative_reads_every_kernel_once_in_parts_and_the_slices_numbers_alone(store_at, monkeypatch) -> None:  # noqa: ANN001
     """detect --relative reads each slice's numbers (``values``), then the parts of whole
     kernels as detect does; it used to read every machine x suite x metric as parts of
@@ -378,3 +438,49 @@ def test_a_regression_recovered_in_the_last_runs_is_not_a_recent_one(store_at) -
             [json.dumps(f.as_dict(), sort_keys=True) for f in expected]
         assert regression not in recent_regressions(points, frame, last=3)
         assert [f.kernel for f in done.found][:2] == ["kern<04>", "kern<02>"]  # neither is a recent regression
+
+
+def test_values_read_a_series_with_a_run_number_not_an_integer_with_its_runs(tmp_path) -> None:  # noqa: ANN001
+    """A run number of 1.5 (SQLite's INTEGER columns keep what another tool wrote) in a
+    series with as many values as its span: its values cannot be placed by their count,
+    so the series is read with its runs, where the store's checks see it."""
+    import sqlite3
+
+    from perfcheck.errors import InputError
+
+    with open_store(tmp_path / "h.sqlite") as store:
+        _fill(store, runs=8, kernels=6)
+    db = sqlite3.connect(tmp_path / "h.sqlite")
+    series = db.execute("SELECT series_id FROM series WHERE kernel = 'kern<02>' AND metric = 'duration'").fetchone()[0]
+    db.execute("UPDATE results SET run = run + 0.5 WHERE series_id = ? AND run = 5", (series,))
+    db.commit()
+    db.close()
+    with open_store(tmp_path / "h.sqlite") as store:
+        seen: list[tuple[str, list]] = []
+        rows = store._rows
+        store._rows = lambda sql, params=(): (seen.append((sql, list(params))), rows(sql, params))[1]
+        try:
+            store.values(metric="duration")
+        except InputError:  # where the read of its runs says the store is damaged
+            pass
+        del store._rows
+    alone = [params for sql, params in seen if sql.startswith("SELECT v.value FROM")]
+    general = [params for sql, params in seen if sql.startswith("SELECT v.series_id, v.run, v.value FROM")]
+    assert series in general[0] and not any(series in params for params in alone), seen
+
+
+def test_values_put_whole_series_in_order_as_a_sort_of_every_value_would() -> None:
+    # the rows of a series read whole, its runs in order, are moved a stretch at a time:
+    # the order np.lexsort gives, in every case (and the sort itself where they are not so)
+    from perfcheck.history.backend import _by_series_then_run
+
+    rng = np.random.default_rng(5)
+    lengths = rng.integers(1, 9, 40)
+    series = np.repeat(rng.permutation(40), lengths)  # each series one stretch, in no order
+    runs = np.concatenate([np.sort(rng.choice(20, n, replace=False)) for n in lengths])
+    cases = [(series, runs), (series[::-1].copy(), runs[::-1].copy()),  # runs backwards: sorted
+             (np.where(series == 3, -1, series), runs), (series, np.where(runs == 4, -1, runs)),  # missing ones
+             (np.r_[series, series[:5]], np.r_[runs, runs[:5] + 30]),  # a series in two stretches
+             (np.r_[series, 41], np.r_[runs, runs[-1]]), (np.empty(0, dtype=np.int64),) * 2]
+    for series_at, run_at in cases:
+        assert np.array_equal(_by_series_then_run(series_at, run_at), np.lexsort((run_at, series_at)))

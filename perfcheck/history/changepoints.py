@@ -64,6 +64,8 @@ import numpy as np
 if TYPE_CHECKING:
     import pandas as pd
 
+    from perfcheck.history.partindex import PartIndex
+
 P_VALUE = 0.001
 MIN_AFTER = 2
 WINDOW = 30
@@ -702,14 +704,16 @@ def detect(
 
 def detect_relative_to(frame: "pd.DataFrame", offsets: "Mapping[tuple[str, str, str], RunWide]", *,
                        p: float = P_VALUE, min_after: int = MIN_AFTER, window: int = WINDOW,
-                       min_change_pct: float = 0.0) -> list[ChangePoint]:
+                       min_change_pct: float = 0.0, index: "PartIndex | None" = None) -> list[ChangePoint]:
     """``detect(frame, relative=True)``'s change points of the kernels of ``frame``, which
     may hold some of the kernels of a machine x suite x metric only: each value divided by
     the run-wide offsets ``offsets`` found beforehand over the whole slice (``run_wide``);
-    the offset series is not in them (``run_wide`` finds its change points)."""
+    the offset series is not in them (``run_wide`` finds its change points); ``index``: the
+    part's ``PartIndex``, where the caller has it."""
     if frame is None or not len(frame):
         return []
-    return _detect_in(frame.assign(value=relative_values(frame, offsets)), True, p, min_after, window, min_change_pct)
+    return _detect_in(frame.assign(value=relative_values(frame, offsets, index)), True, p, min_after, window,
+                      min_change_pct)
 
 
 def _detect_in(frame: "pd.DataFrame", relative: bool, p: float, min_after: int, window: int,
@@ -779,7 +783,21 @@ def run_offsets(logs: np.ndarray, window: int = WINDOW, cuts: Sequence[Sequence[
     dev = np.where(finite, logs - level, np.nan)
     enough = (finite & has[:, None]).sum(axis=0) >= MIN_KERNELS
     if enough.any():
-        out[enough] = np.nanmedian(dev[:, enough], axis=0)
+        out[enough] = _column_medians(dev[:, enough])
+    return out
+
+
+def _column_medians(dev: np.ndarray) -> np.ndarray:
+    """``np.nanmedian(dev, axis=0)``: the columns without a NaN at once (a median along
+    an axis partitions each column as its own 1-D median does, then averages the same
+    middle pair: the same floats; ``nanmedian`` of a tall matrix went column by column
+    through ``apply_along_axis``, a Python call per run), the others as ``nanmedian``."""
+    out = np.empty(dev.shape[1])
+    whole = ~np.isnan(dev).any(axis=0)
+    if whole.any():
+        out[whole] = np.median(dev[:, whole], axis=0)
+    if not whole.all():
+        out[~whole] = np.nanmedian(dev[:, ~whole], axis=0)
     return out
 
 
@@ -847,6 +865,20 @@ class RunWide:
     offsets: np.ndarray  # each run's offset, a log (NaN: fewer than MIN_KERNELS kernels in it)
     quieter: np.ndarray  # each kernel: tested as it is (its values are quieter than divided)
 
+    def rows_of(self, names: Sequence[str]) -> np.ndarray:
+        """The row of each kernel of ``names`` (-1: none), as ``kernels.get_indexer``."""
+        return np.fromiter((self._places[0].get(name, -1) for name in names), dtype=np.int64, count=len(names))
+
+    def columns_of(self, run_ids: Sequence[str]) -> np.ndarray:
+        """The column of each run id of ``run_ids`` (-1: none), as ``runs.get_indexer``."""
+        return np.fromiter((self._places[1].get(r, -1) for r in run_ids), dtype=np.int64, count=len(run_ids))
+
+    @functools.cached_property
+    def _places(self) -> tuple[dict[str, int], dict[str, int]]:
+        """Each kernel's row and each run's column (unique names), found once: every part of
+        a store looks up its own few, and an Index lookup cost more than dividing them."""
+        return ({str(k): i for i, k in enumerate(self.kernels)}, {str(r): i for i, r in enumerate(self.runs)})
+
     def adjusted(self, value: np.ndarray, kernel: np.ndarray, run: np.ndarray) -> np.ndarray:
         """``value`` divided by its run's offset: ``kernel`` and ``run`` are each value's row
         and column (-1: none). A value <= 0 or missing, of a run without an offset (divided
@@ -900,15 +932,34 @@ def run_wide(kernels: "pd.Index", kernel: np.ndarray, runs: "pd.DataFrame", run:
                                     window, min_change_pct)
 
 
-def relative_values(frame: "pd.DataFrame", offsets: "Mapping[tuple[str, str, str], RunWide]") -> np.ndarray:
+def relative_values(frame: "pd.DataFrame", offsets: "Mapping[tuple[str, str, str], RunWide]",
+                    index: "PartIndex | None" = None) -> np.ndarray:
     """The values of ``frame`` divided by their run-wide offsets, where its machine x suite
     x metric has them (``offsets``: each slice's ``run_wide``), as the whole slice's
-    ``detect(relative=True)`` divides them; a part's names are looked up once each."""
-    import pandas as pd
-
+    ``detect(relative=True)`` divides them. The rows of each slice are its series' rows
+    (``index``: where they lie, ``PartIndex.of(frame)`` when not given: ``scan`` has it
+    already; a groupby over the part's names was half of this), the kernels and run ids
+    looked up once per slice; a row with a missing name is in no series and keeps its value."""
     value = frame["value"].to_numpy(dtype="float64", copy=True)
     if not offsets or not len(frame):
         return value
+    if index is None:
+        from perfcheck.history.partindex import PartIndex
+
+        index = PartIndex.of(frame)
+    chosen: dict[tuple[str, str, str], list[int]] = {}  # the series of each slice with offsets
+    for n, (machine, suite, _, metric) in enumerate(index.series.keys):
+        if (machine, suite, metric) in offsets:
+            chosen.setdefault((machine, suite, metric), []).append(n)
+    sizes = index.series.sizes()
+    for key, numbers in chosen.items():
+        wide = offsets[key]
+        rows = np.concatenate([index.series.at(n) for n in numbers])
+        kernel = np.repeat(wide.rows_of([index.series.keys[n][2] for n in numbers]), sizes[numbers])
+        # a run code of -1 (a missing run id) takes the -1 appended: no column
+        run = np.append(wide.columns_of(index.run_names), -1)[index.run_code[rows]]
+        value[rows] = wide.adjusted(value[rows], kernel, run)
+    return value
     kernel_code, kernel_names = pd.factorize(frame["kernel"])
     run_code, run_ids = pd.factorize(frame["run_id"])
     for key, rows in frame.groupby(["machine", "suite", "metric"], sort=False, observed=True).indices.items():

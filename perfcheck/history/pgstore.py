@@ -25,9 +25,10 @@ leaves nothing, as the server rolls back an uncommitted transaction.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time as _time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from perfcheck.documents import json_loads
@@ -200,6 +201,7 @@ class PostgresStore(SeriesReader):
 
     MARK = "%s"
     BYTE_ORDER = ' COLLATE "C"'  # byte order, as SQLite sorts text, whatever the database's collation
+    INTEGER_RUN = ""  # results.run is a bigint column
 
     def __init__(self, url: StoreURL, *, create: bool = True, read_only: bool = False) -> None:
         self.url = url
@@ -387,6 +389,17 @@ class PostgresStore(SeriesReader):
         return int(count)
 
     # --- reading -------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _snapshot(self) -> Iterator[None]:
+        """One REPEATABLE READ transaction (``SeriesReader._snapshot``): its reads see one
+        snapshot (the connection's autocommit gives each statement its own)."""
+        try:
+            with self._db.transaction():
+                self._db.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                yield
+        except self._errors as exc:
+            raise self._failed("read", exc) from None
 
     def _rows(self, sql: str, params: Sequence[object] = ()) -> list[tuple[Any, ...]]:
         try:

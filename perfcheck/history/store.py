@@ -36,12 +36,13 @@ units; null where a side was not limited).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import sqlite3
 import time as _time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -602,6 +603,25 @@ class Store(SeriesReader):
                                  "a JSON object)", hint="restore it from a copy, or name a new file for --history")
             out[str(machine)] = {str(k): str(v) for k, v in fingerprint.items()}
         return out
+
+    @contextlib.contextmanager
+    def _snapshot(self) -> Iterator[None]:
+        """One read transaction (``SeriesReader._snapshot``): in WAL mode its reads see one
+        snapshot, in a rollback journal its shared lock keeps writers out until it ends."""
+        if self._db.in_transaction:
+            yield
+            return
+        try:
+            self._db.execute("BEGIN")
+        except sqlite3.Error as exc:
+            raise self._damaged(exc) from None
+        try:
+            yield
+        finally:
+            try:
+                self._db.execute("COMMIT")
+            except sqlite3.Error:  # a read transaction keeps nothing: the error that ended it is the one said
+                pass
 
     def _rows(self, sql: str, params: Sequence[object] = ()) -> list[tuple]:
         try:
