@@ -87,6 +87,7 @@ def test_two_threads_read_what_one_reads_over_many_ranges(tmp_path: Path, monkey
         db.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET \"end\" = NULL WHERE rowid % 397 = 0")
         db.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET \"end\" = start - 3 WHERE rowid % 499 = 0")
     monkeypatch.setattr(nsys, "CHUNK_ROWS", 7)
+    monkeypatch.setattr(sqlitefile, "_SPLIT_ROWS", 10)  # the (process, device) pass in two halves too
 
     def ranges() -> list[sqlitefile.Range]:
         with sqlitefile.Reader(path, "the profile", "") as reader:
@@ -144,9 +145,9 @@ def test_reading_threads_follow_the_usable_cores(monkeypatch: pytest.MonkeyPatch
         assert sqlitefile.reading_threads() == threads
 
 
-def _damage_middle_page(path: Path, table: str) -> None:
-    """Overwrite a leaf page in the middle of ``table``'s b-tree with garbage, as a
-    disk or a copy might: the file opens, and its first ranges read."""
+def _damage_middle_page(path: Path, table: str, at: float = 0.5) -> None:
+    """Overwrite a leaf page ``at`` (a fraction) of ``table``'s b-tree with garbage, as
+    a disk or a copy might: the file opens, and its first ranges read."""
     with sqlite3.connect(path) as db:
         try:
             pages = [p for (p,) in db.execute("SELECT pageno FROM dbstat WHERE name = ? AND pagetype = 'leaf' "
@@ -156,7 +157,7 @@ def _damage_middle_page(path: Path, table: str) -> None:
         size = db.execute("PRAGMA page_size").fetchone()[0]
     assert len(pages) > 20
     with open(path, "r+b") as out:
-        out.seek((pages[len(pages) // 2] - 1) * size)
+        out.seek((pages[int(len(pages) * at)] - 1) * size)
         out.write(np.random.default_rng(1).integers(0, 256, size, dtype=np.uint8).tobytes())
 
 
@@ -236,3 +237,54 @@ def test_ctrl_c_during_a_read_ends_every_thread(tmp_path: Path, monkeypatch: pyt
     for reader in opened:
         with pytest.raises(sqlite3.ProgrammingError):  # closed
             reader.connection.execute("SELECT 1")
+
+
+def test_the_process_and_device_pass_reads_two_halves_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nsight Systems' whole-table pass (the processes and devices that ran kernels)
+    reads its two halves of rowids on two threads, and finds the rows one pass finds."""
+    path = _copy(H200, tmp_path)
+    _grow_nsys(path, 40)
+    with sqlite3.connect(path) as db:  # another process in the upper half
+        db.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET globalPid = globalPid + 2 * 16777216 WHERE rowid > 700")
+    monkeypatch.setattr(sqlitefile, "_SPLIT_ROWS", 10)
+    threads: dict[tuple, int] = {}
+    rows = sqlitefile.Reader.rows
+
+    def recorded(self, source, sql, params=()):  # noqa: ANN001, ANN202
+        threads[tuple(params)] = threading.get_ident()
+        return rows(self, source, sql, params)
+
+    monkeypatch.setattr(sqlitefile.Reader, "rows", recorded)
+    columns = ['"globalPid"', '"deviceId"']
+    with sqlitefile.Reader(path, "the profile", "") as reader:
+        whole = reader.rows("K", "SELECT DISTINCT globalPid, deviceId FROM CUPTI_ACTIVITY_KIND_KERNEL")
+        split = sqlitefile.distinct(reader, "CUPTI_ACTIVITY_KIND_KERNEL", columns, "rowid")
+        with monkeypatch.context() as patch:
+            patch.setattr(sqlitefile, "reading_threads", lambda: 1)
+            one = sqlitefile.distinct(reader, "CUPTI_ACTIVITY_KIND_KERNEL", columns, "rowid")
+    assert len(whole) == 2 and sorted(split) == sorted(whole) == sorted(one)
+    assert len(split) == len(set(split))
+    assert threads[(1, 369)] == threading.get_ident() != threads[(370, 738)]  # the halves, on two threads
+    assert not _threads()
+
+
+def test_a_damaged_page_in_the_other_half_of_the_device_pass_is_the_one_line_error(tmp_path: Path, cli,
+                                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    path = _copy(H200, tmp_path)
+    _grow_nsys(path, 300)
+    _damage_middle_page(path, "CUPTI_ACTIVITY_KIND_KERNEL", at=0.8)  # in the upper half, read by the other thread
+    monkeypatch.setattr(sqlitefile, "_SPLIT_ROWS", 10)
+    monkeypatch.setattr(sqlitefile, "reading_threads", lambda: 2)
+    one_line_error(cli("inspect", "--json", path), path, "malformed", "reading 'CUPTI_ACTIVITY_KIND_KERNEL'")
+    assert not _threads()
+
+
+def test_a_kernel_view_without_rowids_is_an_error_not_an_empty_profile(tmp_path: Path, cli) -> None:
+    """A view in place of the kernel table (a hand-made file) has NULL rowids, which
+    no range reaches: it was read as a profile without a kernel, exit 0."""
+    path = _copy(H200, tmp_path)
+    with sqlite3.connect(path) as db:
+        db.execute("ALTER TABLE CUPTI_ACTIVITY_KIND_KERNEL RENAME TO kernel_rows")
+        db.execute("CREATE VIEW CUPTI_ACTIVITY_KIND_KERNEL AS SELECT * FROM kernel_rows")
+    one_line_error(cli("inspect", "--json", path), path, "'CUPTI_ACTIVITY_KIND_KERNEL' have no integer rowid",
+                   "a view in place of the table")
