@@ -165,3 +165,36 @@ def test_counts_and_extremes_are_pandas_groupby_over_chunks_with_gaps() -> None:
     pd.testing.assert_frame_equal(got, expected, check_exact=True, check_index_type=False)
     assert table.loc["u", "calls"] > 0 and np.isnan(table.loc["u", "duration_min"])
     assert list(summary.duration_samples()) == [k for k in dict.fromkeys(pd.concat(chunks)["kernel"]) if k != "u"]
+
+
+@pytest.mark.parametrize("joined", [True, False])
+def test_runs_sorted_per_chunk_join_into_the_one_sort(monkeypatch: pytest.MonkeyPatch, joined: bool) -> None:
+    """Each chunk's durations are sorted by kernel as the chunk comes, and the runs are
+    joined at the end (or, past ``_JOINED_RUNS`` runs, every dispatch sorted at once):
+    the duration samples are each kernel's durations in file order, exactly; medians
+    and extremes are pandas'; kernels first seen in later chunks, empty chunks, and
+    chunks added after a first table join the runs already joined."""
+    from perfcheck.metrics import summary as module
+
+    if not joined:
+        monkeypatch.setattr(module, "_JOINED_RUNS", 0)
+    names = [f"k{i}" for i in range(40)]
+    chunks = [c.assign(kernel=c["kernel"].where(c.index % 7 != 3, names[min(i + 30, 39)]))  # later kernels
+              for i, c in enumerate(_chunks(11, (300, 0, 1, 50, 999, 2, 640, 77), names[:30] + ["gone"], scale=1e-3,
+                                            empty=0.1))]
+    summary = KernelSummary()
+    for chunk in chunks[:5]:
+        summary.add(chunk)
+    summary.frame()  # a first table joins the runs so far
+    for chunk in chunks[5:]:
+        summary.add(chunk)
+    table = summary.frame().set_index("kernel")
+    every = pd.concat(chunks, ignore_index=True)
+    samples = summary.duration_samples()
+    expected = {k: d.dropna().to_numpy() for k, d in every.groupby("kernel", sort=False)["duration"] if d.notna().any()}
+    assert list(samples) == list(expected)  # in the order kernels were first met
+    for kernel, durations in expected.items():
+        assert np.array_equal(samples[kernel], durations), kernel
+    grouped = every.groupby("kernel")["duration"]
+    for column, values in (("duration", grouped.median()), ("duration_min", grouped.min()), ("duration_max", grouped.max())):
+        pd.testing.assert_series_equal(table[column].sort_index(), values, check_names=False, check_exact=True)
