@@ -203,7 +203,8 @@ def test_ctrl_c_during_a_read_ends_every_thread(tmp_path: Path, monkeypatch: pyt
     monkeypatch.setattr(nsys, "CHUNK_ROWS", 20)
     monkeypatch.setattr(sqlitefile, "reading_threads", lambda: 2)
     main = threading.main_thread().ident
-    assert threading.get_ident() == main and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    if threading.get_ident() != main or signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        pytest.skip("SIGINT is not Python's KeyboardInterrupt in the main thread here")
     calls = [0]
     lock = threading.Lock()
     parse = sqlitefile._parse_integers
