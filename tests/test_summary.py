@@ -198,3 +198,24 @@ def test_runs_sorted_per_chunk_join_into_the_one_sort(monkeypatch: pytest.Monkey
     grouped = every.groupby("kernel")["duration"]
     for column, values in (("duration", grouped.median()), ("duration_min", grouped.min()), ("duration_max", grouped.max())):
         pd.testing.assert_series_equal(table[column].sort_index(), values, check_names=False, check_exact=True)
+
+
+def test_chunks_sharing_one_categorical_dtype_number_kernels_as_they_come() -> None:
+    """Chunks whose names share one categorical dtype (the SQLite readers' chunks) reuse
+    the codes found for its categories; a category first used in a later chunk, and a
+    missing name, still get theirs in the order of their first dispatch: the table and
+    the samples are those of the same names as plain strings."""
+    dtype = pd.CategoricalDtype(pd.Index(pd.array(["a", "b", "c", "d"], dtype="string")))
+    names = [["b", "b", None], ["d", "a", "b", "c"], ["c", None, "a"]]
+    tables, samples = [], []
+    for categorical in (True, False):
+        summary = KernelSummary()
+        for chunk_names in names:
+            kernels = pd.Series(pd.Categorical(chunk_names, dtype=dtype)) if categorical else pd.Series(chunk_names, dtype=object)
+            summary.add(pd.DataFrame({"kernel": kernels, "duration": np.random.default_rng(len(chunk_names)).random(len(chunk_names))}))
+        tables.append(summary.frame())
+        samples.append(summary.duration_samples())
+    pd.testing.assert_frame_equal(tables[0], tables[1], check_exact=True)
+    assert list(samples[0]) == list(samples[1]) == ["b", "<unnamed>", "d", "a", "c"]
+    for kernel, values in samples[0].items():
+        assert np.array_equal(values, samples[1][kernel]), kernel

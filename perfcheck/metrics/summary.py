@@ -197,6 +197,8 @@ class KernelSummary:
         # ``_by_kernel``, done chunk by chunk as they come (while the SQLite readers'
         # threads read the next ranges) and joined at the end.
         self._pieces: list[_Piece] = []
+        # The codes of the last chunk's kernel categories (see _encode).
+        self._last_codes: tuple[pd.CategoricalDtype, np.ndarray] | None = None
 
     def _dispatches(self, codes: np.ndarray, durations: np.ndarray) -> None:
         """Keep a chunk's dispatches: kernel codes (int32) and durations (s, NaN for none)."""
@@ -214,6 +216,24 @@ class KernelSummary:
                                    np.diff(first, append=len(ordered))))
 
     def _encode(self, kernels: pd.Series) -> np.ndarray:
+        dtype = kernels.dtype
+        if isinstance(dtype, pd.CategoricalDtype) and self._last_codes is not None and self._last_codes[0] is dtype:
+            # The last chunk's categories (the same dtype object: see
+            # ingest.dispatch._LAST_CLEANED): each category's code, -1 where none is
+            # given yet, the last one for a missing name ("<unnamed>").
+            by_category = self._last_codes[1]
+            category = kernels.cat.codes.to_numpy()
+            codes = by_category[np.where(category >= 0, category, len(by_category) - 1)]
+            if (codes >= 0).all():
+                return codes
+        codes = self._encode_each(kernels)
+        if isinstance(dtype, pd.CategoricalDtype):
+            by_category = np.array([self._codes.get(str(c), -1) for c in dtype.categories] +
+                                   [self._codes.get("<unnamed>", -1)], dtype=np.int64)
+            self._last_codes = (dtype, by_category)
+        return codes
+
+    def _encode_each(self, kernels: pd.Series) -> np.ndarray:
         if isinstance(kernels.dtype, pd.CategoricalDtype) and "<unnamed>" not in kernels.cat.categories:
             # Dictionary-encoded names (streamed traces): the fill below must be a category.
             kernels = kernels.cat.add_categories("<unnamed>")
