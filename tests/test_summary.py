@@ -167,8 +167,8 @@ def test_counts_and_extremes_are_pandas_groupby_over_chunks_with_gaps() -> None:
     assert list(summary.duration_samples()) == [k for k in dict.fromkeys(pd.concat(chunks)["kernel"]) if k != "u"]
 
 
-@pytest.mark.parametrize("joined", [True, False])
-def test_runs_sorted_per_chunk_join_into_the_one_sort(monkeypatch: pytest.MonkeyPatch, joined: bool) -> None:
+@pytest.mark.parametrize("limit", [None, 60, 0])  # runs joined; sorted at the end past 60 runs; always
+def test_runs_sorted_per_chunk_join_into_the_one_sort(monkeypatch: pytest.MonkeyPatch, limit: int | None) -> None:
     """Each chunk's durations are sorted by kernel as the chunk comes, and the runs are
     joined at the end (or, past ``_JOINED_RUNS`` runs, every dispatch sorted at once):
     the duration samples are each kernel's durations in file order, exactly; medians
@@ -176,8 +176,8 @@ def test_runs_sorted_per_chunk_join_into_the_one_sort(monkeypatch: pytest.Monkey
     chunks added after a first table join the runs already joined."""
     from perfcheck.metrics import summary as module
 
-    if not joined:
-        monkeypatch.setattr(module, "_JOINED_RUNS", 0)
+    if limit is not None:
+        monkeypatch.setattr(module, "_JOINED_RUNS", limit)
     names = [f"k{i}" for i in range(40)]
     chunks = [c.assign(kernel=c["kernel"].where(c.index % 7 != 3, names[min(i + 30, 39)]))  # later kernels
               for i, c in enumerate(_chunks(11, (300, 0, 1, 50, 999, 2, 640, 77), names[:30] + ["gone"], scale=1e-3,

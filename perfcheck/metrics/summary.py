@@ -195,8 +195,10 @@ class KernelSummary:
         self._sorted: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         # Per chunk, its valid durations sorted by kernel code: the one sort of
         # ``_by_kernel``, done chunk by chunk as they come (while the SQLite readers'
-        # threads read the next ranges) and joined at the end.
-        self._pieces: list[_Piece] = []
+        # threads read the next ranges) and joined at the end; None past
+        # ``_JOINED_RUNS`` runs (then every dispatch is sorted at the end).
+        self._pieces: list[_Piece] | None = []
+        self._run_count = 0
         # The codes of the last chunk's kernel categories (see _encode).
         self._last_codes: tuple[pd.CategoricalDtype, np.ndarray] | None = None
 
@@ -204,6 +206,8 @@ class KernelSummary:
         """Keep a chunk's dispatches: kernel codes (int32) and durations (s, NaN for none)."""
         self._kernel_codes.append(codes)
         self._durations.append(durations)
+        if self._pieces is None:
+            return
         valid = ~np.isnan(durations)
         if not valid.all():  # (no copy in the usual case)
             codes, durations = codes[valid], durations[valid]
@@ -214,6 +218,9 @@ class KernelSummary:
         first = np.flatnonzero(np.concatenate([[True], ordered[1:] != ordered[:-1]])) if len(ordered) else order[:0]
         self._pieces.append(_Piece(durations[order], ordered[first].astype(np.int64), first,
                                    np.diff(first, append=len(ordered))))
+        self._run_count += len(first)
+        if self._run_count > _JOINED_RUNS:  # runs of a few dispatches each (very many kernels)
+            self._pieces = None
 
     def _encode(self, kernels: pd.Series) -> np.ndarray:
         dtype = kernels.dtype
@@ -350,13 +357,12 @@ class KernelSummary:
         whole: the same array without a sort of every dispatch at the end (0.9 s of
         CPU at 10M dispatches, which now overlaps the SQLite readers' threads)."""
         if self._sorted is None:
-            pieces = self._pieces
-            kernel_of = np.concatenate([p.kernels for p in pieces] or [np.zeros(0, dtype=np.int64)])
-            lengths = np.concatenate([p.lengths for p in pieces] or [np.zeros(0, dtype=np.int64)])
-            total = np.zeros(len(self._codes), dtype=np.int64)
-            np.add.at(total, kernel_of, lengths)
-            kernels = np.flatnonzero(total)
-            if len(kernel_of) <= _JOINED_RUNS:
+            if self._pieces is not None:
+                pieces = self._pieces
+                kernel_of = np.concatenate([p.kernels for p in pieces] or [np.zeros(0, dtype=np.int64)])
+                lengths = np.concatenate([p.lengths for p in pieces] or [np.zeros(0, dtype=np.int64)])
+                total = np.zeros(len(self._codes), dtype=np.int64)
+                np.add.at(total, kernel_of, lengths)
                 # Kernel-major, and within a kernel in chunk order (the runs are listed
                 # chunk by chunk, and the sort is stable).
                 order = np.argsort(kernel_of, kind="stable")
@@ -364,7 +370,7 @@ class KernelSummary:
                 first = np.concatenate([p.first for p in pieces] or [order])[order]
                 joined = np.concatenate([pieces[c].durations[a:a + n] for c, a, n in
                                          zip(chunk_of.tolist(), first.tolist(), lengths[order].tolist())] or [np.zeros(0)])
-            else:  # runs of a few dispatches each (a file of very many kernels): one sort of all
+            else:  # past _JOINED_RUNS runs (a file of very many kernels): one sort of all
                 codes = np.concatenate(self._kernel_codes)
                 durations = np.concatenate(self._durations)
                 self._kernel_codes, self._durations = [codes], [durations]
@@ -373,9 +379,12 @@ class KernelSummary:
                     codes, durations = codes[valid], durations[valid]
                 narrow = codes.astype(np.int16) if len(self._codes) < 2**15 else codes
                 joined = durations[np.argsort(narrow, kind="stable")]
+                total = np.bincount(codes, minlength=len(self._codes)).astype(np.int64)
+            kernels = np.flatnonzero(total)
             ends = np.cumsum(total[kernels])
             # The joined runs stand for every chunk so far (a chunk added later joins them).
             self._pieces = [_Piece(joined, kernels.astype(np.int64), ends - total[kernels], total[kernels])]
+            self._run_count = len(kernels)
             self._sorted = (kernels, joined, ends)
         return self._sorted
 
