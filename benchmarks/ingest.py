@@ -30,6 +30,10 @@ JSON is checked: its total calls must equal the generated dispatch count.
     python benchmarks/ingest.py [--dispatches N] [--omniperf-dispatches N [N ...]]
                                 [--sqlite-dispatches N] [--workdir DIR] [--keep]
                                 [--only trace|omniperf|sqlite] [--before CHECKOUT]
+                                [--sqlite-files DIR]
+
+``--sqlite-files DIR`` times the SQLite files an earlier run kept (``--keep``) in
+DIR instead of generating new ones (generation takes minutes); they are only read.
 """
 
 from __future__ import annotations
@@ -306,12 +310,14 @@ def pandas_sql_run(path: Path, kind: str) -> Run:
     return measure([sys.executable, "-c", code])
 
 
-def profile_sqlite(path: Path, kind: str, dispatches: int, label: str, rows: list[Row], before: str | None = None) -> None:
+def profile_sqlite(path: Path, kind: str, dispatches: int, label: str, rows: list[Row], before: str | None = None,
+                   pandas: bool = True) -> None:
     size = path.stat().st_size
     bare = bare_sql_run(path, kind)
     ours = inspect_run(path, dispatches)
     rows.append(Row(label, size, ours, "SQL GROUP BY kernel", bare, 1.5, 1.0 * GB))
-    rows.append(Row(label, size, ours, "read_sql + pandas", pandas_sql_run(path, kind), None, None))
+    if pandas:
+        rows.append(Row(label, size, ours, "read_sql + pandas", pandas_sql_run(path, kind), None, None))
     if before:
         # Another checkout's perfcheck on the same file in the same run: "before" and
         # "after" under the same load, and the same JSON, byte for byte.
@@ -414,6 +420,11 @@ def print_table(rows: list[Row]) -> None:
             print("  ".join("-" * w for w in widths))
 
 
+def _cores() -> int:
+    affinity = getattr(os, "sched_getaffinity", None)  # Linux
+    return len(affinity(0)) if affinity else os.cpu_count() or 1
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dispatches", type=int, default=10_000_000, help="kernel-trace rows (default 10,000,000)")
@@ -424,6 +435,12 @@ def main() -> None:
     parser.add_argument("--sqlite-dispatches", type=int, default=10_000_000,
                         help="dispatches of each SQLite profile (nsys, rocpd; default 10,000,000)")
     parser.add_argument("--only", choices=["trace", "omniperf", "sqlite"], help="run one workload only")
+    parser.add_argument("--sqlite-files", type=Path, metavar="DIR",
+                        help="SQLite cases: time the files a run with --keep left in DIR (nsys-real.sqlite, "
+                             "rocpd-180.sqlite, rocpd-3500.sqlite, of --sqlite-dispatches dispatches) instead of "
+                             "generating them; they are read, never changed nor deleted")
+    parser.add_argument("--no-pandas", action="store_true",
+                        help="SQLite cases: leave out the read_sql + pandas reference (2 GB, a minute a file)")
     parser.add_argument("--before", metavar="CHECKOUT",
                         help="SQLite cases: also time another checkout's inspect (CHECKOUT/.venv/bin/python -m "
                              "perfcheck, run from CHECKOUT) on the same files; its JSON must be byte-identical")
@@ -440,6 +457,8 @@ def main() -> None:
             base = Path(tempfile.gettempdir())
         workdir = Path(tempfile.mkdtemp(prefix="ingest-", dir=base))
     rows: list[Row] = []
+    # Wall times follow the machine's load (other work on its cores): said with them.
+    load = os.getloadavg()
     try:
         if args.only in (None, "trace"):
             path = workdir / "kernel_trace.csv"
@@ -458,7 +477,14 @@ def main() -> None:
             cases = [("nsys", "nsys H200 schema", None), ("rocpd", "rocpd 180-char names", 180),
                      ("rocpd", "rocpd 3.5 KB names", 3500)]
             for kind, label, length in cases:
-                path = workdir / f"{kind}-{length or 'real'}.sqlite"
+                name = f"{kind}-{length or 'real'}.sqlite"
+                if args.sqlite_files:
+                    path = args.sqlite_files / name
+                    if not path.is_file():
+                        sys.exit(f"benchmarks/ingest.py: --sqlite-files: no {path} (kept by a run with --keep)")
+                    profile_sqlite(path, kind, n, f"{label} {n:,}", rows, args.before, not args.no_pandas)
+                    continue
+                path = workdir / name
                 t0 = time.perf_counter()
                 if kind == "nsys":
                     generate_nsys(path, n)
@@ -466,7 +492,7 @@ def main() -> None:
                     generate_rocpd(path, n, length)
                 print(f"generated {path} ({n:,} dispatches, {path.stat().st_size / GB:.2f} GB) "
                       f"in {time.perf_counter() - t0:.1f} s", flush=True)
-                profile_sqlite(path, kind, n, f"{label} {n:,}", rows, args.before)
+                profile_sqlite(path, kind, n, f"{label} {n:,}", rows, args.before, not args.no_pandas)
                 if not args.keep:
                     path.unlink()
         if args.only in (None, "omniperf"):
@@ -493,6 +519,8 @@ def main() -> None:
             print(f"kept generated files in {workdir}")
     print()
     print_table(rows)
+    print(f"load average (1, 5, 15 min): {', '.join(f'{v:.2f}' for v in load)} at the start, "
+          f"{', '.join(f'{v:.2f}' for v in os.getloadavg())} at the end; {_cores()} usable cores")
 
 
 if __name__ == "__main__":

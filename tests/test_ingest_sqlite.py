@@ -321,8 +321,8 @@ def test_running_out_of_memory_is_a_one_line_error(cli, monkeypatch: pytest.Monk
 
 
 def test_a_read_stopped_early_leaves_no_worker_nor_connection(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The ranges are read one ahead on a worker thread with its own connection: a
-    caller that stops after the first chunk ends both (no thread left running)."""
+    """The ranges are read ahead on reading threads, each with its own connection: a
+    caller that stops after the first chunk ends them all (no thread left running)."""
     import threading
 
     path = _copy(H200, tmp_path)
@@ -341,7 +341,7 @@ def test_a_read_stopped_early_leaves_no_worker_nor_connection(tmp_path: Path, mo
     assert any(t.name.startswith("perfcheck-sqlite") for t in threading.enumerate())
     chunks.close()
     assert not any(t.name.startswith("perfcheck-sqlite") for t in threading.enumerate())
-    assert len(opened) >= 3  # the scan's, the chunks', the worker's
+    assert len(opened) >= 3  # the scan's, the chunks', the reading threads'
     for reader in opened:
         with pytest.raises(sqlite3.ProgrammingError):  # closed
             reader.connection.execute("SELECT 1")

@@ -165,3 +165,57 @@ def test_counts_and_extremes_are_pandas_groupby_over_chunks_with_gaps() -> None:
     pd.testing.assert_frame_equal(got, expected, check_exact=True, check_index_type=False)
     assert table.loc["u", "calls"] > 0 and np.isnan(table.loc["u", "duration_min"])
     assert list(summary.duration_samples()) == [k for k in dict.fromkeys(pd.concat(chunks)["kernel"]) if k != "u"]
+
+
+@pytest.mark.parametrize("limit", [None, 60, 0])  # runs joined; sorted at the end past 60 runs; always
+def test_runs_sorted_per_chunk_join_into_the_one_sort(monkeypatch: pytest.MonkeyPatch, limit: int | None) -> None:
+    """Each chunk's durations are sorted by kernel as the chunk comes, and the runs are
+    joined at the end (or, past ``_JOINED_RUNS`` runs, every dispatch sorted at once):
+    the duration samples are each kernel's durations in file order, exactly; medians
+    and extremes are pandas'; kernels first seen in later chunks, empty chunks, and
+    chunks added after a first table join the runs already joined."""
+    from perfcheck.metrics import summary as module
+
+    if limit is not None:
+        monkeypatch.setattr(module, "_JOINED_RUNS", limit)
+    names = [f"k{i}" for i in range(40)]
+    chunks = [c.assign(kernel=c["kernel"].where(c.index % 7 != 3, names[min(i + 30, 39)]))  # later kernels
+              for i, c in enumerate(_chunks(11, (300, 0, 1, 50, 999, 2, 640, 77), names[:30] + ["gone"], scale=1e-3,
+                                            empty=0.1))]
+    summary = KernelSummary()
+    for chunk in chunks[:5]:
+        summary.add(chunk)
+    summary.frame()  # a first table joins the runs so far
+    for chunk in chunks[5:]:
+        summary.add(chunk)
+    table = summary.frame().set_index("kernel")
+    every = pd.concat(chunks, ignore_index=True)
+    samples = summary.duration_samples()
+    expected = {k: d.dropna().to_numpy() for k, d in every.groupby("kernel", sort=False)["duration"] if d.notna().any()}
+    assert list(samples) == list(expected)  # in the order kernels were first met
+    for kernel, durations in expected.items():
+        assert np.array_equal(samples[kernel], durations), kernel
+    grouped = every.groupby("kernel")["duration"]
+    for column, values in (("duration", grouped.median()), ("duration_min", grouped.min()), ("duration_max", grouped.max())):
+        pd.testing.assert_series_equal(table[column].sort_index(), values, check_names=False, check_exact=True)
+
+
+def test_chunks_sharing_one_categorical_dtype_number_kernels_as_they_come() -> None:
+    """Chunks whose names share one categorical dtype (the SQLite readers' chunks) reuse
+    the codes found for its categories; a category first used in a later chunk, and a
+    missing name, still get theirs in the order of their first dispatch: the table and
+    the samples are those of the same names as plain strings."""
+    dtype = pd.CategoricalDtype(pd.Index(pd.array(["a", "b", "c", "d"], dtype="string")))
+    names = [["b", "b", None], ["d", "a", "b", "c"], ["c", None, "a"]]
+    tables, samples = [], []
+    for categorical in (True, False):
+        summary = KernelSummary()
+        for chunk_names in names:
+            kernels = pd.Series(pd.Categorical(chunk_names, dtype=dtype)) if categorical else pd.Series(chunk_names, dtype=object)
+            summary.add(pd.DataFrame({"kernel": kernels, "duration": np.random.default_rng(len(chunk_names)).random(len(chunk_names))}))
+        tables.append(summary.frame())
+        samples.append(summary.duration_samples())
+    pd.testing.assert_frame_equal(tables[0], tables[1], check_exact=True)
+    assert list(samples[0]) == list(samples[1]) == ["b", "<unnamed>", "d", "a", "c"]
+    for kernel, values in samples[0].items():
+        assert np.array_equal(values, samples[1][kernel]), kernel

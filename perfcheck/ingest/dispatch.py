@@ -20,17 +20,30 @@ from perfcheck.schema import COLUMNS, conform, is_raw
 _KD_SUFFIX = r"(?: \[clone \.kd\]| \(\.kd\)|\.kd)$"
 
 
+# What was derived from the categories of the last chunk's names, by the identity of
+# their dtype (held here, so no other dtype can take its id): SQLite readers give every
+# chunk that uses the same kernels the same dtype (``KernelNames.column``), and names
+# of kilobytes cost far more to clean, hash and match again than the rest of a chunk.
+_LAST_CLEANED: list[tuple[pd.CategoricalDtype, np.ndarray, pd.CategoricalDtype]] = []
+_LAST_FLAGS: list[tuple[pd.CategoricalDtype, np.ndarray]] = []
+
+
 def clean_kernel_names(names: pd.Series) -> pd.Series:
     if isinstance(names.dtype, pd.CategoricalDtype):
         # Streamed traces keep names dictionary-encoded (millions of dispatches,
         # a few hundred kernels): clean each distinct name once. Names that become
         # equal once cleaned ("k" and "k [clone .kd]") merge into one category.
-        cleaned = _clean(pd.Series(names.cat.categories))
-        mapping, uniques = pd.factorize(cleaned)
+        last = _LAST_CLEANED[0] if _LAST_CLEANED else None
+        if last is not None and last[0] is names.dtype:
+            _, mapping, dtype = last
+        else:
+            cleaned = _clean(pd.Series(names.cat.categories))
+            mapping, uniques = pd.factorize(cleaned)
+            dtype = pd.CategoricalDtype(pd.Index(pd.array(uniques, dtype="string")))
+            _LAST_CLEANED[:] = [(names.dtype, mapping, dtype)]
         codes = names.cat.codes.to_numpy()
         merged = np.where(codes < 0, -1, mapping[codes] if len(mapping) else codes)
-        categories = pd.Index(pd.array(uniques, dtype="string"))
-        return pd.Series(pd.Categorical.from_codes(merged, categories), index=names.index, name=names.name)
+        return pd.Series(pd.Categorical.from_codes(merged, dtype=dtype), index=names.index, name=names.name)
     return _clean(names)
 
 
@@ -42,6 +55,9 @@ class KernelNames:
     def __init__(self) -> None:
         self.codes: dict[str, int] = {}
         self.names: list[str] = []
+        # The codes the last chunk used, their names' merged numbers and dtype: most
+        # chunks use the same kernels, and then get the same dtype (see _LAST_CLEANED).
+        self._last: tuple[bytes, np.ndarray, pd.CategoricalDtype] | None = None
 
     def codes_of(self, names: Sequence[object]) -> np.ndarray:
         """Codes of ``names`` (-1 for a missing one); new names are cleaned in one go."""
@@ -57,11 +73,16 @@ class KernelNames:
         """Codes of one chunk -> a categorical holding only the names it uses (cleaned
         names that coincide, "k" and "k.kd", become one category)."""
         present = np.unique(codes[codes >= 0])
-        merged, uniques = pd.factorize(pd.Series([self.names[i] for i in present], dtype=object))
+        if self._last is not None and self._last[0] == present.tobytes():
+            _, merged, dtype = self._last
+        else:
+            merged, uniques = pd.factorize(pd.Series([self.names[i] for i in present], dtype=object))
+            dtype = pd.CategoricalDtype(pd.Index(pd.array(list(uniques), dtype="string")))
+            self._last = (present.tobytes(), merged, dtype)
         remap = np.full(len(self.names) + 1, -1, dtype=np.int64)
         remap[present] = merged
         local = remap[np.where(codes >= 0, codes, len(self.names))]
-        return pd.Categorical.from_codes(local, pd.Index(pd.array(list(uniques), dtype="string")))
+        return pd.Categorical.from_codes(local, dtype=dtype)
 
 
 # _KD_SUFFIX's alternatives: they end in different characters, so at most one applies.
@@ -98,9 +119,15 @@ def non_kernel_rows(names: pd.Series) -> np.ndarray:
     """Mask of the rows whose (cleaned) name is a packet or copy, not a kernel."""
     # Each distinct name is matched once: millions of dispatches, a few hundred kernels.
     if isinstance(names.dtype, pd.CategoricalDtype):
-        codes, distinct = names.cat.codes.to_numpy(), names.cat.categories
-    else:
-        codes, distinct = pd.factorize(names)
+        codes = names.cat.codes.to_numpy()
+        last = _LAST_FLAGS[0] if _LAST_FLAGS else None
+        if last is not None and last[0] is names.dtype:
+            flags = last[1]
+        else:
+            flags = np.array([bool(NON_KERNEL.fullmatch(str(c))) for c in names.cat.categories], dtype=bool)
+            _LAST_FLAGS[:] = [(names.dtype, flags)]
+        return np.where(codes >= 0, flags[codes] if len(flags) else False, False)
+    codes, distinct = pd.factorize(names)
     flags = np.array([bool(NON_KERNEL.fullmatch(str(c))) for c in distinct], dtype=bool)
     return np.where(codes >= 0, flags[codes] if len(flags) else False, False)
 

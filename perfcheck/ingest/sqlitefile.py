@@ -26,7 +26,10 @@ file are quoted with ``quote`` and never pasted into SQL as they are.
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import threading
+from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import closing
@@ -104,26 +107,54 @@ def sniffed_tables(path: Path) -> set[str] | None:
         return None
 
 
+class Steps:
+    """The SQLite steps spent by one or several connections (the reading threads of
+    one read share theirs: one budget per read, whatever the number of threads), and
+    a flag that ends their statements at the next progress call (the caller stopped,
+    or a range failed: the other threads' scans must not run on)."""
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self.spent = 0
+        self.stopped = False
+        self._lock = threading.Lock()  # the handlers of several threads add to one count
+
+    def spend(self, steps: int) -> bool:
+        """Count ``steps``; True when the statement must end."""
+        with self._lock:
+            self.spent += steps
+            return self.spent > self.budget or self.stopped
+
+    def exhausted(self) -> bool:
+        return self.spent > self.budget
+
+
 class Reader:
     """A bounded read-only connection to one profile (see the module's docstring).
 
     ``what`` names the kind of file in errors ("the rocpd database"); ``hint`` says
     what to do about a damaged one. Every query names the table or view it reads,
-    so that a bound exceeded or a damaged page is reported against it.
+    so that a bound exceeded or a damaged page is reported against it. ``steps``:
+    the budget to share with other readers (``sibling``); by default one's own.
+    ``threaded``: the connection may be closed by another thread than its maker's.
     """
 
-    def __init__(self, path: Path, what: str, hint: str) -> None:
+    def __init__(self, path: Path, what: str, hint: str, *, steps: Steps | None = None, threaded: bool = False) -> None:
         self.path = Path(path)
         self.what = what
         self.hint = hint
+        if steps is None:
+            try:
+                size = self.path.stat().st_size
+            except OSError:
+                size = 0
+            steps = Steps(max(MIN_STEPS, STEPS_PER_BYTE * size))
+        self.steps = steps
+        self.budget = steps.budget
         try:
-            size = self.path.stat().st_size
-        except OSError:
-            size = 0
-        self.budget = max(MIN_STEPS, STEPS_PER_BYTE * size)
-        self._steps = 0
-        try:
-            self.connection = sqlite3.connect(_uri(self.path), uri=True)
+            # A reading thread's connection is closed by the thread that waited for it,
+            # once no thread uses it (read_ranges): sqlite3 refuses that by default.
+            self.connection = sqlite3.connect(_uri(self.path), uri=True, check_same_thread=not threaded)
         except sqlite3.Error as exc:
             raise self.error(exc, None) from None
         if hasattr(self.connection, "setlimit"):  # Python >= 3.11
@@ -133,8 +164,11 @@ class Reader:
         self.connection.set_progress_handler(self._progress, _HANDLER_PERIOD)
 
     def _progress(self) -> int:
-        self._steps += _HANDLER_PERIOD
-        return 1 if self._steps > self.budget else 0  # non-zero interrupts the statement
+        return 1 if self.steps.spend(_HANDLER_PERIOD) else 0  # non-zero interrupts the statement
+
+    def sibling(self, steps: Steps) -> "Reader":
+        """Another connection to the same file, spending ``steps``."""
+        return Reader(self.path, self.what, self.hint, steps=steps, threaded=True)
 
     def close(self) -> None:
         self.connection.close()
@@ -149,7 +183,7 @@ class Reader:
         """The one-line error for ``exc`` raised while reading ``source``."""
         text = str(exc)
         where = f" reading {source!r}" if source else ""
-        if self._steps > self.budget or "interrupted" in text:
+        if self.steps.exhausted() or "interrupted" in text:
             return InputError(self.path, f"{self.what}: gave up{where} after {self.budget:,} SQLite steps, "
                                          f"{STEPS_PER_BYTE} per byte of the file (a recursive or runaway view?)",
                               hint="a profile is read in a few steps per byte; check where the file came from")
@@ -294,7 +328,13 @@ def read_ranges(reader: Reader, source: str, where: str, params: Sequence[Any], 
     # Each in a query of its own: SQLite looks up a lone min() or max(), but scans the
     # whole table for the two in one SELECT (2.7 s of 10M dispatches, measured).
     bounds = reader.one(source, f"SELECT (SELECT min({rowid}) FROM {source}), (SELECT max({rowid}) FROM {source})")
-    if bounds is None or bounds[0] is None or not isinstance(bounds[0], int) or not isinstance(bounds[1], int):
+    if bounds is None or not all(isinstance(b, int) for b in bounds):
+        # No rows, or rows that no range reaches: a view in place of the table (its rowids
+        # are NULL) or ids that are not integers, in a hand-made file. Said, not read as
+        # a profile without dispatches.
+        if reader.one(source, f"SELECT 1 FROM {source} {'WHERE ' + where if where else ''} LIMIT 1", params) is not None:
+            raise InputError(reader.path, f"{reader.what}: the rows of {source!r} have no integer {rowid} to be read "
+                                          f"by (a view in place of the table?)", hint="check where the file came from")
         return
     low, high = bounds
     spans = dict(spans or {})
@@ -384,39 +424,107 @@ def read_ranges(reader: Reader, source: str, where: str, params: Sequence[Any], 
         return Range(first, last, exact=True, series=dict(zip(names, arrays[1:])),
                      configs=configs, config_of_row=of_row)
 
-    # The ranges are read on a connection of their own in a worker thread, one range
-    # ahead: SQLite runs without the GIL (CPython's sqlite3 releases it around each
-    # step), so the next range's scan overlaps with what the caller does with this one
-    # (names, the per-kernel summary), which would otherwise add to SQLite's time. The
-    # worker's connection is a Reader as bounded as this one.
-    starts = iter(range(low, high + 1, size))
-    state: dict[str, Reader] = {}
+    # The ranges are read by reading threads (``reading_threads``), each on a connection
+    # of its own: SQLite runs without the GIL (CPython's sqlite3 releases it around each
+    # step), so the threads' scans run on the cores at once, and beside what the caller
+    # does with each range (names, the per-kernel summary). The ranges are handed out
+    # in order and given back in order (the caller sees what one thread would give),
+    # at most ``_AHEAD`` per thread read and not yet taken (memory stays bounded). The
+    # threads' connections share one budget of steps, as bounded as ``reader``.
+    threads = reading_threads()
+    steps = Steps(reader.budget)
+    readers: dict[int, Reader] = {}
+    made = threading.Lock()
 
     def fetch(first: int) -> Range | None:
-        if "reader" not in state:  # made in the worker thread, which alone uses it
-            state["reader"] = Reader(reader.path, reader.what, reader.hint)
-        return one_range(state["reader"], first, min(first + size - 1, high))
+        if steps.stopped:  # the caller stopped or a range failed: no new scan
+            return None
+        own = readers.get(threading.get_ident())
+        if own is None:  # made in the thread that alone uses it
+            own = reader.sibling(steps)
+            with made:
+                readers[threading.get_ident()] = own
+        return one_range(own, first, min(first + size - 1, high))
 
-    def close() -> None:
-        if "reader" in state:
-            state["reader"].close()
-
-    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="perfcheck-sqlite")
-    pending: Future[Range | None] | None = None
+    pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="perfcheck-sqlite")
+    pending: deque[Future[Range | None]] = deque()
+    starts = iter(range(low, high + 1, size))
     try:
-        first = next(starts, None)
-        pending = pool.submit(fetch, first) if first is not None else None
-        while pending is not None:
-            part = pending.result()
-            first = next(starts, None)
-            pending = pool.submit(fetch, first) if first is not None else None
+        while True:
+            while len(pending) < _AHEAD * threads:
+                first = next(starts, None)
+                if first is None:
+                    break
+                pending.append(pool.submit(fetch, first))
+            if not pending:
+                return
+            part = pending.popleft().result()
             if part is not None:
                 yield part
     finally:
-        if pending is not None and not pending.cancel() and "reader" in state:
-            state["reader"].connection.interrupt()  # the caller stopped early: end the running scan
-        pool.submit(close)
+        # Stopped early (the caller closed this generator, Ctrl-C, or a range's error):
+        # nothing queued starts, and the running scans end at their next progress call.
+        steps.stopped = True
+        for future in pending:
+            future.cancel()
+        with made:
+            for own in readers.values():
+                own.connection.interrupt()
         pool.shutdown(wait=True)
+        for own in readers.values():
+            own.close()
+
+
+def distinct(reader: Reader, source: str, columns: Sequence[str], rowid: str) -> list[tuple]:
+    """``SELECT DISTINCT columns FROM source`` (a whole-table pass: Nsight Systems'
+    processes and devices that ran kernels, before the ranges are read), its two
+    halves of rowids read at once by two threads where there are two
+    (``reading_threads``), on ``reader`` and on a connection of its own: the pass
+    takes half the wall time on an idle machine. The rows of the lower half first,
+    then those of the upper half not in it. ``columns`` and ``rowid`` are SQL the
+    caller chose."""
+    select = f"SELECT DISTINCT {', '.join(columns)} FROM {source}"
+    if reading_threads() < 2:
+        return reader.rows(source, select)
+    bounds = reader.one(source, f"SELECT (SELECT min({rowid}) FROM {source}), (SELECT max({rowid}) FROM {source})")
+    if bounds is None or not all(isinstance(b, int) for b in bounds) or bounds[1] - bounds[0] < _SPLIT_ROWS:
+        return reader.rows(source, select)  # a small table, or a view (no rowids): one pass
+    low, high = bounds
+    middle = low + (high - low) // 2
+    steps = Steps(reader.budget)
+    other = reader.sibling(steps)
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="perfcheck-sqlite")
+    try:
+        upper = pool.submit(other.rows, source, f"{select} WHERE {rowid} BETWEEN ? AND ?", (middle + 1, high))
+        lower = reader.rows(source, f"{select} WHERE {rowid} BETWEEN ? AND ?", (low, middle))
+        return list(dict.fromkeys([*lower, *upper.result()]))
+    finally:  # (also on an error or Ctrl-C: the other half's scan ends at its next progress call)
+        steps.stopped = True
+        other.connection.interrupt()
+        pool.shutdown(wait=True)
+        other.close()
+
+
+# Below this many rows a whole-table pass is not split (a thread and a connection cost
+# more than the pass).
+_SPLIT_ROWS = 100_000
+
+
+# Ranges read ahead per reading thread: enough that a thread never waits for the caller
+# to take a range, few enough that memory stays a few ranges' worth (about 5 MB each).
+_AHEAD = 2
+
+
+def reading_threads() -> int:
+    """Threads that read a dispatch table's ranges at once: two where the process may
+    run on two cores or more (a third thread gains nothing: the caller's own work
+    needs a core too), else one (which still overlaps SQLite's scans with the caller's
+    work)."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 1
+    return 2 if cores >= 2 else 1
 
 
 class Configs:

@@ -8,7 +8,7 @@ a duration per dispatch, plus per-chunk maxima of launch resources), so a
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -160,6 +160,23 @@ class _Work:
         return table
 
 
+# At most this many (kernel, chunk) runs are joined by slicing (a Python object each,
+# about a microsecond: 25,000 at 10M dispatches of 500 kernels in 50 chunks); more,
+# and every dispatch is sorted at the end instead (the same array, 0.9 s at 10M).
+_JOINED_RUNS = 200_000
+
+
+@dataclass(frozen=True)
+class _Piece:
+    """A chunk's valid durations sorted by kernel code (stably), and its runs: the
+    code of each run's kernel, where the run starts and its length."""
+
+    durations: np.ndarray
+    kernels: np.ndarray
+    first: np.ndarray
+    lengths: np.ndarray
+
+
 class KernelSummary:
     """Accumulates chunks; ``frame()`` gives one row per kernel.
 
@@ -176,8 +193,54 @@ class KernelSummary:
         self._aggregates: list[pd.DataFrame] = []
         self._work = _Work(target) if work else None
         self._sorted: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        # Per chunk, its valid durations sorted by kernel code: the one sort of
+        # ``_by_kernel``, done chunk by chunk as they come (while the SQLite readers'
+        # threads read the next ranges) and joined at the end; None past
+        # ``_JOINED_RUNS`` runs (then every dispatch is sorted at the end).
+        self._pieces: list[_Piece] | None = []
+        self._run_count = 0
+        # The codes of the last chunk's kernel categories (see _encode).
+        self._last_codes: tuple[pd.CategoricalDtype, np.ndarray] | None = None
+
+    def _dispatches(self, codes: np.ndarray, durations: np.ndarray) -> None:
+        """Keep a chunk's dispatches: kernel codes (int32) and durations (s, NaN for none)."""
+        self._kernel_codes.append(codes)
+        self._durations.append(durations)
+        if self._pieces is None:
+            return
+        valid = ~np.isnan(durations)
+        if not valid.all():  # (no copy in the usual case)
+            codes, durations = codes[valid], durations[valid]
+        # A stable sort of 16-bit keys is a radix sort in numpy, of 32-bit ones a merge sort.
+        order = np.argsort(codes.astype(np.int16) if len(self._codes) < 2**15 else codes, kind="stable")
+        ordered = codes[order]
+        # The chunk's runs of kernels: where each starts among its sorted durations.
+        first = np.flatnonzero(np.concatenate([[True], ordered[1:] != ordered[:-1]])) if len(ordered) else order[:0]
+        self._pieces.append(_Piece(durations[order], ordered[first].astype(np.int64), first,
+                                   np.diff(first, append=len(ordered))))
+        self._run_count += len(first)
+        if self._run_count > _JOINED_RUNS:  # runs of a few dispatches each (very many kernels)
+            self._pieces = None
 
     def _encode(self, kernels: pd.Series) -> np.ndarray:
+        dtype = kernels.dtype
+        if isinstance(dtype, pd.CategoricalDtype) and self._last_codes is not None and self._last_codes[0] is dtype:
+            # The last chunk's categories (the same dtype object: see
+            # ingest.dispatch._LAST_CLEANED): each category's code, -1 where none is
+            # given yet, the last one for a missing name ("<unnamed>").
+            by_category = self._last_codes[1]
+            category = kernels.cat.codes.to_numpy()
+            codes = by_category[np.where(category >= 0, category, len(by_category) - 1)]
+            if (codes >= 0).all():
+                return codes
+        codes = self._encode_each(kernels)
+        if isinstance(dtype, pd.CategoricalDtype):
+            by_category = np.array([self._codes.get(str(c), -1) for c in dtype.categories] +
+                                   [self._codes.get("<unnamed>", -1)], dtype=np.int64)
+            self._last_codes = (dtype, by_category)
+        return codes
+
+    def _encode_each(self, kernels: pd.Series) -> np.ndarray:
         if isinstance(kernels.dtype, pd.CategoricalDtype) and "<unnamed>" not in kernels.cat.categories:
             # Dictionary-encoded names (streamed traces): the fill below must be a category.
             kernels = kernels.cat.add_categories("<unnamed>")
@@ -210,7 +273,6 @@ class KernelSummary:
                 )
                 self._work.add(chunk, codes, total, calls)
             return
-        self._kernel_codes.append(codes.astype(np.int32))
         if self._work is not None and ("duration" not in chunk.columns or chunk["duration"].isna().all()):
             # ncu runs without gpu__time_duration still time each kernel in
             # elapsed cycles at a known cycle rate (the NERSC roofline metric set).
@@ -223,7 +285,7 @@ class KernelSummary:
             duration = chunk["duration"].to_numpy(dtype="float64", na_value=np.nan)
         else:
             duration = np.full(len(chunk), np.nan)
-        self._durations.append(duration)
+        self._dispatches(codes.astype(np.int32), duration)
         if self._work is not None:
             self._work.add(chunk, codes, duration, np.ones(len(chunk)))
         present = [c for c in RESOURCES if c in chunk.columns]
@@ -245,8 +307,8 @@ class KernelSummary:
         if self._work is not None and (duration is None or bool(np.isnan(duration).all()) or self._work.needs_dispatches(rows)):
             return False
         row_codes = self._encode(rows["kernel"])
-        self._kernel_codes.append(row_codes.astype(np.int32)[chunk.group])
-        self._durations.append(np.asarray(duration, dtype="float64") if duration is not None else np.full(len(chunk), np.nan))
+        self._dispatches(row_codes.astype(np.int32)[chunk.group],
+                         np.asarray(duration, dtype="float64") if duration is not None else np.full(len(chunk), np.nan))
         if self._work is not None:
             self._work.add_occupancy(rows, row_codes)
         present = [c for c in RESOURCES if c in rows.columns]
@@ -289,24 +351,41 @@ class KernelSummary:
     def _by_kernel(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The codes of the kernels with a duration (ascending), the durations of every
         dispatch with one sorted by code (stably: each kernel's in file order), and
-        where each kernel's run ends. Sorted once for the medians, extremes and the
-        duration samples."""
+        where each kernel's run ends; for the medians, extremes and the duration
+        samples. Each chunk was sorted as it came (``_dispatches``); here each kernel's
+        runs in the chunks are joined in chunk order, which is the stable sort of the
+        whole: the same array without a sort of every dispatch at the end (0.9 s of
+        CPU at 10M dispatches, which now overlaps the SQLite readers' threads)."""
         if self._sorted is None:
-            codes = np.concatenate(self._kernel_codes)
-            durations = np.concatenate(self._durations)
-            self._kernel_codes, self._durations = [codes], [durations]
-            valid = ~np.isnan(durations)
-            if not valid.all():  # (no copy in the usual case)
-                codes, durations = codes[valid], durations[valid]
-            # A stable sort of 16-bit keys is a radix sort in numpy, of 32-bit ones a
-            # merge sort: 0.4 s against 2 s at 10 million dispatches.
-            narrow = codes.astype(np.int16) if len(self._codes) < 2**15 else codes
-            order = np.argsort(narrow, kind="stable")
-            # The runs from a count per code (one pass), not from the sorted codes
-            # (gathered and differenced: 0.3 s at 10 million dispatches).
-            counts = np.bincount(codes, minlength=len(self._codes))
-            kernels = np.flatnonzero(counts)
-            self._sorted = (kernels, durations[order], np.cumsum(counts[kernels]))
+            if self._pieces is not None:
+                pieces = self._pieces
+                kernel_of = np.concatenate([p.kernels for p in pieces] or [np.zeros(0, dtype=np.int64)])
+                lengths = np.concatenate([p.lengths for p in pieces] or [np.zeros(0, dtype=np.int64)])
+                total = np.zeros(len(self._codes), dtype=np.int64)
+                np.add.at(total, kernel_of, lengths)
+                # Kernel-major, and within a kernel in chunk order (the runs are listed
+                # chunk by chunk, and the sort is stable).
+                order = np.argsort(kernel_of, kind="stable")
+                chunk_of = np.concatenate([np.full(len(p.kernels), i) for i, p in enumerate(pieces)] or [order])[order]
+                first = np.concatenate([p.first for p in pieces] or [order])[order]
+                joined = np.concatenate([pieces[c].durations[a:a + n] for c, a, n in
+                                         zip(chunk_of.tolist(), first.tolist(), lengths[order].tolist())] or [np.zeros(0)])
+            else:  # past _JOINED_RUNS runs (a file of very many kernels): one sort of all
+                codes = np.concatenate(self._kernel_codes)
+                durations = np.concatenate(self._durations)
+                self._kernel_codes, self._durations = [codes], [durations]
+                valid = ~np.isnan(durations)
+                if not valid.all():
+                    codes, durations = codes[valid], durations[valid]
+                narrow = codes.astype(np.int16) if len(self._codes) < 2**15 else codes
+                joined = durations[np.argsort(narrow, kind="stable")]
+                total = np.bincount(codes, minlength=len(self._codes)).astype(np.int64)
+            kernels = np.flatnonzero(total)
+            ends = np.cumsum(total[kernels])
+            # The joined runs stand for every chunk so far (a chunk added later joins them).
+            self._pieces = [_Piece(joined, kernels.astype(np.int64), ends - total[kernels], total[kernels])]
+            self._run_count = len(kernels)
+            self._sorted = (kernels, joined, ends)
         return self._sorted
 
     def _medians(self) -> pd.Series:
@@ -357,8 +436,7 @@ class KernelSummary:
             # medians from the sorted runs.
             grouped = pd.DataFrame({"code": key, "d": durations}, copy=False).groupby("code", sort=True, observed=True)["d"]
             mean, total = grouped.mean(), grouped.sum(min_count=1)
-            # The sort after the groupby is gone: its arrays and the groupby's are not
-            # held at once.
+            # The groupby's arrays go before the runs are joined: not held at once.
             del grouped, key
             calls = np.bincount(codes, minlength=len(names))
             present = pd.Index(np.flatnonzero(calls).astype(np.int64), name="code")  # the groupby's (observed) groups
