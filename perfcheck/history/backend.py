@@ -132,7 +132,7 @@ class SeriesReader:
         import numpy as np
         import pandas as pd
 
-        from perfcheck.history.store import MAX_TIME, MIN_TIME
+        from perfcheck.history.store import MAX_TIME, MIN_TIME, impossible_time
 
         if name in ID_COLUMNS:
             return self._ids(name, raw, run_id)
@@ -148,9 +148,7 @@ class SeriesReader:
         if name == "time":
             bad = ~((values >= MIN_TIME) & (values <= MAX_TIME))
             if bad.any():
-                raise InputError(self.path, f"run {run_id[bad][0]!r} has time {float(values[bad][0])!r}, "
-                                 "outside 1970-2200 (an older perfcheck stored it)",
-                                 hint="`perfcheck history prune` removes runs with impossible times")
+                raise impossible_time(self.path, run_id[bad][0], "time", float(values[bad][0]))
         return values
 
     def _ids(self, name: str, raw: "np.ndarray", where: "np.ndarray") -> "np.ndarray":

@@ -846,10 +846,14 @@ def as_times(frame: "pd.DataFrame", column: str, where: "Path | StoreURL") -> No
 
     bad = ~frame[column].between(MIN_TIME, MAX_TIME)
     if bad.any():
-        raise InputError(where, f"run {frame.loc[bad, 'run_id'].iloc[0]!r} has {column} "
-                         f"{float(frame.loc[bad, column].iloc[0])!r}, outside 1970-2200 (an older perfcheck stored it)",
-                         hint="`perfcheck history prune` removes runs with impossible times")
+        raise impossible_time(where, frame.loc[bad, "run_id"].iloc[0], column, float(frame.loc[bad, column].iloc[0]))
     frame[column] = pd.to_datetime(frame[column], unit="s", utc=True)
+
+
+def impossible_time(where: "Path | StoreURL", run_id: object, column: str, value: float) -> InputError:
+    """The error of a run's ``column`` (Unix seconds) outside MIN_TIME-MAX_TIME, read from ``where``."""
+    return InputError(where, f"run {run_id!r} has {column} {value!r}, outside 1970-2200 (an older "
+                      "perfcheck stored it)", hint="`perfcheck history prune` removes runs with impossible times")
 
 
 def runs_frame(rows: list[tuple[object, ...]], limit: int | None, where: "Path | StoreURL") -> "pd.DataFrame":
