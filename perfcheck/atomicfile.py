@@ -45,6 +45,8 @@ def through_links(path: str | Path) -> Path:
     real = Path(os.path.realpath(path))
     if real.is_symlink():  # realpath stops where the links go round
         raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), str(path))
+    if not real.parent.is_dir():  # a dangling link into no folder: said of the link, not of a temporary name
+        raise OSError(errno.ENOENT, f"{os.strerror(errno.ENOENT)} (the link points into {real.parent})", str(path))
     return real
 
 

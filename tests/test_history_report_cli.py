@@ -140,3 +140,19 @@ def test_an_export_file_given_as_a_link_stays_a_link(cli, store: Path, tmp_path:
     loop.symlink_to(tmp_path / "loop.om")
     one_line_error(cli("history", "export", "--history", store, "--openmetrics", loop), None, str(loop), "cannot write")
     assert loop.is_symlink()
+    nowhere = tmp_path / "gone.om"  # a link into a folder that is not there: said of the link
+    nowhere.symlink_to(tmp_path / "no" / "such" / "perf.om")
+    result = cli("history", "export", "--history", store, "--openmetrics", nowhere)
+    one_line_error(result, None, str(nowhere), "cannot write", "the link points into")
+    assert ".tmp" not in result.err
+
+
+def test_a_site_folder_given_as_a_loop_of_links_is_a_one_line_error(cli, store: Path, tmp_path: Path) -> None:  # noqa: ANN001
+    # Path.resolve() raised RuntimeError on a loop (exit 3, "internal error")
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.symlink_to(b, target_is_directory=True)
+    b.symlink_to(a, target_is_directory=True)
+    result = cli("history", "report", "--history", store, "--html", a)
+    assert result.code == 2, result.err
+    assert len(result.err.strip().splitlines()) == 1 and str(a) in result.err and "cannot be written" in result.err
+    assert a.is_symlink() and b.is_symlink()

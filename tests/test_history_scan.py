@@ -333,11 +333,34 @@ def test_values_of_series_with_every_run_are_their_numbers_alone_in_one_snapshot
     assert np.array_equal(got.value, frame["value"].to_numpy(dtype="float64"), equal_nan=True)
     assert got.keys["kernel"].to_numpy(dtype=object)[got.series].tolist() == frame["kernel"].tolist()
     assert got.runs["run_id"].to_numpy(dtype=object)[got.run].tolist() == frame["run_id"].tolist()
+    assert all(inside for _, inside in seen), seen  # the series' names and ids too (an id may be reused)
     # the values' reads (not the store's check that every value names a series number: _keys)
     reads = [(sql, inside) for sql, inside in seen if "FROM runs" in sql or "FROM results v" in sql]
     assert len(reads) == 4 and all(inside for _, inside in reads), reads  # runs, spans, numbers, the rest
     alone = [sql for sql, _ in reads if sql.startswith("SELECT v.value FROM")]
     assert len(alone) == 1 and "ORDER BY v.series_id, v.run" in alone[0]
+
+
+@pytest.mark.parametrize("bad", ["'x'", "X'34'", "99.5", "-0.5"])
+def test_values_say_a_damaged_run_number_beside_a_series_with_every_run(tmp_path, bad: str) -> None:  # noqa: ANN001
+    """A value row more, whose run is text, a blob or a fraction (another tool wrote it),
+    beside a series that has a value at every run: the count over the runs' range leaves
+    it out (SQLite orders text and blobs after every number), so the series would read as
+    whole and the row vanish; it is the damaged store's error, as ``series`` says."""
+    import sqlite3
+    from contextlib import closing
+
+    from perfcheck.errors import InputError
+
+    with open_store(tmp_path / "h.sqlite") as store:
+        _fill(store, runs=12, kernels=6)
+    with closing(sqlite3.connect(tmp_path / "h.sqlite")) as db, db:
+        db.execute(f"INSERT INTO results (series_id, run, value, unit) SELECT series_id, {bad}, value, unit "
+                   "FROM results WHERE run = 5 ORDER BY series_id LIMIT 1")
+    with open_store(tmp_path / "h.sqlite") as store:
+        for read in (store.series, store.values):
+            with pytest.raises(InputError, match=r"the history store is damaged \(results\.run holds"):
+                read(metric="duration")
 
 
 @pytest.mark.parametrize("gap", [True, False])

@@ -132,7 +132,7 @@ class SeriesReader:
         import numpy as np
         import pandas as pd
 
-        from perfcheck.history.store import MAX_TIME, MIN_TIME
+        from perfcheck.history.store import MAX_TIME, MIN_TIME, impossible_time
 
         if name in ID_COLUMNS:
             return self._ids(name, raw, run_id)
@@ -148,9 +148,7 @@ class SeriesReader:
         if name == "time":
             bad = ~((values >= MIN_TIME) & (values <= MAX_TIME))
             if bad.any():
-                raise InputError(self.path, f"run {run_id[bad][0]!r} has time {float(values[bad][0])!r}, "
-                                 "outside 1970-2200 (an older perfcheck stored it)",
-                                 hint="`perfcheck history prune` removes runs with impossible times")
+                raise impossible_time(self.path, run_id[bad][0], "time", float(values[bad][0]))
         return values
 
     def _ids(self, name: str, raw: "np.ndarray", where: "np.ndarray") -> "np.ndarray":
@@ -296,11 +294,11 @@ class SeriesReader:
         import numpy as np
         import pandas as pd
 
-        keys = self._keys(machine, suite, kernel, metric)
         when, when_params = self._since(since) if since is not None else ([], [])
         rows: list[tuple[object, ...]] = []
-        ids = [key[0] for key in keys]
-        with self._snapshot():  # the runs, each series' span and its values as of one moment
+        with self._snapshot():  # the series, the runs, each series' span and its values as of one moment
+            keys = self._keys(machine, suite, kernel, metric)  # (a pruned series' id may be reused by an add)
+            ids = [key[0] for key in keys]
             runs = self._rows("SELECT run, run_id, time, commit_sha FROM runs"
                               + (f" WHERE time >= {self.MARK}" if since is not None else ""),
                               [float(since)] if since is not None else [])
@@ -375,6 +373,10 @@ class SeriesReader:
 
         numbers = [row[0] for row in runs if type(row[0]) is int]
         first, last = (min(numbers), max(numbers)) if numbers else (0, -1)
+        # the values are read without the count's run range: a value whose run is text, a
+        # blob or a fraction (SQLite orders text and blobs after every number) is then one
+        # value more than the count, and the general read says the store is damaged
+        read_when, read_params = when, when_params
         if len(numbers) == last - first + 1:
             # the runs are numbered without a gap (as SQLite numbers them, a year of nights
             # added and pruned oldest first): a series with as many values in their range as
@@ -406,8 +408,8 @@ class SeriesReader:
         values: list[tuple[object, ...]] = []
         for at in range(0, len(span), MAX_IDS):
             term, id_params = self._any("v.series_id", span[at:at + MAX_IDS, 0].tolist())
-            values.extend(self._rows(f"SELECT v.value FROM results v WHERE {' AND '.join([term, *when])} "
-                                     "ORDER BY v.series_id, v.run", [*id_params, *when_params]))
+            values.extend(self._rows(f"SELECT v.value FROM results v WHERE {' AND '.join([term, *read_when])} "
+                                     "ORDER BY v.series_id, v.run", [*id_params, *read_params]))
         if len(values) != int(span[:, 1].sum()):  # a run number not an integer (in one snapshot, nothing else)
             return None, ids
         # numbers (None: missing) as a number column holds them, in one C loop; text or blobs

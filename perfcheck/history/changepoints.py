@@ -436,7 +436,7 @@ def split_points_many(
             x = matrix[chosen][finite[chosen]].reshape(-1, count)
             kept = np.nonzero(finite[chosen])[1].reshape(-1, count)
             y = _scaled_logs(x)
-            clean = ~_spikes_rows(y)
+            clean = ~spikes_rows(y)
             for at, i in enumerate(np.asarray(members)[chosen]):
                 mask = clean[at]
                 if mask.sum() >= need:
@@ -463,7 +463,7 @@ def _scaled_logs(x: np.ndarray) -> np.ndarray:
     return y
 
 
-def _spikes_rows(y: np.ndarray, k: float = SPIKE_K) -> np.ndarray:
+def spikes_rows(y: np.ndarray, k: float = SPIKE_K) -> np.ndarray:
     """``spikes`` of each row of ``y`` (rows of at least 3 values)."""
     mask = np.zeros(y.shape, dtype=bool)
     if y.shape[1] < 3:
@@ -958,17 +958,6 @@ def relative_values(frame: "pd.DataFrame", offsets: "Mapping[tuple[str, str, str
         kernel = np.repeat(wide.rows_of([index.series.keys[n][2] for n in numbers]), sizes[numbers])
         # a run code of -1 (a missing run id) takes the -1 appended: no column
         run = np.append(wide.columns_of(index.run_names), -1)[index.run_code[rows]]
-        value[rows] = wide.adjusted(value[rows], kernel, run)
-    return value
-    kernel_code, kernel_names = pd.factorize(frame["kernel"])
-    run_code, run_ids = pd.factorize(frame["run_id"])
-    for key, rows in frame.groupby(["machine", "suite", "metric"], sort=False, observed=True).indices.items():
-        wide = offsets.get(tuple(map(str, key)))  # type: ignore[arg-type]
-        if wide is None:
-            continue
-        # a code of -1 (a missing name) takes the -1 appended: no row or column
-        kernel = np.append(wide.kernels.get_indexer(kernel_names), -1)[kernel_code[rows]]
-        run = np.append(wide.runs.get_indexer(run_ids), -1)[run_code[rows]]
         value[rows] = wide.adjusted(value[rows], kernel, run)
     return value
 

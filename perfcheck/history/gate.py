@@ -37,7 +37,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -48,8 +48,8 @@ from perfcheck.history.changepoints import (
     MIN_AFTER,
     P_VALUE,
     WINDOW,
-    _spikes_rows,
     spikes,
+    spikes_rows,
     split_points,
     split_points_many,
     t_pvalue,
@@ -188,7 +188,7 @@ def reference_rows(values: np.ndarray, lo: np.ndarray, hi: np.ndarray, *, recent
     kept = np.ones(len(flat), dtype=bool)
     for length, rows, at in _rows_by_length(owner, count):
         if length >= 3:
-            kept[at] = ~_spikes_rows(logs[at])
+            kept[at] = ~spikes_rows(logs[at])
     flat, logs, owner = flat[kept], logs[kept], owner[kept]
     median = np.full(count, np.nan)
     spread = np.zeros(count)
@@ -209,7 +209,7 @@ def reference_rows(values: np.ndarray, lo: np.ndarray, hi: np.ndarray, *, recent
     return median, spread, runs, comparable
 
 
-def _rows_by_length(owner: np.ndarray, count: int):  # noqa: ANN202 (yields length, series, positions)
+def _rows_by_length(owner: np.ndarray, count: int) -> "Iterator[tuple[int, np.ndarray, np.ndarray]]":
     """The series of each length in ``owner`` (each value's series, in series order):
     (length, their numbers, the (series x length) positions of their values)."""
     sizes = np.bincount(owner, minlength=count)

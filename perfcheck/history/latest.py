@@ -19,6 +19,7 @@ from operator import itemgetter
 from typing import TYPE_CHECKING, NoReturn
 
 from perfcheck.errors import InputError
+from perfcheck.history.backend import DAMAGED_HINT
 
 if TYPE_CHECKING:
     import numpy as np
@@ -203,4 +204,4 @@ def _damaged(rows: Sequence[tuple[object, ...]], runs: Sequence[Sequence[object]
         clean(pd.DataFrame({"runs.run": [run[0] for run in runs], "run_id": [run[1] for run in runs]}, dtype=object))
         clean(frame)
     raise InputError(where, "the history store is damaged (a value or a run's time is not a number)",  # type: ignore[arg-type]
-                     hint="restore it from a copy, or name a new file for --history")
+                     hint=DAMAGED_HINT)

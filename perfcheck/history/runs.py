@@ -385,7 +385,7 @@ def _row_fields(checks: object) -> object:
     return [{k: c[k] for k in CHECK_FIELDS if k in c} if isinstance(c, dict) else c for c in checks]
 
 
-class _UnitsByName(dict):
+class _UnitsByName(dict[str, str]):
     """metric -> its unit by its name (``schema.metric_unit``), each worked out once."""
 
     def __missing__(self, metric: str) -> str:

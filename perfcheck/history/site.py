@@ -100,7 +100,10 @@ def check_target(directory: str | Path, digest: str | Path | None = None) -> Pat
         raise UsageError(f"--html {target}: not a directory")
     # the site is built beside its folder and renamed onto it: the current folder (or
     # one above it) cannot be replaced under the shell that sits in it
-    here, there = Path.cwd().resolve(), target.resolve()
+    try:
+        here, there = Path.cwd().resolve(), target.resolve()
+    except (RuntimeError, OSError) as exc:  # a loop of links (RuntimeError before Python 3.13)
+        raise UsageError(f"--html {directory}: cannot be written ({exc})") from None
     if there == here or there in here.parents:
         raise UsageError(f"--html {directory}: is the current folder or holds it; give the site a folder of its own "
                          "(e.g. --html site)")

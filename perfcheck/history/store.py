@@ -57,14 +57,12 @@ from perfcheck.history.backend import (  # noqa: F401 (the read path's names, im
     SeriesReader,
     as_text,
     concat_batches,
-    numbers,
     series_batches,
     values_sql,
 )
 from perfcheck.history.latest import LEAN_COLUMNS, LatestValues, latest_values
 
 if TYPE_CHECKING:
-    import numpy as np
     import pandas as pd
 
     from perfcheck.history.backend import HistoryStore
@@ -339,7 +337,7 @@ class Store(SeriesReader):
                               hint="name another file for --history")
         if "malformed" in text or "no such column" in text or "no such table" in text:
             return InputError(self.path, f"the history store is damaged ({text})",
-                              hint="restore it from a copy, or name a new file for --history")
+                              hint=DAMAGED_HINT)
         if "readonly" in text or "read-only" in text:
             return InputError(self.path, f"the history store cannot be written ({text})",
                               hint="make it writable, or name another file for --history")
@@ -403,12 +401,12 @@ class Store(SeriesReader):
             have = {row[1] for row in self._db.execute(f"PRAGMA table_info({table})")}
             if not have:
                 raise InputError(self.path, f"the history store is damaged (table {table!r} is missing)",
-                                 hint="restore it from a copy, or name a new file for --history")
+                                 hint=DAMAGED_HINT)
             missing = [c for c in wanted if c not in have]
             if missing:
                 raise InputError(self.path, f"the history store is damaged (table {table!r} lacks column "
                                  f"{', '.join(repr(c) for c in missing)})",
-                                 hint="restore it from a copy, or name a new file for --history")
+                                 hint=DAMAGED_HINT)
 
     def _migrate_refused(self) -> None:
         if self.version > SCHEMA_VERSION:
@@ -600,7 +598,7 @@ class Store(SeriesReader):
                 fingerprint = None
             if not isinstance(fingerprint, dict):
                 raise InputError(self.path, f"the history store is damaged (machine {machine!r}: fingerprint is not "
-                                 "a JSON object)", hint="restore it from a copy, or name a new file for --history")
+                                 "a JSON object)", hint=DAMAGED_HINT)
             out[str(machine)] = {str(k): str(v) for k, v in fingerprint.items()}
         return out
 
@@ -621,7 +619,10 @@ class Store(SeriesReader):
             try:
                 self._db.execute("COMMIT")
             except sqlite3.Error:  # a read transaction keeps nothing: the error that ended it is the one said
-                pass
+                try:  # but it must end: left open, it would pin the WAL and refuse the next add's BEGIN
+                    self._db.execute("ROLLBACK")
+                except sqlite3.Error:
+                    pass
 
     def _rows(self, sql: str, params: Sequence[object] = ()) -> list[tuple]:
         try:
@@ -630,7 +631,7 @@ class Store(SeriesReader):
             raise self._damaged(exc) from None
         except (UnicodeDecodeError, OverflowError) as exc:  # text not UTF-8, integers past 64 bits
             raise InputError(self.path, f"the history store is damaged ({exc})",
-                             hint="restore it from a copy, or name a new file for --history") from None
+                             hint=DAMAGED_HINT) from None
 
     def _numbers(self, frame: "pd.DataFrame", columns: Sequence[str]) -> None:
         """``columns`` of ``frame`` as float64 in place; text or blobs in them (SQLite's
@@ -643,7 +644,7 @@ class Store(SeriesReader):
             if bad.any():
                 raise InputError(self.path, f"the history store is damaged (column {column!r} holds "
                                  f"{frame.loc[bad, column].iloc[0]!r} in {int(bad.sum())} row(s), not a number)",
-                                 hint="restore it from a copy, or name a new file for --history")
+                                 hint=DAMAGED_HINT)
             frame[column] = values.astype("float64")
 
     def _times(self, frame: "pd.DataFrame", column: str) -> None:
@@ -845,10 +846,14 @@ def as_times(frame: "pd.DataFrame", column: str, where: "Path | StoreURL") -> No
 
     bad = ~frame[column].between(MIN_TIME, MAX_TIME)
     if bad.any():
-        raise InputError(where, f"run {frame.loc[bad, 'run_id'].iloc[0]!r} has {column} "
-                         f"{float(frame.loc[bad, column].iloc[0])!r}, outside 1970-2200 (an older perfcheck stored it)",
-                         hint="`perfcheck history prune` removes runs with impossible times")
+        raise impossible_time(where, frame.loc[bad, "run_id"].iloc[0], column, float(frame.loc[bad, column].iloc[0]))
     frame[column] = pd.to_datetime(frame[column], unit="s", utc=True)
+
+
+def impossible_time(where: "Path | StoreURL", run_id: object, column: str, value: float) -> InputError:
+    """The error of a run's ``column`` (Unix seconds) outside MIN_TIME-MAX_TIME, read from ``where``."""
+    return InputError(where, f"run {run_id!r} has {column} {value!r}, outside 1970-2200 (an older "
+                      "perfcheck stored it)", hint="`perfcheck history prune` removes runs with impossible times")
 
 
 def runs_frame(rows: list[tuple[object, ...]], limit: int | None, where: "Path | StoreURL") -> "pd.DataFrame":
