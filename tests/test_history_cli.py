@@ -186,3 +186,38 @@ def test_detect_relative_reports_a_machine_wide_regression_once(cli, tmp_path: P
     assert cli("history", "detect", "--history", path, "--relative").code == 1
     plain = cli("history", "detect", "--history", path, "--json").json()
     assert plain["recent_regressions"] == kernels  # without --relative: once per kernel
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_check_history_reads_and_appends_with_the_collector_paused_then_as_it_was(
+        cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, enabled: bool) -> None:  # noqa: ANN001
+    # the collector's full passes walked the whole run for the gate's and the append's
+    # row tuples (0.1 s at 2,000 kernels x 16 metrics); a caller's own setting is kept
+    import gc
+
+    from perfcheck.history import gate
+    from perfcheck.history.store import Store
+
+    seen: list[tuple[str, bool]] = []
+    references, add = gate.references, Store.add
+
+    def reading(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        seen.append(("gate", gc.isenabled()))
+        return references(*args, **kwargs)
+
+    def adding(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        seen.append(("add", gc.isenabled()))
+        return add(self, *args, **kwargs)
+
+    monkeypatch.setattr(gate, "references", reading)
+    monkeypatch.setattr(Store, "add", adding)
+    config = ["--config", str(EXAMPLE / "perfcheck.toml"), "--baseline-dir", str(tmp_path / "b")]
+    assert cli("check", *config).code in (0, 1)  # records the baselines: then checks compare
+    (gc.enable if enabled else gc.disable)()
+    try:
+        assert cli("check", *config, "--json", "r.json", "--history", tmp_path / "h.sqlite").code in (0, 1)
+        after = gc.isenabled()
+    finally:
+        gc.enable()
+    assert seen and {name for name, _ in seen} == {"gate", "add"} and not any(on for _, on in seen), seen
+    assert after is enabled
