@@ -419,9 +419,11 @@ def _suite_results(path: Path, raw: bytes, suite: str, entry: Mapping[str, objec
     # no object per value (32,000 a night): value, unit, n, median, spread, outcome, low, high
     unit_of, outcome_of, low_of, high_of = units.get, outcome.get, lows.get, highs.get
     by_name = _UnitsByName()  # a results file has few metrics and many kernels
-    rows: dict[tuple[str, str], tuple[object, ...]] = {
-        key: (value, unit_of(key) or by_name[key[1]], None, None, None, outcome_of(key), low_of(key), high_of(key))
-        for key, value in observed.items()}
+
+    def row(key: tuple[str, str], value: float | None) -> tuple[object, ...]:
+        return value, unit_of(key) or by_name[key[1]], None, None, None, outcome_of(key), low_of(key), high_of(key)
+
+    rows: dict[tuple[str, str], tuple[object, ...]] = {key: row(key, value) for key, value in observed.items()}
     table = entry.get("measurements", {})
     if isinstance(table, dict):
         for kernel, metrics in table.items():
@@ -429,9 +431,7 @@ def _suite_results(path: Path, raw: bytes, suite: str, entry: Mapping[str, objec
                 continue
             kernel = str(kernel)
             for metric, value in metrics.items():  # a JSON object's keys are text
-                key = (kernel, metric)
-                rows[key] = (finite(value), unit_of(key) or by_name[metric], None, None, None, outcome_of(key),
-                             low_of(key), high_of(key))
+                rows[(kernel, metric)] = row((kernel, metric), finite(value))
     samples = entry.get("samples", {}) if isinstance(entry.get("samples"), dict) else {}
     for kernel, stats in samples.items():  # a kernel's duration: its dispatches' count, median and spread
         row = rows.get((kernel, "duration"))
