@@ -4,19 +4,41 @@ year of nights). Each is compared with the one-at-a-time or frame-based way it r
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from perfcheck.history import Result, RunRecord, open_store
-from perfcheck.history.gate import reference
+from perfcheck.history.changepoints import spikes
+from perfcheck.history.gate import MIN_RUNS, RECENT_RUNS, WINDOW, Reference
 
 T0 = 1_767_225_600.0
 
 
+def reference(values: np.ndarray, *, stretch: tuple[int, int]) -> Reference:
+    """The reference of one series alone, with numpy's one-series functions (the oracle
+    ``reference_rows`` is held to): the stretch's finite positive values, single-run
+    spikes set aside, the median of the latest runs, the largest of three spreads."""
+    tail = values[stretch[0]:stretch[1]]
+    tail = tail[np.isfinite(tail) & (tail > 0)]
+    if len(tail) >= 3:
+        tail = tail[~spikes(np.log(tail))]
+    if len(tail) < MIN_RUNS:
+        return Reference(None, 0.0, 0, len(tail), stretch[0])
+    logs = np.log(tail[-WINDOW:])
+    spread = float(max(1.4826 * float(np.median(np.abs(np.diff(logs)))) / math.sqrt(2.0),
+                       1.4826 * float(np.median(np.abs(logs - np.median(logs)))), np.std(logs, ddof=1)))
+    recent = tail[-RECENT_RUNS:]
+    return Reference(float(np.median(recent)), spread, len(recent), len(tail), stretch[0])
+
+
 def test_the_references_of_many_series_are_each_ones_own_to_the_bit() -> None:
-    # The gate takes a suite's 2,000 references at once (``reference_rows``): each must
-    # be the one ``reference`` gives its series alone, float for float, whatever the
-    # series hold (spikes, a step, NaN, inf, zero and negative values, constant runs,
-    # too few runs) and whichever stretch the accepted level names.
+    # The gate takes a suite's 2,000 references at once (``reference_rows``; ``gate.reference``
+    # is its one-series case): each must be its series' own, computed alone with numpy's
+    # one-series functions, float for float, whatever the series hold (spikes, a step,
+    # NaN, inf, zero and negative values, constant runs, too few runs) and whichever
+    # stretch the accepted level names.
+    from perfcheck.history import gate
     from perfcheck.history.gate import reference_rows
 
     rng = np.random.default_rng(22)
@@ -46,6 +68,7 @@ def test_the_references_of_many_series_are_each_ones_own_to_the_bit() -> None:
         kinds.add((ref.usable, ref.comparable < len(x[stretches[i][0]:stretches[i][1]])))
         got = (None if np.isnan(medians[i]) else float(medians[i]), float(spreads[i]), int(runs[i]), int(comparable[i]))
         assert got == (ref.value, ref.spread, ref.runs, ref.comparable), i
+        assert gate.reference(x, stretch=stretches[i]) == ref, i  # the one-series case alike
     assert kinds == {(True, True), (True, False), (False, True), (False, False)}  # each case was met
 
 

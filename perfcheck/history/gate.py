@@ -48,7 +48,6 @@ from perfcheck.history.changepoints import (
     MIN_AFTER,
     P_VALUE,
     WINDOW,
-    spikes,
     spikes_rows,
     split_points,
     split_points_many,
@@ -143,38 +142,34 @@ def reference(values: Sequence[float] | np.ndarray, *, recent: int = RECENT_RUNS
               stretch: tuple[int, int] | None = None) -> Reference:
     """The history reference of one series (oldest first; NaN ignored): the runs since
     its last change point, or ``stretch`` (start, end): the accepted level's runs
-    (``perfcheck.history.lifecycle.level``)."""
+    (``perfcheck.history.lifecycle.level``). ``reference_rows`` of the one series."""
     x = np.asarray(values, dtype="float64")
     if stretch is None:
         splits = split_points(x, p=p, min_after=min_after, window=window)
         start, end = (splits[-1].index if splits else 0), len(x)
     else:
         start, end = stretch
-    tail = x[start:end]
-    tail = tail[np.isfinite(tail) & (tail > 0)]
-    if len(tail) >= 3:
-        tail = tail[~spikes(np.log(tail))]
-    if len(tail) < min_runs:
-        return Reference(None, 0.0, 0, len(tail), start)
-    logs = np.log(tail[-window:])
-    diffs = np.abs(np.diff(logs))
-    # run-to-run sigma from successive differences (a slow trend barely moves it),
-    # never below the spread around the median, nor (spikes are set aside) the standard
-    # deviation, which is the steadier estimate when only a few runs are there
-    spread = float(max(1.4826 * _median(diffs) / math.sqrt(2.0), 1.4826 * _median(np.abs(logs - _median(logs))),
-                       np.std(logs, ddof=1)))
-    recent_values = tail[-recent:]
-    return Reference(_median(recent_values), spread, len(recent_values), len(tail), start)
+    lo, hi, _ = slice(start, end).indices(len(x))  # the stretch as Python slices it
+    median, spread, runs, comparable = reference_rows(x, np.array([lo]), np.array([hi]), recent=recent,
+                                                      min_runs=min_runs, window=window)
+    usable = not np.isnan(median[0])
+    return Reference(float(median[0]) if usable else None, float(spread[0]), int(runs[0]), int(comparable[0]), start)
 
 
 def reference_rows(values: np.ndarray, lo: np.ndarray, hi: np.ndarray, *, recent: int = RECENT_RUNS,
                    min_runs: int = MIN_RUNS, window: int = WINDOW) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """``reference`` of many series at once, the same floats: series ``i`` is the
-    stretch ``values[lo[i]:hi[i]]``. Returns each one's median (NaN: too little
-    history), spread, runs and comparable runs. A suite's 2,000 series one by one were
+    """The references of many series at once: series ``i`` is the stretch
+    ``values[lo[i]:hi[i]]`` (NaN, inf and values <= 0 ignored; single-run spikes set
+    aside in series of at least 3 runs). Returns each one's median of its latest
+    ``recent`` runs (NaN: fewer than ``min_runs``), spread (the run-to-run sigma of its
+    last ``window`` logs: from successive differences, so a slow trend barely moves it,
+    never below the spread around the median, nor, spikes set aside, the standard
+    deviation, the steadier estimate when only a few runs are there), runs and
+    comparable runs. A suite's 2,000 series one by one were
     a quarter of the gate's time, numpy's overhead on arrays of 60 values; here the
     series of one length are rows of one matrix (a median along a row is that row's
-    own median, a sum along a contiguous row the same pairwise sum, tested to the bit)."""
+    own median, a sum along a contiguous row the same pairwise sum: each series' floats are
+    those of its stretch alone, tested to the bit against numpy's one-series functions)."""
     count = len(lo)
     lengths = np.maximum(np.asarray(hi, dtype=np.int64) - np.asarray(lo, dtype=np.int64), 0)
     owner = np.repeat(np.arange(count), lengths)
@@ -220,18 +215,10 @@ def _rows_by_length(owner: np.ndarray, count: int) -> "Iterator[tuple[int, np.nd
 
 
 def _middle(ordered: np.ndarray) -> np.ndarray:
-    """Each sorted row's median as ``_median`` takes it."""
+    """Each sorted row's median as ``np.median`` takes it, to the bit (the middle value, or
+    the two middle ones' sum halved, as its mean is), without its partitioning machinery."""
     half = ordered.shape[1] // 2
     return ordered[:, half] if ordered.shape[1] % 2 else (ordered[:, half - 1] + ordered[:, half]) / 2.0
-
-
-def _median(x: np.ndarray) -> float:
-    """``np.median`` of a short finite array, to the bit (the middle value, or the two
-    middle ones' sum halved, as its mean is), without its partitioning machinery: the
-    gate takes four for each of a suite's 2,000 series."""
-    ordered = np.sort(x)
-    half = len(ordered) // 2
-    return float(ordered[half]) if len(ordered) % 2 else float((ordered[half - 1] + ordered[half]) / 2.0)
 
 
 def within_run_se(samples: np.ndarray | None) -> float:
