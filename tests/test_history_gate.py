@@ -141,6 +141,45 @@ def test_check_judges_on_history_and_appends_the_run(stencil: Path, cli, history
         assert len(store.runs()) == 1 + 8 + 1  # every check run appended once
 
 
+def test_the_run_is_stored_after_every_report_and_only_then(stencil: Path, cli, history_at,  # noqa: ANN001
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    # The values are written on a second thread while the reports are, and committed
+    # once every report is written: while the JSON file is being written the store holds
+    # none of this run; a report that cannot be written, or an interrupt, leaves the
+    # store as it was, and no thread is left behind.
+    import threading
+
+    from perfcheck.report import results as results_module
+
+    _seed_history(history_at, _observed(), 1)
+    real = results_module.write_document
+    seen: list[int] = []
+
+    def peeking(path, content):  # noqa: ANN001, ANN202
+        with open_store(history_at, create=False) as store:
+            seen.append(len(store.runs()))
+        return real(path, content)
+
+    def failing(path, content):  # noqa: ANN001, ANN202
+        raise OSError(28, "No space left on device")
+
+    def interrupted(path, content):  # noqa: ANN001, ANN202
+        raise KeyboardInterrupt
+
+    threads = threading.active_count()
+    monkeypatch.setattr(results_module, "write_document", peeking)
+    assert cli("check", "--json", "out.json").code == 0
+    assert seen == [1]
+    monkeypatch.setattr(results_module, "write_document", failing)
+    result = cli("check", "--json", "out.json")
+    assert result.code == 2 and "out.json: No space left on device" in result.err
+    monkeypatch.setattr(results_module, "write_document", interrupted)
+    assert cli("check", "--json", "out.json").code == 130
+    with open_store(history_at, create=False) as store:
+        assert len(store.runs()) == 2
+    assert threading.active_count() == threads
+
+
 def test_drift_in_history_does_not_fail_a_run(stencil: Path, cli, history_at) -> None:  # noqa: ANN001
     observed = _observed()
     _seed_history(history_at, observed / 1.055, 8)  # 5.5% slower than usual: drift

@@ -204,6 +204,25 @@ def test_an_older_store_is_migrated_in_place(pg_server) -> None:  # noqa: ANN001
     assert frame["value"].tolist() == [1e-3, 2e-3, 3e-3] and frame["high"].isna().all()  # kept, new columns there
 
 
+def test_a_version_3_store_gets_the_value_in_its_key(pg_server) -> None:  # noqa: ANN001
+    # version 4: the values' primary key carries the value (INCLUDE), so a series' values
+    # are read from the key's range alone; a version-3 store keeps every value
+    url = pg_server.create_database("v3")
+    with open_store(url) as store:
+        for i in range(3):
+            assert _run(store, f"r{i}", i)
+        before = store.series()
+    pg_server.execute("ALTER TABLE results DROP CONSTRAINT results_pkey; "
+                      "ALTER TABLE results ADD CONSTRAINT results_v3_pkey PRIMARY KEY (series_id, run); "
+                      "UPDATE perfcheck_schema SET version = 3", "v3")
+    with open_store(url) as store:
+        assert store.version == pgstore.SCHEMA_VERSION == 4
+        assert store.series().equals(before)
+        assert _run(store, "r3", 3)
+    keys = pg_server.execute("SELECT indexdef FROM pg_indexes WHERE tablename = 'results'", "v3")
+    assert keys == [("CREATE UNIQUE INDEX results_pkey ON public.results USING btree (series_id, run) INCLUDE (value)",)]
+
+
 def test_the_dashboard_view_and_the_documented_grafana_query(pg_server) -> None:  # noqa: ANN001
     url = pg_server.create_database("grafana")
     with open_store(url) as store:

@@ -53,6 +53,31 @@ def test_a_run_is_stored_once(store_at) -> None:  # noqa: ANN001 (both backends)
         assert store.series()["value"].tolist() == [1e-3, 1e12]
 
 
+def test_a_run_withdrawn_before_its_commit_is_not_stored(store_at) -> None:  # noqa: ANN001 (both backends)
+    # ``ready`` is asked with the values written, inside the transaction: False rolls
+    # them back (the suite runner's report failed), and the same run can come later
+    asked: list[int] = []
+
+    def ready(answer: bool):  # noqa: ANN202
+        def ask() -> bool:
+            with open_store(location, create=False) as other:  # another reader sees nothing yet
+                asked.append(len(other.runs()))
+            return answer
+        return ask
+
+    location = store_at()
+    with open_store(location) as store:
+        assert _add(store, 0, 1e-3)
+        run = RunRecord("run-001", T0 + DAY)
+        rows = [Result("m", "stencil", "k1", "duration", 2e-3, "s")]
+        done = store.add(run, rows, ready=ready(False))
+        assert not done.added and done.values == 0
+        assert store.runs()["run_id"].tolist() == ["run-000"] and len(store.series()) == 2
+        assert store.add(run, rows, ready=ready(True)).added
+        assert store.runs()["run_id"].tolist() == ["run-000", "run-001"] and len(store.series()) == 3
+    assert asked == [1, 1]
+
+
 def test_series_filters_last_and_since(store_at) -> None:  # noqa: ANN001 (both backends)
     with open_store(store_at()) as store:
         for i in range(10):
@@ -291,7 +316,7 @@ def test_a_version_2_store_gets_series_ids_and_keeps_every_value(store_at) -> No
     location = store_at()
     _version_2_store(location)
     with open_store(location) as store:
-        assert store.version == store_module.SCHEMA_VERSION == 3
+        assert store.version == store_module.SCHEMA_VERSION == 4
         frame = store.series()
         runs = store.runs()
         assert store.machines() == {"m0": {}, "m1": {"arch": "gfx90a"}}

@@ -91,7 +91,8 @@ class HistoryStore(Protocol):
     def latest_values(self, *, machine: str, suite: str, pairs: Sequence[tuple[str, str | None]],
                       last: int) -> "LatestValues": ...  # ``latest`` as arrays (perfcheck.history.latest)
 
-    def add(self, run: "RunRecord", results: "Iterable[Result] | ValueRows", machines: Iterable["Machine"] = ()) -> "AddResult": ...
+    def add(self, run: "RunRecord", results: "Iterable[Result] | ValueRows", machines: Iterable["Machine"] = (), *,
+            ready: "Callable[[], bool] | None" = None) -> "AddResult": ...  # ready: False before the commit rolls back
 
     def prune(self, *, keep_days: float, now: float | None = None) -> int: ...
 

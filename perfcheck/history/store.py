@@ -178,6 +178,11 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE results_v3 RENAME TO results;
     CREATE INDEX runs_time ON runs(time);
     """,
+    # 3 -> 4: nothing here. PostgreSQL's values key takes the value along (pgstore.PG_MIGRATIONS[3]);
+    # SQLite's values table is its key already (WITHOUT ROWID), so a series' values are read in
+    # key order from its own pages. One version for both backends: a store's version says the same
+    # schema wherever it lives.
+    "",
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 COMPACT_VERSION = 3  # series named once (issue 22)
@@ -474,9 +479,13 @@ class Store(SeriesReader):
 
     # --- writing -------------------------------------------------------------------------
 
-    def add(self, run: RunRecord, results: "Iterable[Result] | ValueRows", machines: Iterable[Machine] = ()) -> AddResult:
+    def add(self, run: RunRecord, results: "Iterable[Result] | ValueRows", machines: Iterable[Machine] = (), *,
+            ready: "Callable[[], bool] | None" = None) -> AddResult:
         """Append one run and its values in one transaction. A run id already stored is
-        left alone (``added`` False): importing the same results file twice adds nothing."""
+        left alone (``added`` False): importing the same results file twice adds nothing.
+        ``ready``: called with the values written, before the commit (it may wait); False
+        rolls the run back (``added`` False): the suite runner writes the values while it
+        writes the reports, and stores them only once every report is written."""
         rows = value_rows(results)
         named = {m.machine: m for m in machines}
         for machine in {machine for machine, _ in rows.groups} - set(named):
@@ -506,6 +515,9 @@ class Store(SeriesReader):
                 )
                 db.executemany("INSERT INTO results VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                                stored_rows(rows, number, self._series_ids))
+                if ready is not None and not ready():
+                    db.execute("ROLLBACK")
+                    return AddResult(run.run_id, False, 0)
                 db.execute("COMMIT")
             except BaseException:
                 db.execute("ROLLBACK")
