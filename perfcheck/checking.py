@@ -41,9 +41,8 @@ from __future__ import annotations
 
 import gc
 import os
-import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -650,28 +649,33 @@ def finish(runs: Sequence[SuiteRun], settings: Settings) -> Run:
     # made once for the JSON file and the history when both want it; else the JSON
     # writer makes it and lets it go (it is the size of the run's every value)
     document = results_of_run(runs, record) if settings.json is not None and appending else None
-    # The history is stored after every report: a store that cannot be read or written
+    # The history is committed after every report: a store that cannot be read or written
     # (read-only file system, damaged, newer schema, not a store) costs the run its
-    # history entry, never its reports, and the exit status says so (Run.exit_code).
-    # The values are written while the reports are (a second thread: SQLite and the
-    # server do their work without the GIL) and committed once every report is written;
-    # a report that fails, or an interrupt, rolls them back. The collector is paused for
-    # both (``_collector_paused``), so neither thread's allocations set off its full passes.
-    with _collector_paused() if appending else nullcontext():
-        pending = _Append(runs, settings.history, record, document) \
-            if appending and settings.history is not None and record is not None else None
+    # history entry, never its reports, and the exit status says so (Run.exit_code); a
+    # report that cannot be written (or an interrupt) keeps the run out of it. The reports
+    # are written inside the append's transaction, while SQLite inserts the values
+    # (``Store.add``'s ``alongside``), or before it where they hold roofline plots (seconds
+    # of drawing: other writers would wait that long for the store), or after it where the
+    # store failed first.
+    written: list[dict[str, list[Path]]] = []
+    started: list[bool] = []
+
+    def reports() -> None:
+        started.append(True)
+        written.append(write_reports(runs, settings, record, document))
+
+    if appending and settings.history is not None and record is not None:
+        if settings.roofline is not None:
+            reports()
         try:
-            written = write_reports(runs, settings, record, document)
-        except BaseException:
-            if pending is not None:
-                pending.abandon()
-            raise
-        run = Run(list(runs), written)
-        if pending is not None:
-            try:
-                pending.commit()
-            except PerfcheckError as exc:
-                failed = str(exc)
+            append_history(runs, settings.history, record, document, alongside=None if started else reports)
+        except PerfcheckError as exc:
+            if started and not written:
+                raise  # a report's own error (UsageError), not the store's: the run was rolled back
+            failed = str(exc)
+    if not started:
+        reports()
+    run = Run(list(runs), written[0])
     if failed is not None:
         later = f"; the results file {display_path(settings.json)} can be added later with `perfcheck history add`" \
             if settings.json is not None and settings.write_baselines else ""
@@ -713,10 +717,10 @@ def accept_open_regressions(runs: Sequence[SuiteRun]) -> None:
 
 def append_history(runs: Sequence[SuiteRun], path: "StoreLocation", record: "RunRecord",
                    document: Mapping[str, object] | None = None, *,
-                   ready: "Callable[[], bool] | None" = None) -> None:
+                   alongside: "Callable[[], object] | None" = None) -> None:
     """Append this run's values to the history store: once, at the end of a run
-    (``document``: the run's results document, when already made; ``ready``: the
-    store's ``add``'s, asked before the commit: False rolls the run back)."""
+    (``document``: the run's results document, when already made; ``alongside``: the
+    store's ``add``'s, work done before the commit, while the values are inserted)."""
     from perfcheck.history.runs import results_of
     from perfcheck.history.store import open_store
 
@@ -724,52 +728,7 @@ def append_history(runs: Sequence[SuiteRun], path: "StoreLocation", record: "Run
     with _collector_paused():
         results, machines = results_of(document, [r.name for r in runs if not r.skipped and r.analysis is not None])
         with open_store(path) as store:
-            store.add(record, results, machines, ready=ready)
-
-
-class _Append:
-    """``append_history`` on a thread of its own, started before the reports are written:
-    it writes the values and waits, inside its transaction, for ``commit`` (store them)
-    or ``abandon`` (roll them back). At 2,000 kernels x 16 metrics its SQLite inserts
-    (0.3 s) ran while the JSON results file was written, not after it."""
-
-    def __init__(self, runs: Sequence[SuiteRun], path: "StoreLocation", record: "RunRecord",
-                 document: Mapping[str, object] | None) -> None:
-        self._decided = threading.Event()
-        self._store = False
-        self._error: BaseException | None = None
-        # a daemon: an interrupt that ends the process leaves the transaction uncommitted
-        # (SQLite and the server roll it back), never a process waiting on the thread
-        self._thread = threading.Thread(target=self._work, args=(runs, path, record, document),
-                                        name="perfcheck-history", daemon=True)
-        self._thread.start()
-
-    def _ready(self) -> bool:
-        self._decided.wait()
-        return self._store
-
-    def _work(self, runs: Sequence[SuiteRun], path: "StoreLocation", record: "RunRecord",
-              document: Mapping[str, object] | None) -> None:
-        try:
-            append_history(runs, path, record, document, ready=self._ready)
-        except BaseException as exc:  # noqa: BLE001 (raised again by ``commit``, on the caller's thread)
-            self._error = exc
-
-    def commit(self) -> None:
-        """Store the values; the append's error (PerfcheckError: the store's) raised here."""
-        self._store = True  # before the event: ``_ready`` reads it once the event is set
-        self._decided.set()
-        self._finish()
-
-    def abandon(self) -> None:
-        """Roll the values back (a report failed): the append's own error is then moot."""
-        self._decided.set()
-        self._thread.join()
-
-    def _finish(self) -> None:
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
+            store.add(record, results, machines, alongside=alongside)
 
 
 def run_suites(settings: Settings) -> Run:

@@ -53,29 +53,33 @@ def test_a_run_is_stored_once(store_at) -> None:  # noqa: ANN001 (both backends)
         assert store.series()["value"].tolist() == [1e-3, 1e12]
 
 
-def test_a_run_withdrawn_before_its_commit_is_not_stored(store_at) -> None:  # noqa: ANN001 (both backends)
-    # ``ready`` is asked with the values written, inside the transaction: False rolls
-    # them back (the suite runner's report failed), and the same run can come later
-    asked: list[int] = []
+def test_work_done_alongside_an_add_comes_before_its_commit(store_at) -> None:  # noqa: ANN001 (both backends)
+    # ``alongside`` (the suite runner's reports) runs once, before the commit: another
+    # reader sees none of the run meanwhile; if it raises, the run is rolled back and the
+    # error goes on; the values stored are those a plain add stores, to the type
+    location, plain = store_at(), store_at("plain")
+    seen: list[int] = []
 
-    def ready(answer: bool):  # noqa: ANN202
-        def ask() -> bool:
-            with open_store(location, create=False) as other:  # another reader sees nothing yet
-                asked.append(len(other.runs()))
-            return answer
-        return ask
+    def look() -> None:
+        with open_store(location, create=False) as other:
+            seen.append(len(other.runs()))
 
-    location = store_at()
-    with open_store(location) as store:
-        assert _add(store, 0, 1e-3)
-        run = RunRecord("run-001", T0 + DAY)
-        rows = [Result("m", "stencil", "k1", "duration", 2e-3, "s")]
-        done = store.add(run, rows, ready=ready(False))
-        assert not done.added and done.values == 0
-        assert store.runs()["run_id"].tolist() == ["run-000"] and len(store.series()) == 2
-        assert store.add(run, rows, ready=ready(True)).added
-        assert store.runs()["run_id"].tolist() == ["run-000", "run-001"] and len(store.series()) == 3
-    assert asked == [1, 1]
+    def fail() -> None:
+        raise KeyboardInterrupt
+
+    run = RunRecord("run-001", T0 + DAY)
+    rows = [Result("m", "stencil", f"k{k}", metric, value, unit, n=n, outcome="passed", low=None, high=2.0)
+            for k in range(50) for metric, value, unit, n in (("duration", 1e-3 * (k + 1), "s", 10),
+                                                             ("vgpr", 64, "", None), ("hbm_bw", 1.5e12, "B/s", None))]
+    with open_store(location) as store, open_store(plain) as other:
+        assert _add(store, 0, 1e-3) and _add(other, 0, 1e-3)
+        with pytest.raises(KeyboardInterrupt):
+            store.add(run, rows, alongside=fail)
+        assert store.runs()["run_id"].tolist() == ["run-000"] and len(store.series(run_id="run-001")) == 0
+        assert store.add(run, rows, alongside=look).added
+        assert seen == [1] and store.runs()["run_id"].tolist() == ["run-000", "run-001"]
+        assert other.add(run, rows).added
+        assert store.series().equals(other.series()) and len(store.series(run_id="run-001")) == 150
 
 
 def test_series_filters_last_and_since(store_at) -> None:  # noqa: ANN001 (both backends)

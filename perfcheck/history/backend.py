@@ -92,7 +92,7 @@ class HistoryStore(Protocol):
                       last: int) -> "LatestValues": ...  # ``latest`` as arrays (perfcheck.history.latest)
 
     def add(self, run: "RunRecord", results: "Iterable[Result] | ValueRows", machines: Iterable["Machine"] = (), *,
-            ready: "Callable[[], bool] | None" = None) -> "AddResult": ...  # ready: False before the commit rolls back
+            alongside: "Callable[[], object] | None" = None) -> "AddResult": ...  # alongside: done before the commit
 
     def prune(self, *, keep_days: float, now: float | None = None) -> int: ...
 

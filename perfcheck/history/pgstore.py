@@ -309,23 +309,25 @@ class PostgresStore(SeriesReader):
     # --- writing -------------------------------------------------------------------------
 
     def add(self, run: RunRecord, results: "Iterable[Result] | ValueRows", machines: Iterable[Machine] = (), *,
-            ready: "Callable[[], bool] | None" = None) -> AddResult:
+            alongside: "Callable[[], object] | None" = None) -> AddResult:
         """Append one run and its values in one transaction. A run id already stored is
         left alone (``added`` False): importing the same results file twice adds nothing.
-        ``ready``: as ``Store.add``'s (False after the values are written: rolled back)."""
+        ``alongside``: as ``Store.add``'s, work done before the commit: here before the
+        transaction (the values go in one COPY, with no GIL to share), which so holds its
+        locks no longer than it did; if it raises, nothing is written."""
         rows = value_rows(results)
         named = {m.machine: m for m in machines}
         for machine in {machine for machine, _ in rows.groups} - set(named):
             named[machine] = Machine(machine)
-        done = self._add(run, rows, named, ready)
+        if alongside is not None:
+            alongside()
+        done = self._add(run, rows, named)
         if done is None:
             raise InputError(self.url, f"run {run.run_id!r} is already stored with other values",
                              hint="a run id names one run: give the other run its own id (the results file's run.id)")
         return done
 
-    def _add(self, run: RunRecord, rows: ValueRows, named: dict[str, Machine],
-             ready: "Callable[[], bool] | None") -> AddResult | None:
-        withdrawn = False
+    def _add(self, run: RunRecord, rows: ValueRows, named: dict[str, Machine]) -> AddResult | None:
         try:
             with self._db.transaction():
                 claimed = self._db.execute(
@@ -357,12 +359,9 @@ class PostgresStore(SeriesReader):
                                      "FROM STDIN") as copy:
                         for row in values:
                             copy.write_row(row)
-                if ready is not None and not ready():
-                    withdrawn = True
-                    raise _driver().Rollback()  # the transaction block rolls back and ends here
         except self._errors as exc:
             raise self._failed("write to", exc) from None
-        return AddResult(run.run_id, not withdrawn, 0 if withdrawn else len(rows))
+        return AddResult(run.run_id, True, len(rows))
 
     def _series_ids(self, cursor: Any, machine: str, suite: str,
                     keys: Mapping[tuple[str, str], object]) -> dict[tuple[str, str], int]:
