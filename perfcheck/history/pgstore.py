@@ -10,7 +10,8 @@ variables or ``~/.pgpass`` (libpq reads those); messages show the URL masked.
 
 Schema: the tables of ``store.MIGRATIONS`` in PostgreSQL's types, ``PG_MIGRATIONS[i]``
 taking a store from version i to i + 1 (``test_history_postgres`` checks that both
-backends have as many), and the version in ``perfcheck_schema``. Migrations run in
+backends have as many), and the version in ``perfcheck_schema``; since version 4 the
+values' primary key carries the value (``INCLUDE``, PostgreSQL 11 or later). Migrations run in
 one transaction under an advisory lock, so many jobs opening a new store at once
 create it once. One view is an interface for dashboards, stable across versions::
 
