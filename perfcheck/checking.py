@@ -653,10 +653,10 @@ def finish(runs: Sequence[SuiteRun], settings: Settings) -> Run:
     # (read-only file system, damaged, newer schema, not a store) costs the run its
     # history entry, never its reports, and the exit status says so (Run.exit_code); a
     # report that cannot be written (or an interrupt) keeps the run out of it. The reports
-    # are written inside the append's transaction, while SQLite inserts the values
-    # (``Store.add``'s ``alongside``), or before it where they hold roofline plots (seconds
-    # of drawing: other writers would wait that long for the store), or after it where the
-    # store failed first.
+    # are written by the append, before its commit (``Store.add``'s ``alongside``: SQLite
+    # inserts the values meanwhile), or before the append where they hold roofline plots
+    # (seconds of drawing: other writers would wait that long for the store), or after it
+    # where the store failed first.
     written: list[dict[str, list[Path]]] = []
     started: list[bool] = []
 

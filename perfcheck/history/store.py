@@ -489,10 +489,11 @@ class Store(SeriesReader):
 
         ``alongside``: the caller's own work, done (on the caller's thread, once) while
         SQLite inserts the values, before the commit; if it raises, the run is rolled back
-        and the exception goes on; not called where nothing is added (the run is stored). The suite runner writes its reports so: the values are
-        stored only once every report is written, and the inserts, one statement on a
-        helper thread that SQLite runs without the GIL, take none of the run's time on a
-        second core (0.2 of `check --history`'s 1.0 s at 2,000 kernels x 16 metrics)."""
+        and the exception goes on; not called where nothing is added (the run is stored).
+        The suite runner writes its reports so: the values are stored only once every
+        report is written, and the inserts, one statement on a helper thread that SQLite
+        runs without the GIL, take none of the run's time on a second core (0.2 s of
+        `check --history`'s 1.0 s at 2,000 kernels x 16 metrics)."""
         rows = value_rows(results)
         named = {m.machine: m for m in machines}
         for machine in {machine for machine, _ in rows.groups} - set(named):
