@@ -143,10 +143,10 @@ def test_check_judges_on_history_and_appends_the_run(stencil: Path, cli, history
 
 def test_the_run_is_stored_after_every_report_and_only_then(stencil: Path, cli, history_at,  # noqa: ANN001
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    # The values are written on a second thread while the reports are, and committed
-    # once every report is written: while the JSON file is being written the store holds
-    # none of this run; a report that cannot be written, or an interrupt, leaves the
-    # store as it was, and no thread is left behind.
+    # The reports are written while the store inserts the values (SQLite: on a helper
+    # thread), and the run is committed once every report is written: while the JSON file
+    # is being written the store holds none of this run; a report that cannot be written,
+    # or an interrupt, leaves the store as it was, and no thread is left behind.
     import threading
 
     from perfcheck.report import results as results_module
@@ -177,6 +177,15 @@ def test_the_run_is_stored_after_every_report_and_only_then(stencil: Path, cli, 
     assert cli("check", "--json", "out.json").code == 130
     with open_store(history_at, create=False) as store:
         assert len(store.runs()) == 2
+    # with roofline plots the reports come first (seconds of drawing, with the store's
+    # write lock not held), then the append: the same outcome
+    monkeypatch.setattr(results_module, "write_document", peeking)
+    assert cli("check", "--json", "out.json", "--roofline", "plots").code == 0
+    assert seen == [1, 2] and list(Path("plots").glob("*.png"))
+    monkeypatch.setattr(results_module, "write_document", failing)
+    assert cli("check", "--json", "out.json", "--roofline", "plots").code == 2
+    with open_store(history_at, create=False) as store:
+        assert len(store.runs()) == 3
     assert threading.active_count() == threads
 
 
