@@ -104,11 +104,13 @@ def test_recent_values_are_the_latest_runs_since_the_references_start(store_at) 
         for i in range(16):
             rows = [Result("m", "s", k, metric, 1.0 + i + 0.1 * j if (i, j) != (12, 1) else None, "s")
                     for j, k in enumerate(("k1", "k2", "k3")) for metric in ("duration", "occupancy")[:2 - (k == "k3")]]
-            store.add(RunRecord(f"r{i:02d}", T0 + min(i, 14) * 86400.0 + 0.25), rows)
+            # digits below the microsecond, as time.time() gives: the reference's start
+            # (``Timestamp.timestamp()``) is then rounded, and r08 must still be in
+            store.add(RunRecord(f"r{i:02d}", T0 + min(i, 14) * 86400.0 + 0.123456789), rows)
         frame = store.latest(machine="m", suite="s", pairs=[(k, None) for k in ("k1", "k2", "k3", "nope")],
                              last=SERIES_RUNS)
     stamp = frame.loc[frame["run_id"] == "r08", "time"].iloc[0].timestamp()  # as the gate's reference gives it
-    seconds = ((frame["time"] - pd.Timestamp(0, tz="UTC")) / pd.Timedelta(seconds=1)).to_numpy(dtype="float64")
+    seconds = np.asarray([t.timestamp() for t in frame["time"]], dtype="float64")
     for k1 in (stamp, stamp - 3600.0):
         since = {"k1": k1, "k2": None, "k3": T0 + 40 * 86400.0, "nope": None}
         got = recent_values(path, "m", "s", since)

@@ -359,12 +359,15 @@ def recent_values(store_path: "str | Path | StoreURL", machine: str, suite: str,
     import pandas as pd
 
     # each run's time as ``latest``'s frame holds it (a UTC timestamp, to the nanosecond),
-    # in seconds, as the reference's start was taken (the runs with a value: others may
-    # hold any time)
+    # in seconds as the reference's start was taken: ``Timestamp.timestamp()``, which
+    # rounds to the microsecond (the runs with a value: others may hold any time). Not
+    # (stamp - epoch) / 1 s: for a time with digits below the microsecond (time.time()'s),
+    # that is up to half a microsecond under the start, and the run the reference starts
+    # at was left out of the values the diagnosis compares with
     used = np.unique(found.runs)
     seconds = np.full(len(found.times), np.nan)
     stamps = pd.to_datetime(found.times[used], unit="s", utc=True)
-    seconds[used] = ((stamps - pd.Timestamp(0, tz="UTC")) / pd.Timedelta(seconds=1)).to_numpy(dtype="float64")
+    seconds[used] = [stamp.timestamp() for stamp in stamps]  # one a run, not a value
     first = {kernel: start for kernel, start in since.items() if start is not None}
     start = np.asarray([first.get(kernel, -np.inf) for kernel in found.kernels], dtype="float64")
     kept = seconds[found.runs] >= np.repeat(start, np.diff(found.starts))  # each row: since its kernel's start
