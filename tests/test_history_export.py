@@ -257,6 +257,22 @@ def test_history_copy_reads_a_few_runs_at_a_time_and_copies_what_one_read_copied
     assert len(counting.calls) >= NIGHTS // 2
 
 
+def test_history_copy_keeps_each_runs_time_to_the_bit(store_at, tmp_path: Path) -> None:  # noqa: ANN001
+    # time.time() gives digits below the microsecond; the copy's runs keep them (it
+    # rounded them to the microsecond before, moving a run by up to half of one)
+    from perfcheck.history import Result, RunRecord
+    from perfcheck.history.transfer import copy_store
+
+    times = [START + 0.123456789, START + 86400.987654321, START + 2 * 86400.0 + 1e-7]
+    with open_store(tmp_path / "source.sqlite") as source, open_store(store_at("copy")) as target:
+        for i, time in enumerate(times):
+            source.add(RunRecord(f"r{i}", time), [Result("m", "s", "k", "duration", 1.0 + i, "s")])
+        copy_store(source, target)
+        got = target.runs()["time"]
+        assert got.equals(source.runs()["time"])
+    assert ((got - pd.Timestamp(0, tz="UTC")) / pd.Timedelta(seconds=1)).tolist() == times
+
+
 def _bencher_one_value_at_a_time(series: pd.DataFrame) -> list:
     """The documents as first made (before issue 22): names made for every value, every
     row of the sorted frame read on its own (the oracle)."""
