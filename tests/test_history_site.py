@@ -81,7 +81,7 @@ def test_the_overview_lists_what_moved_and_stays_small(written: Path) -> None:
     assert listed and int(listed[1]) > KERNELS * 0.9, listed  # about every kernel's duration
     assert "+40.0%" in text or "+39." in text or "+40." in text  # the worst first: the 40% kernels
     changed = [e for e in page.find("table", "changed")]
-    assert changed and f"Series that changed (" in text and "largest latest changes of" in text
+    assert changed and "Series that changed (" in text and "largest latest changes of" in text
     assert "Outside budget in the latest run" in text
     kernels = (written / kernels_file("big")).read_text()
     assert kernels.count('class="kernel"') == KERNELS
