@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from perfcheck.history import open_store
+from perfcheck.history import store as store_module
 from tests.test_history_gate import EXAMPLE, _duration_check, _seed_history, history_at, stencil  # noqa: F401
 
 pytestmark = pytest.mark.usefixtures("local_run")
@@ -98,7 +99,9 @@ def _snapshot(location: "Path | str") -> object:
 def _upgrade_refused(result, location) -> None:  # noqa: ANN001
     from tests.conftest import one_line_error
 
-    line = one_line_error(result, None, "history schema version 2 needs an upgrade to 3",
+    from perfcheck.history.store import SCHEMA_VERSION
+
+    line = one_line_error(result, None, f"history schema version 2 needs an upgrade to {SCHEMA_VERSION}",
                           "run a command that writes once")
     assert str(location).split("@")[-1] in line or str(location) in line, line
 
@@ -121,7 +124,7 @@ def test_check_read_only_on_a_version_2_store_is_one_line_and_leaves_it(stencil:
     monkeypatch.delenv("PERFCHECK_HISTORY_MODE", raising=False)
     assert cli("check").code in (0, 1)  # a writing command migrates it
     with open_store(history_at, create=False) as store:
-        assert store.version == 3
+        assert store.version == store_module.SCHEMA_VERSION
 
 
 @pytest.mark.parametrize("command", [("list",), ("detect",), ("report", "--markdown", "digest.md"),
