@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import sqlite3
 from pathlib import Path
 
 import numpy as np
@@ -263,14 +264,19 @@ def test_history_copy_keeps_each_runs_time_to_the_bit(store_at, tmp_path: Path) 
     from perfcheck.history import Result, RunRecord
     from perfcheck.history.transfer import copy_store
 
-    times = [START + 0.123456789, START + 86400.987654321, START + 2 * 86400.0 + 1e-7]
+    # 40 times to the float's last bit (a division of the nanoseconds by 1e9 got 7% of them
+    # a unit in the last place off)
+    times = sorted((START + np.random.default_rng(7).random(40) * 3e7).tolist())
     with open_store(tmp_path / "source.sqlite") as source, open_store(store_at("copy")) as target:
         for i, time in enumerate(times):
             source.add(RunRecord(f"r{i}", time), [Result("m", "s", "k", "duration", 1.0 + i, "s")])
         copy_store(source, target)
         got = target.runs()["time"]
         assert got.equals(source.runs()["time"])
-    assert ((got - pd.Timestamp(0, tz="UTC")) / pd.Timedelta(seconds=1)).tolist() == times
+    with sqlite3.connect(tmp_path / "source.sqlite") as db:
+        assert [t for (t,) in db.execute("SELECT time FROM runs ORDER BY run")] == times
+    nanoseconds = got.dt.as_unit("ns").array.asi8
+    assert (nanoseconds // 10**9 + (nanoseconds % 10**9) / 1e9).tolist() == times
 
 
 def _bencher_one_value_at_a_time(series: pd.DataFrame) -> list:
